@@ -1,0 +1,189 @@
+import path from 'node:path';
+import os from 'node:os';
+import { z } from 'zod';
+
+/**
+ * Settings, read once from the environment (and `.env`, loaded by the entry point).
+ * The seed's names are kept so an operator can move over unchanged; new settings have
+ * defaults that work on a fresh machine.
+ */
+
+const intFrom = (def: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^-?\d+$/, 'must be an integer')
+    .transform(Number)
+    .optional()
+    .transform((v) => v ?? def);
+
+const optionalInt = z
+  .string()
+  .trim()
+  .regex(/^\d+$/, 'must be a non-negative integer')
+  .transform(Number)
+  .optional();
+
+const ipv4 = z
+  .string()
+  .trim()
+  .regex(/^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$/, 'must be an IPv4 address');
+
+/** `<ip>` or `<ip>:<port>` (port defaults to 22). */
+const nodeAddress = z
+  .string()
+  .trim()
+  .regex(/^[^:\s]+(:\d{1,5})?$/, 'must be <ip> or <ip>:<port>')
+  .transform((v) => {
+    const [host, port] = v.split(':');
+    return { host, port: port ? Number(port) : 22 };
+  });
+
+const csv = z
+  .string()
+  .optional()
+  .transform((v) =>
+    (v ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  );
+
+const envSchema = z.object({
+  PORT: intFrom(8080),
+  GATEWAY: ipv4.optional(),
+  MAIN_NODE: z.string().trim().min(1).optional(),
+  ALLOW_IPS: csv,
+  TRUSTED_PROXIES: csv,
+  API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  ASSIGN_STORAGE: z.string().trim().min(1).optional(),
+  ASSIGN_IP_START: intFrom(100),
+  ASSIGN_IP_END: intFrom(254),
+  VM_MAX_CPU: optionalInt,
+  VM_MAX_RAM: optionalInt,
+  VM_MAX_DISK: optionalInt,
+  VM_BALLOON_MIN: optionalInt,
+  VM_ROOT_PASSWORD: z.string().optional(),
+  VM_SSH_PORT: intFrom(22),
+  VM_BRIDGE: z.string().trim().default('vmbr0'),
+  SSH_WAIT_TIMEOUT: intFrom(600),
+
+  DATA_DIR: z.string().optional(),
+  SSH_KEY_PATH: z.string().optional(),
+  NODE_SSH_USER: z.string().default('root'),
+
+  TEMPORAL_ADDRESS: z.string().trim().min(1).optional(),
+  TEMPORAL_NAMESPACE: z.string().trim().default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().trim().default('qemurun'),
+  TEMPORAL_UI_PORT: intFrom(8233),
+  TEMPORAL_DEV_PORT: intFrom(7233),
+  TEMPORAL_CLI_PATH: z.string().optional(),
+
+  IMAGE_BASE_DEBIAN: z.string().url().default('https://cloud.debian.org/images/cloud'),
+  IMAGE_BASE_UBUNTU: z.string().url().default('https://cloud-images.ubuntu.com/releases'),
+  IMAGE_BASE_ROCKYLINUX: z.string().url().default('https://dl.rockylinux.org/pub/rocky'),
+
+  SANDBOX_BOOT_DELAY_MS: intFrom(1500),
+  SANDBOX_NODES: z.string().default('pve1,pve2'),
+  SANDBOX_SSH_PORT_BASE: intFrom(2200),
+});
+
+/** NODE_<name> shares its prefix with Node.js's own variables; those are not cluster nodes. */
+const NODE_JS_VARIABLES = new Set([
+  'ENV', 'OPTIONS', 'PATH', 'DEBUG', 'DEBUG_NATIVE', 'DISABLE_COLORS', 'ICU_DATA', 'PENDING_DEPRECATION',
+  'REPL_HISTORY', 'REPL_EXTERNAL_MODULE', 'NO_WARNINGS', 'COMPILE_CACHE', 'CHANNEL_FD', 'UNIQUE_ID',
+  'VERSION', 'MODULE_VERSION',
+]);
+
+export interface NodeAddress {
+  host: string;
+  port: number;
+}
+
+export type Config = ReturnType<typeof buildConfig>;
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+function clamp(n: number, lo: number, hi: number): number {
+  return Math.min(hi, Math.max(lo, n));
+}
+
+function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeAddress>) {
+  const dataDir = path.resolve(env.DATA_DIR ?? 'data');
+  const ipStart = clamp(env.ASSIGN_IP_START, 100, 254);
+  const ipEnd = clamp(env.ASSIGN_IP_END, 100, 254);
+  return {
+    port: env.PORT,
+    /** True when no Proxmox is configured: the service runs against the sandbox cluster. */
+    sandbox: env.MAIN_NODE === undefined,
+    gateway: env.GATEWAY ?? '127.0.0.1',
+    mainNode: env.MAIN_NODE ?? 'pve1',
+    nodes,
+    allowIps: env.ALLOW_IPS,
+    trustedProxies: env.TRUSTED_PROXIES,
+    apiToken: env.API_TOKEN,
+    storage: env.ASSIGN_STORAGE ?? 'local',
+    vmidRange: { start: Math.min(ipStart, ipEnd), end: Math.max(ipStart, ipEnd) },
+    limits: { maxCpu: env.VM_MAX_CPU, maxRamMb: env.VM_MAX_RAM, maxDiskGb: env.VM_MAX_DISK },
+    balloonMinMb: env.VM_BALLOON_MIN,
+    rootPassword: env.VM_ROOT_PASSWORD,
+    vmSshPort: env.VM_SSH_PORT,
+    bridge: env.VM_BRIDGE,
+    sshWaitTimeoutSec: env.SSH_WAIT_TIMEOUT,
+    dataDir,
+    sshKeyPath: env.SSH_KEY_PATH ?? path.join(os.homedir(), '.ssh', 'id_ed25519'),
+    nodeSshUser: env.NODE_SSH_USER,
+    temporal: {
+      address: env.TEMPORAL_ADDRESS,
+      namespace: env.TEMPORAL_NAMESPACE,
+      taskQueue: env.TEMPORAL_TASK_QUEUE,
+      uiPort: env.TEMPORAL_UI_PORT,
+      devPort: env.TEMPORAL_DEV_PORT,
+      cliPath: env.TEMPORAL_CLI_PATH,
+    },
+    imageBase: {
+      debian: env.IMAGE_BASE_DEBIAN.replace(/\/+$/, ''),
+      ubuntu: env.IMAGE_BASE_UBUNTU.replace(/\/+$/, ''),
+      rockylinux: env.IMAGE_BASE_ROCKYLINUX.replace(/\/+$/, ''),
+    },
+    sandboxOptions: {
+      bootDelayMs: env.SANDBOX_BOOT_DELAY_MS,
+      nodes: env.SANDBOX_NODES.split(',').map((s) => s.trim()).filter(Boolean),
+      sshPortBase: env.SANDBOX_SSH_PORT_BASE,
+    },
+  };
+}
+
+/** Reads and validates settings; throws ConfigError naming every bad setting. */
+export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
+  const problems: string[] = [];
+  const parsed = envSchema.safeParse(source);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      problems.push(`${issue.path.join('.')}: ${issue.message}`);
+    }
+  }
+  const nodes: Record<string, NodeAddress> = {};
+  for (const [key, value] of Object.entries(source)) {
+    const m = /^NODE_([A-Za-z0-9][A-Za-z0-9.-]*)$/.exec(key);
+    if (!m || NODE_JS_VARIABLES.has(m[1]) || value === undefined) continue;
+    const addr = nodeAddress.safeParse(value);
+    if (addr.success) nodes[m[1]] = addr.data;
+    else problems.push(`${key}: ${addr.error.issues[0].message}`);
+  }
+  if (parsed.success) {
+    const env = parsed.data;
+    if (env.MAIN_NODE !== undefined) {
+      if (!env.GATEWAY) problems.push('GATEWAY: required when MAIN_NODE is set');
+      if (!env.ASSIGN_STORAGE) problems.push('ASSIGN_STORAGE: required when MAIN_NODE is set');
+      if (!nodes[env.MAIN_NODE]) problems.push(`NODE_${env.MAIN_NODE}: required, the address of MAIN_NODE`);
+    }
+  }
+  if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
+  return buildConfig(parsed.data, nodes);
+}

@@ -1,0 +1,63 @@
+/**
+ * Types shared by workflows, activities, the API and tests. Workflow code imports this
+ * module, so it must stay free of Node.js imports.
+ */
+
+export const OS_VERSIONS = {
+  debian: ['11', '12', '13'],
+  ubuntu: ['20.04', '22.04', '24.04'],
+  rockylinux: ['8', '9', '10'],
+} as const;
+
+export type OsName = keyof typeof OS_VERSIONS;
+
+export const DEFAULT_USER: Record<OsName, string> = {
+  debian: 'debian',
+  ubuntu: 'ubuntu',
+  rockylinux: 'rocky',
+};
+
+/** A validated install request, after defaults and clamping. Secrets are separate. */
+export interface InstallSpec {
+  os: OsName;
+  version: string;
+  /** Explicit VMID, or undefined to auto-assign from the configured range. */
+  vmid?: number;
+  /** Name prefix; the final name is `<name>-<vmid>`. Undefined means the VMID. */
+  name?: string;
+  /** Node to migrate to before the first boot; undefined means the main node. */
+  node?: string;
+  cpu: number;
+  ramMb: number;
+  diskGb: number;
+  user: string;
+  /** Extra SSH public keys from the request, one per line. */
+  pubkey?: string;
+}
+
+/** Secrets that travel with an install; the payload codec keeps them out of history. */
+export interface InstallSecrets {
+  /** Cloud-init user password. */
+  passwd: string;
+  /** Root password for the OS init script; undefined uses the script's default. */
+  rootPassword?: string;
+}
+
+export type EventStatus = 'processing' | 'success' | 'info' | 'error';
+
+/** One SSE event as the seed sent it, plus a sequence number for re-attaching. */
+export interface ProgressEvent {
+  seq: number;
+  step: string;
+  status: EventStatus;
+  message: string;
+}
+
+export interface InstallResult {
+  vmid: number;
+  ip: string;
+  user: string;
+  node: string;
+  name: string;
+  elapsedSec: number;
+}

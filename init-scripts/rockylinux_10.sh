@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# QemuRun init script for Rocky Linux 10. Settings and behaviour: see lib/common.sh.
+# Runs as is from a checkout; the VM gets the self-contained text that lib/initScripts.ts
+# builds by inlining the sourced files.
+QR_OS=rockylinux
+QR_VERSION=10
+QR_OS_RELEASE_ID=rocky
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" # qemurun:include
+source "$(dirname "${BASH_SOURCE[0]}")/lib/rhel-family.sh" # qemurun:include
+
+# Nothing the script starts may read its stdin: that is where the script itself comes from.
+qr_main "$@" </dev/null

@@ -1,0 +1,149 @@
+import express, { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { Payload, PayloadCodec } from '@temporalio/common';
+
+/**
+ * The codec server: lets the Temporal Web UI and `temporal --codec-endpoint <base>/codec`
+ * show encrypted history in clear text. Both call `<endpoint>/decode` and `<endpoint>/encode`
+ * with Payloads in proto-JSON form: `{ payloads: [{ metadata: { k: base64 }, data: base64 }] }`.
+ *
+ * The Web UI calls it from the user's browser, not from the UI server, so it needs CORS
+ * for the UI's origin. The answer is plaintext history, so POSTs sit behind `authorize`.
+ */
+
+export interface CodecRouterOptions {
+  /** The same guard as mutating endpoints; decode hands out plaintext. */
+  authorize: RequestHandler;
+  /** Origins of the Temporal UI, e.g. http://127.0.0.1:8233 and http://localhost:8233. */
+  allowedOrigins: string[];
+  /** Largest request body; the UI batches a page of history into one request. */
+  bodyLimit?: string;
+}
+
+interface JsonPayload {
+  metadata?: Record<string, string>;
+  data?: string;
+}
+
+class BadRequest extends Error {}
+
+/** "http://LOCALHOST:8233/" and "http://localhost:8233" are the same origin. */
+function normaliseOrigin(origin: string): string | undefined {
+  try {
+    const url = new URL(origin);
+    return url.origin === 'null' ? undefined : url.origin;
+  } catch {
+    return undefined;
+  }
+}
+
+const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+
+function bytes(value: unknown, where: string): Uint8Array {
+  if (typeof value !== 'string' || !BASE64.test(value)) throw new BadRequest(`${where} must be a base64 string`);
+  return Buffer.from(value, 'base64');
+}
+
+function fromJson(body: unknown): Payload[] {
+  const list = (body as { payloads?: unknown } | undefined)?.payloads;
+  if (!Array.isArray(list)) throw new BadRequest('body must be {"payloads": [{"metadata": {...}, "data": "<base64>"}]}');
+  return list.map((p: unknown, i) => {
+    if (typeof p !== 'object' || p === null || Array.isArray(p)) throw new BadRequest(`payloads[${i}] must be an object`);
+    const { metadata = {}, data = '' } = p as { metadata?: unknown; data?: unknown };
+    if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
+      throw new BadRequest(`payloads[${i}].metadata must be an object`);
+    }
+    const meta: Record<string, Uint8Array> = {};
+    for (const [k, v] of Object.entries(metadata)) meta[k] = bytes(v, `payloads[${i}].metadata.${k}`);
+    // proto-JSON leaves out empty fields, so a missing `data` means empty bytes.
+    return { metadata: meta, data: bytes(data, `payloads[${i}].data`) };
+  });
+}
+
+function toJson(payloads: Payload[]): { payloads: JsonPayload[] } {
+  const b64 = (u: Uint8Array | null | undefined) => Buffer.from(u ?? []).toString('base64');
+  return {
+    payloads: payloads.map((p) => ({
+      metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, b64(v)])),
+      data: b64(p.data),
+    })),
+  };
+}
+
+function corsFor(allowedOrigins: string[]): RequestHandler {
+  const allowed = new Set(allowedOrigins.map(normaliseOrigin).filter((o): o is string => o !== undefined));
+  return (req, res, next) => {
+    const origin = req.get('Origin');
+    const ok = origin !== undefined && allowed.has(normaliseOrigin(origin) ?? '');
+    res.vary('Origin');
+    if (ok) {
+      res.set({
+        'Access-Control-Allow-Origin': origin,
+        // The UI can send the user's token ("include credentials"); then '*' is not accepted.
+        'Access-Control-Allow-Credentials': 'true',
+        'Access-Control-Allow-Methods': 'POST, OPTIONS',
+        'Access-Control-Allow-Headers': 'Content-Type, X-Namespace, Authorization',
+        'Access-Control-Max-Age': '600',
+      });
+    }
+    if (req.method === 'OPTIONS') {
+      res.status(ok ? 204 : 403).end();
+      return;
+    }
+    // A browser page from elsewhere gets no answer it could use; the CLI sends no Origin.
+    if (origin !== undefined && !ok) {
+      res.status(403).json({ success: false, message: `origin ${origin} may not use the codec endpoint` });
+      return;
+    }
+    next();
+  };
+}
+
+function handler(codec: PayloadCodec, op: 'encode' | 'decode'): RequestHandler {
+  return async (req: Request, res: Response) => {
+    if (!req.is('application/json')) {
+      res.status(415).json({ success: false, message: 'Content-Type must be application/json' });
+      return;
+    }
+    let payloads: Payload[];
+    try {
+      payloads = fromJson(req.body);
+    } catch (err) {
+      if (!(err instanceof BadRequest)) throw err;
+      res.status(400).json({ success: false, message: `please check your input: ${err.message}` });
+      return;
+    }
+    let out: Payload[];
+    try {
+      out = await codec[op](payloads);
+    } catch (err) {
+      // Unknown key id, altered ciphertext: the caller can act on the message (it never holds key material).
+      res.status(422).json({ success: false, message: `${op} failed: ${(err as Error).message}` });
+      return;
+    }
+    // Decoded history is plaintext: keep it out of browser and proxy caches.
+    res.set('Cache-Control', 'no-store').json(toJson(out));
+  };
+}
+
+/** Body errors from express.json (not JSON, too large) as JSON answers, like the rest of the API. */
+function bodyErrors(err: Error & { type?: string; status?: number }, _req: Request, res: Response, next: NextFunction) {
+  if (err.type === 'entity.parse.failed') {
+    res.status(400).json({ success: false, message: 'please check your input: body is not valid JSON' });
+  } else if (err.type === 'entity.too.large') {
+    res.status(413).json({ success: false, message: 'please check your input: body is too large' });
+  } else {
+    next(err);
+  }
+}
+
+export function codecRouter(codec: PayloadCodec, opts: CodecRouterOptions): express.Router {
+  const router = express.Router();
+  // Its own parser and limit: history pages are far larger than API requests, and this
+  // router is meant to be mounted before the app-wide JSON parser.
+  const json = express.json({ limit: opts.bodyLimit ?? '8mb' });
+  router.use('/codec', corsFor(opts.allowedOrigins));
+  router.post('/codec/decode', opts.authorize, json, handler(codec, 'decode'));
+  router.post('/codec/encode', opts.authorize, json, handler(codec, 'encode'));
+  router.use('/codec', bodyErrors);
+  return router;
+}

@@ -1,0 +1,123 @@
+import crypto from 'node:crypto';
+import type { DataConverter, Payload, PayloadCodec } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+
+/**
+ * Encrypts every payload the SDK sends to Temporal (workflow and activity arguments and
+ * results, signals, queries, memo), so the server's history holds ciphertext only.
+ *
+ * Wire format (the same as Temporal's samples-typescript `encryption` sample, so their
+ * tooling can read it): metadata `encoding = binary/encrypted`, `encryption-key-id = <id>`,
+ * data = IV (12 bytes) ‖ AES-256-GCM ciphertext ‖ tag (16 bytes), where the plaintext is the
+ * whole serialized original Payload, metadata included (its `encoding` can say what the
+ * data is, which is itself worth hiding).
+ *
+ * Not covered: search attributes (the server must index them) and, with the SDK's default
+ * failure converter, failure messages and stack traces. Never put secrets in those.
+ */
+
+export const ENCODING_ENCRYPTED = 'binary/encrypted';
+export const METADATA_ENCODING_KEY = 'encoding';
+export const METADATA_KEY_ID_KEY = 'encryption-key-id';
+
+const ALGORITHM = 'aes-256-gcm';
+const KEY_BYTES = 32;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+/** A payload this codec cannot decrypt. The message names the key id, never key material. */
+export class EncryptionCodecError extends Error {
+  override name = 'EncryptionCodecError';
+}
+
+export interface EncryptionCodecKeys {
+  /** Every key that may have encrypted stored history, by id. */
+  keys: ReadonlyMap<string, Buffer>;
+  /** The id of the key new payloads are encrypted with; older keys stay for decryption. */
+  encryptWith: string;
+}
+
+function text(bytes: Uint8Array | null | undefined): string | undefined {
+  return bytes ? Buffer.from(bytes).toString('utf8') : undefined;
+}
+
+export class EncryptionCodec implements PayloadCodec {
+  private readonly keys: ReadonlyMap<string, Buffer>;
+  private readonly encryptWith: string;
+
+  constructor(opts: EncryptionCodecKeys) {
+    for (const [id, key] of opts.keys) {
+      if (key.length !== KEY_BYTES) throw new EncryptionCodecError(`encryption key "${id}" is ${key.length} bytes, AES-256 needs ${KEY_BYTES}`);
+    }
+    if (!opts.keys.has(opts.encryptWith)) {
+      throw new EncryptionCodecError(`encryption key "${opts.encryptWith}" (the one to encrypt with) is not among the keys`);
+    }
+    // A private copy: a caller mutating its map later must not change what we decrypt with.
+    this.keys = new Map(opts.keys);
+    this.encryptWith = opts.encryptWith;
+  }
+
+  /** The id new payloads are encrypted with (for start-up logs). */
+  get keyId(): string {
+    return this.encryptWith;
+  }
+
+  async encode(payloads: Payload[]): Promise<Payload[]> {
+    const key = this.keys.get(this.encryptWith)!;
+    return payloads.map((payload) => {
+      const plain = temporal.api.common.v1.Payload.encode(payload).finish();
+      // A fresh random IV per payload: GCM's security collapses if an IV repeats under one key.
+      const iv = crypto.randomBytes(IV_BYTES);
+      const cipher = crypto.createCipheriv(ALGORITHM, key, iv);
+      const sealed = Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
+      return {
+        metadata: {
+          [METADATA_ENCODING_KEY]: Buffer.from(ENCODING_ENCRYPTED),
+          [METADATA_KEY_ID_KEY]: Buffer.from(this.encryptWith),
+        },
+        data: sealed,
+      };
+    });
+  }
+
+  async decode(payloads: Payload[]): Promise<Payload[]> {
+    return payloads.map((payload) => this.decodeOne(payload));
+  }
+
+  private decodeOne(payload: Payload): Payload {
+    // History written before encryption was turned on stays readable.
+    if (text(payload.metadata?.[METADATA_ENCODING_KEY]) !== ENCODING_ENCRYPTED) return payload;
+
+    const keyId = text(payload.metadata?.[METADATA_KEY_ID_KEY]);
+    if (!keyId) throw new EncryptionCodecError(`encrypted payload has no "${METADATA_KEY_ID_KEY}" metadata`);
+    const key = this.keys.get(keyId);
+    if (!key) {
+      throw new EncryptionCodecError(
+        `payload was encrypted with unknown key id "${keyId}" (known: ${[...this.keys.keys()].join(', ')}); ` +
+          'add that key to ENCRYPTION_KEYS / ENCRYPTION_KEY_FILE after the current one',
+      );
+    }
+    const sealed = Buffer.from(payload.data ?? []);
+    if (sealed.length < IV_BYTES + TAG_BYTES) {
+      throw new EncryptionCodecError(`encrypted payload (key id "${keyId}") is ${sealed.length} bytes, too short to be valid`);
+    }
+    const decipher = crypto.createDecipheriv(ALGORITHM, key, sealed.subarray(0, IV_BYTES));
+    decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
+    let plain: Buffer;
+    try {
+      plain = Buffer.concat([decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES)), decipher.final()]);
+    } catch {
+      // GCM refuses rather than returning garbage: either the key under this id changed or the data was altered.
+      throw new EncryptionCodecError(`encrypted payload failed authentication with key "${keyId}": wrong key for this id, or altered data`);
+    }
+    return temporal.api.common.v1.Payload.decode(plain);
+  }
+}
+
+/**
+ * The `dataConverter` for Client, Worker and anything else that reads or writes payloads.
+ * Every one of them must get the same codec, or they will see ciphertext.
+ */
+export function dataConverterFor(codec: PayloadCodec): DataConverter {
+  return { payloadCodecs: [codec] };
+}

@@ -1,0 +1,41 @@
+/**
+ * Errors of the image cache. Each carries `nonRetryable` so the activity layer can map it
+ * to a Temporal ApplicationFailure in one place (`ApplicationFailure.create({ type:
+ * err.name, nonRetryable: err.nonRetryable })`) without knowing the cases below.
+ */
+export abstract class ImageError extends Error {
+  abstract readonly nonRetryable: boolean;
+}
+
+/**
+ * The image or its checksum file is not there (404, 410, other 4xx), the checksum file
+ * does not list the image, or the OS/version has no official image. Retrying cannot help:
+ * the URL layout or the request is wrong.
+ */
+export class ImageNotFoundError extends ImageError {
+  override readonly name = 'ImageNotFoundError';
+  readonly nonRetryable = true;
+  constructor(message: string, readonly url?: string, readonly status?: number) {
+    super(message);
+  }
+}
+
+/** Network error, 5xx, 408/429, stalled or cut transfer: a later attempt may succeed. */
+export class ImageDownloadError extends ImageError {
+  override readonly name: string = 'ImageDownloadError';
+  readonly nonRetryable = false;
+  constructor(message: string, readonly url?: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/**
+ * The downloaded bytes do not hash to the published checksum. The partial file is deleted
+ * first, so the retry starts from zero instead of resuming garbage.
+ */
+export class ImageChecksumError extends ImageDownloadError {
+  override readonly name = 'ImageChecksumError';
+  constructor(url: string, readonly expected: string, readonly actual: string) {
+    super(`checksum mismatch for ${url}: expected ${expected}, got ${actual}`, url);
+  }
+}

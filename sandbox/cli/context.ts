@@ -1,0 +1,40 @@
+import fs from 'node:fs';
+import { clusterPaths, type ClusterPaths } from '../state/paths';
+import { loadModel, type ClusterModel } from '../state/model';
+
+/** What one CLI call knows: which cluster, which node it runs on, and its own output. */
+export interface Ctx {
+  dir: string;
+  node: string;
+  model: ClusterModel;
+  paths: ClusterPaths;
+  out(line: string): void;
+  err(line: string): void;
+}
+
+export function makeCtx(dir: string, node: string): Ctx {
+  return {
+    dir,
+    node,
+    model: loadModel(dir),
+    paths: clusterPaths(dir),
+    // Synchronous writes: lines reach a reader (the service's onLine) as they are printed,
+    // and nothing is lost when the process exits right after.
+    out: (line) => writeAll(1, line + '\n'),
+    err: (line) => writeAll(2, line + '\n'),
+  };
+}
+
+function writeAll(fd: number, text: string): void {
+  const buf = Buffer.from(text);
+  for (let off = 0; off < buf.length; ) {
+    try {
+      off += fs.writeSync(fd, buf, off);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'EAGAIN') continue; // a non-blocking pipe that is full: retry
+      if (code === 'EPIPE') return; // the reader went away
+      throw e;
+    }
+  }
+}

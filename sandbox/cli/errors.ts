@@ -1,0 +1,22 @@
+/**
+ * How the real tools fail. A CliError is a `die` in Perl: its message goes to stderr as
+ * is, and the exit code is 255 unless said otherwise (qm.pm's $upid_exit uses -1 too).
+ */
+export class CliError extends Error {
+  constructor(message: string, readonly exitCode = 255) {
+    super(message);
+  }
+}
+
+/** `400 Parameter verification failed.` + one `param: message` line each + the usage line. */
+export function paramError(errors: Record<string, string>, usage: string): CliError {
+  const lines = Object.keys(errors)
+    .sort()
+    .map((k) => `${k}: ${errors[k]}`);
+  return new CliError(['400 Parameter verification failed.', ...lines, usage].join('\n'));
+}
+
+/** Other HTTP-400 exceptions raised while parsing the command line. */
+export function usageError(message: string, usage: string): CliError {
+  return new CliError(`400 ${message}\n${usage}`);
+}

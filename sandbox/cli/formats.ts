@@ -1,0 +1,107 @@
+import { parsePropertyString } from '../state/vmconf';
+
+/**
+ * Format checks of qemu-server's option schema (QemuServer.pm, JSONSchema.pm), returning
+ * the same error texts. Only the formats of options the sandbox accepts are here.
+ */
+
+const dnsLabel = '([a-zA-Z0-9]([a-zA-Z0-9\\-]*[a-zA-Z0-9])?)';
+const DNS_NAME = new RegExp(`^(${dnsLabel}\\.)*${dnsLabel}$`);
+
+export const vmidFormat = (v: string) => (/^[1-9][0-9]{2,8}$/.test(v) ? undefined : 'value does not look like a valid VM ID');
+
+export const dnsName = (v: string) => (DNS_NAME.test(v) ? undefined : 'value does not look like a valid DNS name');
+
+export const nodeName = (v: string) =>
+  /^[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?$/.test(v) ? undefined : 'value does not look like a valid node name';
+
+export const storageId = (v: string) =>
+  /^[a-z][a-z0-9\-_.]*[a-z0-9]$/i.test(v) ? undefined : `storage ID '${v}' contains illegal characters`;
+
+function isIpv4(v: string): boolean {
+  const parts = v.split('.');
+  return parts.length === 4 && parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255);
+}
+
+function isIpv4Cidr(v: string): boolean {
+  const m = /^(.+)\/(\d{1,2})$/.exec(v);
+  return !!m && isIpv4(m[1]) && Number(m[2]) <= 32;
+}
+
+const isIpv6 = (v: string) => /^[0-9a-fA-F:]+(\/\d{1,3})?$/.test(v) && v.includes(':');
+
+/** `pve-qm-ipconfig`: ip=dhcp|CIDR, gw=IPv4, ip6=auto|dhcp|CIDR, gw6=IPv6. */
+export function ipconfig(v: string): Record<string, string> | undefined {
+  const errors: Record<string, string> = {};
+  const props = parsePropertyString(v);
+  for (const [k, val] of Object.entries(props)) {
+    if (k === 'ip' && val !== 'dhcp' && !isIpv4Cidr(val)) errors.ip = 'value does not look like a valid ipv4 network configuration';
+    else if (k === 'gw' && !isIpv4(val)) errors.gw = 'value does not look like a valid IPv4 address';
+    else if (k === 'ip6' && !['auto', 'dhcp'].includes(val) && !isIpv6(val)) errors.ip6 = 'value does not look like a valid ipv6 network configuration';
+    else if (k === 'gw6' && !isIpv6(val)) errors.gw6 = 'value does not look like a valid IPv6 address';
+    else if (!['ip', 'gw', 'ip6', 'gw6'].includes(k)) errors[k] = `property is not defined in schema and the schema does not allow additional properties`;
+  }
+  return Object.keys(errors).length ? errors : undefined;
+}
+
+const CPU_MODELS = [
+  '486', 'athlon', 'Broadwell', 'Broadwell-IBRS', 'Broadwell-noTSX', 'Broadwell-noTSX-IBRS', 'Cascadelake-Server',
+  'Conroe', 'core2duo', 'coreduo', 'EPYC', 'EPYC-IBPB', 'EPYC-Milan', 'EPYC-Rome', 'EPYC-Genoa', 'Haswell',
+  'Haswell-IBRS', 'Haswell-noTSX', 'Haswell-noTSX-IBRS', 'host', 'Icelake-Server', 'IvyBridge', 'IvyBridge-IBRS',
+  'kvm32', 'kvm64', 'max', 'Nehalem', 'Nehalem-IBRS', 'Opteron_G1', 'Opteron_G2', 'Opteron_G3', 'Opteron_G4',
+  'Opteron_G5', 'Penryn', 'pentium', 'pentium2', 'pentium3', 'phenom', 'qemu32', 'qemu64', 'SandyBridge',
+  'SandyBridge-IBRS', 'SapphireRapids', 'Skylake-Client', 'Skylake-Client-IBRS', 'Skylake-Server',
+  'Skylake-Server-IBRS', 'Westmere', 'Westmere-IBRS', 'x86-64-v2', 'x86-64-v2-AES', 'x86-64-v3', 'x86-64-v4',
+];
+
+/** `pve-vm-cpu-conf`: `[cputype=]<model>[,flags=+aes;-pcid][,hidden=1]...`. */
+export function cpuConf(v: string): string | undefined {
+  const props = parsePropertyString(v, 'cputype');
+  const model = props.cputype;
+  if (!model) return 'format error';
+  if (!CPU_MODELS.includes(model) && !model.startsWith('custom-')) {
+    return `Built-in cputype '${model}' is not defined (missing 'custom-' prefix?)`;
+  }
+  return undefined;
+}
+
+/** `pve-qga`: `[enabled=]<1|0>[,fstrim_cloned_disks=<1|0>][,freeze-fs-on-backup=<1|0>][,type=<virtio|isa>]`. */
+export function agent(v: string): Record<string, string> | undefined {
+  const errors: Record<string, string> = {};
+  for (const [k, val] of Object.entries(parsePropertyString(v, 'enabled'))) {
+    if (['enabled', 'fstrim_cloned_disks', 'freeze-fs-on-backup', 'freeze-fs'].includes(k)) {
+      if (!['0', '1'].includes(val)) errors[k] = `type check ('boolean') failed - got '${val}'`;
+    } else if (k === 'type') {
+      if (!['virtio', 'isa'].includes(val)) errors[k] = `value '${val}' does not have a value in the enumeration 'virtio, isa'`;
+    } else {
+      errors[k] = 'property is not defined in schema and the schema does not allow additional properties';
+    }
+  }
+  return Object.keys(errors).length ? errors : undefined;
+}
+
+export const NIC_MODELS = ['e1000', 'e1000-82540em', 'e1000-82544gc', 'e1000-82545em', 'e1000e', 'i82551', 'i82557b', 'i82559er', 'ne2k_isa', 'ne2k_pci', 'pcnet', 'rtl8139', 'virtio', 'vmxnet3'];
+
+/** `pve-qm-net`: `<model>[=<mac>],bridge=<br>[,firewall=1][,tag=N]...`. */
+export function net(v: string): string | undefined {
+  const first = v.split(',')[0];
+  const [model, mac] = first.split('=');
+  const knownModel = NIC_MODELS.includes(model) || model === 'model';
+  if (!knownModel) return 'format error';
+  if (model !== 'model' && mac !== undefined && !/^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$/.test(mac)) return 'format error';
+  return undefined;
+}
+
+/** `serial0`: `socket` or a host device path. */
+export const serial = (v: string) => (v === 'socket' || /^\/dev\/.+$/.test(v) ? undefined : 'value does not match the regex pattern');
+
+/** Tags: `pve-tag-list`, split on `;`, `,` or spaces. */
+export function tagList(v: string): string | undefined {
+  for (const tag of v.split(/[;,\s]+/).filter(Boolean)) {
+    if (!/^[a-z0-9_][a-z0-9_\-+.]*$/i.test(tag)) return `invalid characters in tag '${tag}'`;
+  }
+  return undefined;
+}
+
+/** `qm resize` sizes: `\+?\d+(\.\d+)?[KMGT]?`. */
+export const DISK_SIZE = /^\+?\d+(\.\d+)?[KMGT]?$/;

@@ -1,0 +1,195 @@
+import os from 'node:os';
+import { parseArgs, type Prop } from './args';
+import { CliError, paramError } from './errors';
+import type { Ctx } from './context';
+import * as f from './formats';
+import { nodeOf, storagesOn } from '../state/model';
+import { listVms } from '../state/vmlist';
+import { parseConf } from '../state/vmconf';
+import { readIfExists } from '../state/files';
+import { guestResource, guests, nodeResource, nodeUsage, storageResource } from './resources';
+import { toJson, toJsonPretty, toText } from './output';
+
+/**
+ * `pvesh get <path>` for the API paths the service reads. Output is the API's `data`
+ * member only; JSON keys sorted; numbers Perl held as strings (cpuinfo.mhz, loadavg,
+ * nextid) stay strings.
+ */
+interface Route {
+  path: RegExp;
+  props?: Record<string, Prop>;
+  get(ctx: Ctx, m: RegExpExecArray, params: Record<string, string>): unknown;
+}
+
+function requireNode(ctx: Ctx, name: string) {
+  const n = nodeOf(ctx.model, name);
+  if (!n) throw new CliError(`hostname lookup '${name}' failed - failed to get address info for: ${name}: Name or service not known`);
+  return n;
+}
+
+function nodeStatus(ctx: Ctx, name: string): unknown {
+  const n = requireNode(ctx, name);
+  if (!n.online) throw new CliError(`500 Can't connect to ${n.ip}:8006 (No route to host)`);
+  const u = nodeUsage(ctx, n);
+  const kernelVersion = `#1 SMP PREEMPT_DYNAMIC PMX ${ctx.model.kernel.replace(/-pve$/, '')} (2024-12-03T10:26Z)`;
+  const swap = 8 * 1024 ** 3;
+  return {
+    'boot-info': { mode: 'efi', secureboot: 0 },
+    cpu: u.cpu,
+    cpuinfo: {
+      cores: n.cpu.cores,
+      cpus: n.cpu.threads,
+      flags: n.cpu.flags,
+      hvm: '1',
+      mhz: n.cpu.mhz,
+      model: n.cpu.model,
+      sockets: n.cpu.sockets,
+      user_hz: 100,
+    },
+    'current-kernel': { machine: 'x86_64', release: ctx.model.kernel, sysname: 'Linux', version: kernelVersion },
+    idle: 0,
+    ksm: { shared: 0 },
+    kversion: `Linux ${ctx.model.kernel} ${kernelVersion}`,
+    loadavg: os.loadavg().map((l) => l.toFixed(2)),
+    memory: { free: n.memoryBytes - u.mem, total: n.memoryBytes, used: u.mem },
+    pveversion: ctx.model.pveVersion,
+    rootfs: { avail: n.rootfsBytes - n.rootfsUsedBytes, free: n.rootfsBytes - n.rootfsUsedBytes, total: n.rootfsBytes, used: n.rootfsUsedBytes },
+    swap: { free: swap, total: swap, used: 0 },
+    uptime: u.uptime,
+    wait: 0.0004,
+  };
+}
+
+function clusterResources(ctx: Ctx, type: string | undefined): unknown[] {
+  const out: unknown[] = [];
+  if (!type || type === 'vm') out.push(...guests(ctx).map(guestResource));
+  if (!type || type === 'node') out.push(...ctx.model.nodes.map((n) => nodeResource(ctx, n, false)));
+  if (!type || type === 'storage') {
+    for (const n of ctx.model.nodes) for (const s of storagesOn(ctx.model, n.name)) out.push(storageResource(ctx, s, n.name));
+  }
+  if (!type || type === 'sdn') {
+    for (const n of ctx.model.nodes) out.push({ id: `sdn/${n.name}/localnetwork`, node: n.name, sdn: 'localnetwork', status: 'ok', type: 'sdn' });
+  }
+  return out;
+}
+
+function nextId(ctx: Ctx, vmid: string | undefined): string {
+  const used = new Set(listVms(ctx.dir).map((v) => v.vmid));
+  if (vmid !== undefined) {
+    if (used.has(Number(vmid))) throw paramError({ vmid: `VM ${vmid} already exists` }, 'pvesh get <api_path> [OPTIONS] [FORMAT_OPTIONS]');
+    return vmid;
+  }
+  for (let id = 100; id < 1_000_000; id++) if (!used.has(id)) return String(id);
+  throw new CliError('unable to get any free VMID in range [100, 999999]');
+}
+
+function vmConfOn(ctx: Ctx, node: string, vmid: number) {
+  requireNode(ctx, node);
+  const raw = readIfExists(ctx.paths.conf(node, vmid));
+  if (raw === undefined) throw new CliError(`Configuration file '${ctx.paths.confDisplay(node, vmid)}' does not exist`);
+  return parseConf(raw);
+}
+
+const ROUTES: Route[] = [
+  { path: /^\/nodes$/, get: (ctx) => ctx.model.nodes.map((n) => nodeResource(ctx, n, true)) },
+  { path: /^\/nodes\/([^/]+)\/status$/, get: (ctx, m) => nodeStatus(ctx, m[1]) },
+  {
+    path: /^\/nodes\/([^/]+)\/qemu$/,
+    get: (ctx, m) => {
+      requireNode(ctx, m[1]);
+      return guests(ctx)
+        .filter((g) => g.node === m[1])
+        .map((g) => {
+          const { id, node, type, ...rest } = guestResource(g);
+          void id, node, type;
+          return rest;
+        });
+    },
+  },
+  {
+    path: /^\/nodes\/([^/]+)\/qemu\/(\d+)\/status\/current$/,
+    get: (ctx, m) => {
+      vmConfOn(ctx, m[1], Number(m[2]));
+      const g = guests(ctx).find((x) => x.vmid === Number(m[2]))!;
+      const { id, node, type, ...rest } = guestResource(g);
+      void id, node, type;
+      return { ...rest, qmpstatus: rest.status, ha: { managed: 0 } };
+    },
+  },
+  {
+    path: /^\/nodes\/([^/]+)\/qemu\/(\d+)\/config$/,
+    get: (ctx, m) => {
+      const conf = vmConfOn(ctx, m[1], Number(m[2]));
+      const out: Record<string, unknown> = { ...conf.props, digest: '0'.repeat(40) };
+      if (conf.description !== undefined) out.description = conf.description;
+      if (out.cipassword !== undefined) out.cipassword = '**********';
+      return out;
+    },
+  },
+  {
+    path: /^\/nodes\/([^/]+)\/storage$/,
+    get: (ctx, m) => {
+      requireNode(ctx, m[1]);
+      return storagesOn(ctx.model, m[1]).map((s) => {
+        const r = storageResource(ctx, s, m[1]);
+        const used = (r.disk as number | undefined) ?? 0;
+        const total = (r.maxdisk as number | undefined) ?? 0;
+        return {
+          active: s.active ? 1 : 0,
+          avail: total - used,
+          content: r.content,
+          enabled: s.enabled ? 1 : 0,
+          shared: 0,
+          storage: s.id,
+          total,
+          type: s.type,
+          used,
+          used_fraction: total ? used / total : 0,
+        };
+      });
+    },
+  },
+  {
+    path: /^\/cluster\/resources$/,
+    props: { type: { type: 'string', optional: true, enum: ['vm', 'storage', 'node', 'sdn', 'pool'] } },
+    get: (ctx, _m, p) => clusterResources(ctx, p.type),
+  },
+  {
+    path: /^\/cluster\/nextid$/,
+    props: { vmid: { type: 'integer', optional: true, format: f.vmidFormat } },
+    get: (ctx, _m, p) => nextId(ctx, p.vmid),
+  },
+  { path: /^\/version$/, get: (ctx) => ({ release: '8.3', repoid: ctx.model.pveVersion.split('/')[2], version: ctx.model.pveVersion.split('/')[1] }) },
+];
+
+const FORMAT_PROPS: Record<string, Prop> = {
+  'output-format': { type: 'string', optional: true, enum: ['text', 'json', 'json-pretty', 'yaml'] },
+  noborder: { type: 'boolean', optional: true },
+  noheader: { type: 'boolean', optional: true },
+  'human-readable': { type: 'boolean', optional: true },
+  quiet: { type: 'boolean', optional: true },
+};
+
+export function pvesh(ctx: Ctx, argv: string[]): number {
+  const [verb, rawPath, ...rest] = argv;
+  const verbs = ['get', 'ls', 'set', 'create', 'delete', 'usage'];
+  if (!verb || !verbs.includes(verb)) {
+    throw new CliError(`ERROR: ${verb ? `unknown command 'pvesh ${verb}'` : 'no command specified'}\nUSAGE: pvesh <COMMAND> [ARGS] [OPTIONS]\n`);
+  }
+  const usage = `pvesh ${verb} <api_path> [OPTIONS] [FORMAT_OPTIONS]`;
+  if (rawPath === undefined) throw new CliError(`400 not enough arguments\n${usage}`);
+  const path = '/' + rawPath.replace(/^\/+|\/+$/g, '');
+  const route = ROUTES.map((r) => ({ r, m: r.path.exec(path) })).find((x) => x.m);
+  if (!route || verb !== 'get') throw new CliError(`No '${verb}' handler defined for '${path}'`);
+  const params = parseArgs({ name: `pvesh ${verb}`, args: [], props: { ...route.r.props, ...FORMAT_PROPS }, usage }, rest);
+  const data = route.r.get(ctx, route.m!, params);
+
+  const format = params['output-format'] ?? 'text';
+  if (format === 'json') ctx.out(toJson(data));
+  else if (format === 'json-pretty' || format === 'yaml') ctx.out(toJsonPretty(data));
+  else {
+    const text = toText(data, params.noborder !== '1', params.noheader !== '1');
+    if (text !== '') ctx.out(text);
+  }
+  return 0;
+}

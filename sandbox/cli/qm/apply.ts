@@ -1,0 +1,160 @@
+import fs from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { CliError, paramError } from '../errors';
+import type { Ctx } from '../context';
+import type { Params } from '../args';
+import type { VmConf } from '../../state/vmconf';
+import { allocVolume, freeVolume, getVolume, splitVolid, supportsFormat, defaultFormat, type Volume } from '../../state/volumes';
+import { looksHashed, newSalt, sha256Crypt } from '../../state/sha256crypt';
+import { isDriveName } from '../vmOptions';
+import { allocationLines, requireActive, requireImages, storageFor } from '../storage';
+import { firstFreeUnused, formatSize, isCdrom, isCloudinit, parseDrive, printDrive } from './vm';
+import { probeImage, transferLines } from './image';
+
+/**
+ * Applies create/set options to a config the way update_vm / create_vm store them:
+ * hashed cipassword, normalised tags, MACs added to NICs, disks allocated, imported or
+ * attached (with their size), replaced disks kept as unusedN.
+ * `allocated` collects new volumes so a failed create can free them.
+ */
+export function applyVmOptions(ctx: Ctx, vmid: number, conf: VmConf, params: Params, allocated: Volume[], usage: string): void {
+  for (const key of Object.keys(params).sort()) {
+    const value = params[key];
+    if (key === 'description') conf.description = value;
+    else if (key === 'tags') conf.props.tags = normaliseTags(value);
+    else if (key === 'cipassword') conf.props.cipassword = hashPassword(value, params.ostype ?? conf.props.ostype);
+    else if (/^net\d+$/.test(key)) conf.props[key] = withMac(value, ctx.model.macPrefix);
+    else if (isDriveName(key)) applyDrive(ctx, vmid, conf, key, value, allocated);
+    else conf.props[key] = value;
+  }
+  checkBalloon(conf);
+  if (params.boot !== undefined) checkBootOrder(conf, usage);
+}
+
+/** Split on `,` `;` or spaces, lower-cased, de-duplicated, sorted, joined with `;`. */
+export function normaliseTags(value: string): string {
+  const tags = [...new Set(value.split(/[;,\s]+/).filter(Boolean).map((t) => t.toLowerCase()))];
+  return tags.sort().join(';');
+}
+
+function hashPassword(value: string, ostype: string | undefined): string {
+  if (ostype && /^w/.test(ostype)) return value; // Windows guests get the plain text
+  return looksHashed(value) ? value : sha256Crypt(value, newSalt());
+}
+
+function withMac(value: string, prefix: string): string {
+  const [first, ...rest] = value.split(',');
+  let model = first;
+  let mac: string | undefined;
+  if (first.startsWith('model=')) model = first.slice(6);
+  else [model, mac] = first.split('=');
+  const opts = rest.filter((p) => !p.startsWith('macaddr='));
+  mac ??= rest.find((p) => p.startsWith('macaddr='))?.slice(8);
+  if (!mac) {
+    const bytes = randomBytes(3);
+    mac = `${prefix}:${[...bytes].map((b) => b.toString(16).toUpperCase().padStart(2, '0')).join(':')}`;
+  }
+  return [`${model}=${mac.toUpperCase()}`, ...opts.sort()].join(',');
+}
+
+function checkBalloon(conf: VmConf): void {
+  const memory = Number(conf.props.memory ?? 512);
+  const balloon = conf.props.balloon;
+  if (balloon !== undefined && Number(balloon) > memory) {
+    throw new CliError('balloon value too large (must be smaller than assigned memory)');
+  }
+}
+
+function checkBootOrder(conf: VmConf, usage: string): void {
+  const m = /(?:^|,)order=([^,]+)/.exec(conf.props.boot ?? '');
+  if (!m) return;
+  for (const dev of m[1].split(';')) {
+    if (conf.props[dev] === undefined) {
+      throw paramError({ boot: `invalid bootorder: device '${dev}' does not exist'` }, usage);
+    }
+  }
+}
+
+const NEW_DISK = /^(?:([^/:\s]+):)?(\d+(?:\.\d+)?)$/;
+
+function applyDrive(ctx: Ctx, vmid: number, conf: VmConf, key: string, value: string, allocated: Volume[]): void {
+  const drive = parseDrive(value);
+  const previous = conf.props[key] !== undefined ? parseDrive(conf.props[key]) : undefined;
+  const created = (d: string) => ctx.out(`${key}: successfully created disk '${d}'`);
+
+  const ci = /^([^/:\s]+):cloudinit$/.exec(drive.volid);
+  const fresh = NEW_DISK.exec(drive.volid);
+  if (drive.volid === 'none' || drive.volid === 'cdrom' || (!ci && !fresh && !splitVolid(drive.volid))) {
+    conf.props[key] = value;
+  } else if (ci) {
+    const other = Object.keys(conf.props).find((k) => k !== key && isDriveName(k) && isCloudinit(parseDrive(conf.props[k])));
+    if (other) throw new CliError(`${key} - cloud-init drive is already attached at '${other}'`);
+    const s = storageFor(ctx, ci[1]);
+    requireActive(s);
+    const format = supportsFormat(s, 'qcow2') ? 'qcow2' : 'raw';
+    for (const l of allocationLines(s, `vm-${vmid}-cloudinit`, format, 4 * 1024 * 1024)) ctx.out(l);
+    const vol = allocVolume(ctx.dir, ctx.node, s, vmid, format, 4 * 1024 * 1024, { cloudinit: true });
+    allocated.push(vol);
+    conf.props[key] = printDrive({ volid: vol.volid, opts: { ...drive.opts, media: 'cdrom' } });
+    created(conf.props[key]);
+  } else if (fresh) {
+    const s = storageFor(ctx, fresh[1] ?? '');
+    requireImages(s);
+    requireActive(s);
+    const importFrom = drive.opts['import-from'];
+    delete drive.opts['import-from'];
+    let size = Math.round(Number(fresh[2]) * 1024 ** 3);
+    let source: string | undefined;
+    if (importFrom !== undefined) {
+      if (Number(fresh[2]) !== 0) {
+        throw paramError({ [key]: "'import-from' requires special syntax - use <storage ID>:0,import-from=<source>" }, 'qm set <vmid> [OPTIONS]');
+      }
+      if (!fs.existsSync(importFrom)) throw new CliError(`cannot import from '${importFrom}' - could not get file size of ${importFrom}`);
+      size = probeImage(importFrom).virtualSize;
+      source = importFrom;
+    }
+    const format = (drive.opts.format as Volume['format']) ?? defaultFormat(s);
+    delete drive.opts.format;
+    const vol = allocVolume(ctx.dir, ctx.node, s, vmid, format, size, source ? { source } : {});
+    allocated.push(vol);
+    for (const l of allocationLines(s, vol.volname, format, size)) ctx.out(l);
+    if (source) for (const l of transferLines(size)) ctx.out(l);
+    if (previous && !isCdrom(previous) && !isCloudinit(previous) && getVolume(ctx.dir, ctx.node, previous.volid)) {
+      conf.props[firstFreeUnused(conf)] = previous.volid;
+    }
+    conf.props[key] = printDrive({ volid: vol.volid, opts: { ...drive.opts, size: formatSize(vol.sizeBytes) } });
+    created(conf.props[key]);
+  } else {
+    // An existing volume, typically the unusedN an import left behind.
+    const { storage } = splitVolid(drive.volid)!;
+    storageFor(ctx, storage);
+    const vol = getVolume(ctx.dir, ctx.node, drive.volid);
+    if (!vol) throw new CliError(`volume '${drive.volid}' does not exist`);
+    for (const k of Object.keys(conf.props)) {
+      if (/^unused\d+$/.test(k) && conf.props[k] === drive.volid) delete conf.props[k];
+    }
+    if (previous && previous.volid !== drive.volid && !isCdrom(previous) && getVolume(ctx.dir, ctx.node, previous.volid)) {
+      conf.props[firstFreeUnused(conf)] = previous.volid;
+    }
+    const opts = isCdrom(drive) ? drive.opts : { ...drive.opts, size: formatSize(vol.sizeBytes) };
+    conf.props[key] = printDrive({ volid: drive.volid, opts });
+  }
+}
+
+/** Removes options (`--delete a,b`): disks become unusedN, a cloud-init drive is freed. */
+export function deleteVmOptions(ctx: Ctx, conf: VmConf, list: string): void {
+  for (const key of list.split(/[,;\s]+/).filter(Boolean)) {
+    if (key === 'description') {
+      delete conf.description;
+      continue;
+    }
+    const value = conf.props[key];
+    if (value === undefined) continue;
+    delete conf.props[key];
+    if (isDriveName(key) || /^unused\d+$/.test(key)) {
+      const d = parseDrive(value);
+      if (isCloudinit(d) || /^unused\d+$/.test(key)) freeVolume(ctx.dir, ctx.node, d.volid);
+      else if (!isCdrom(d) && getVolume(ctx.dir, ctx.node, d.volid)) conf.props[firstFreeUnused(conf)] = d.volid;
+    }
+  }
+}

@@ -1,0 +1,78 @@
+import fs from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { parseArgs, usageLine, type CommandDef } from '../args';
+import { CliError } from '../errors';
+import type { Ctx } from '../context';
+import { VM_OPTIONS, VMID } from '../vmOptions';
+import { claimVmid, releaseVmid, vmOwner } from '../../state/vmlist';
+import { freeVolume, type Volume } from '../../state/volumes';
+import type { VmConf } from '../../state/vmconf';
+import { applyVmOptions } from './apply';
+import { sshkeysFromFile, validateSshKeys } from './sshkeys';
+import { createVmExclusive, defaultBootOrder, writeVm } from './vm';
+import { startVm } from './power';
+
+const DEF: CommandDef = {
+  name: 'qm create',
+  args: ['vmid'],
+  props: {
+    vmid: VMID,
+    ...VM_OPTIONS,
+    start: { type: 'boolean', optional: true },
+    unique: { type: 'boolean', optional: true },
+    pool: { type: 'string', optional: true },
+    storage: { type: 'string', optional: true },
+  },
+};
+
+/**
+ * `qm create`: create_vm. The VMID check is cluster-wide and happens before the task
+ * forks; the config exists with only `lock: create` while the task builds it; a failing
+ * task removes the config and frees what it allocated.
+ */
+export function qmCreate(ctx: Ctx, argv: string[]): number {
+  const params = parseArgs(DEF, argv);
+  const vmid = Number(params.vmid);
+  delete params.vmid;
+  const start = params.start === '1';
+  for (const k of ['start', 'unique', 'pool', 'storage']) delete params[k];
+  if (params.sshkeys !== undefined) {
+    params.sshkeys = sshkeysFromFile(params.sshkeys);
+    validateSshKeys(params.sshkeys);
+  }
+
+  const fail = (why: string) => new CliError(`unable to create VM ${vmid} - ${why}`);
+  const owner = vmOwner(ctx.dir, vmid);
+  if (owner) throw fail(`VM ${vmid} already exists on node '${owner}'`);
+  // Two creates of one VMID racing (on any nodes): exactly one claims it.
+  const winner = claimVmid(ctx.dir, vmid, ctx.node);
+  if (winner) throw fail(`VM ${vmid} already exists on node '${winner}'`);
+  if (!createVmExclusive(ctx, vmid, { props: { lock: 'create' }, sections: '' })) {
+    releaseVmid(ctx.dir, vmid);
+    throw fail('config file already exists');
+  }
+
+  const allocated: Volume[] = [];
+  try {
+    const conf: VmConf = { props: {}, sections: '' };
+    applyVmOptions(ctx, vmid, conf, params, allocated, usageLine(DEF));
+    conf.props.meta = `creation-qemu=${ctx.model.qemuVersion},ctime=${Math.floor(Date.now() / 1000)}`;
+    conf.props.smbios1 ??= `uuid=${randomUUID()}`;
+    conf.props.vmgenid ??= randomUUID();
+    if (!conf.props.boot) {
+      const order = defaultBootOrder(conf);
+      if (order) conf.props.boot = order;
+    }
+    writeVm(ctx, vmid, conf);
+  } catch (e) {
+    for (const v of allocated) freeVolume(ctx.dir, ctx.node, v.volid);
+    fs.rmSync(ctx.paths.conf(ctx.node, vmid), { force: true });
+    releaseVmid(ctx.dir, vmid);
+    throw e instanceof CliError && !e.message.startsWith('400 ') ? fail(e.message) : e;
+  }
+  if (start) {
+    ctx.out('Execute autostart');
+    startVm(ctx, vmid);
+  }
+  return 0;
+}

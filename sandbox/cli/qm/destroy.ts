@@ -1,0 +1,52 @@
+import fs from 'node:fs';
+import { parseArgs, type CommandDef } from '../args';
+import { CliError } from '../errors';
+import type { Ctx } from '../context';
+import { VMID } from '../vmOptions';
+import { freeVolume, getVolume } from '../../state/volumes';
+import { releaseVmid } from '../../state/vmlist';
+import { clearVmProcess, vmProcess } from '../../state/runtime';
+import { checkLock, diskEntries, isCdrom, loadVm, withVmLock, writeVm } from './vm';
+
+const DEF: CommandDef = {
+  name: 'qm destroy',
+  args: ['vmid'],
+  props: {
+    vmid: VMID,
+    purge: { type: 'boolean', optional: true },
+    skiplock: { type: 'boolean', optional: true },
+    'destroy-unreferenced-disks': { type: 'boolean', optional: true },
+  },
+};
+
+/**
+ * `qm destroy`: refuses a running, locked or protected VM; frees every disk the config
+ * references (attached or unusedN), then removes the config. The guest's root file system
+ * (sandbox/guests/<vmid>) is the content of those disks, so it goes too.
+ */
+export function qmDestroy(ctx: Ctx, argv: string[]): number {
+  const p = parseArgs(DEF, argv);
+  const vmid = Number(p.vmid);
+  withVmLock(ctx, vmid, () => {
+    const conf = loadVm(ctx, vmid);
+    if (p.skiplock !== '1' && conf.props.lock !== 'suspended') checkLock(conf);
+    if (vmProcess(ctx.dir, vmid)) throw new CliError(`VM ${vmid} is running - destroy failed`);
+    if (conf.props.protection === '1') throw new CliError(`can't remove VM ${vmid} - protection mode enabled`);
+
+    writeVm(ctx, vmid, { ...conf, props: { ...conf.props, lock: 'destroyed' } });
+    for (const { drive } of diskEntries(conf)) {
+      if (isCdrom(drive) && !/cloudinit/.test(drive.volid)) continue;
+      const vol = getVolume(ctx.dir, ctx.node, drive.volid);
+      if (!vol) continue;
+      const storage = ctx.model.storages.find((s) => s.id === vol.storage);
+      if (storage?.type === 'lvmthin') ctx.out(`  Logical volume "${vol.volname}" successfully removed.`);
+      freeVolume(ctx.dir, ctx.node, vol.volid);
+    }
+    if (p.purge === '1') ctx.out(`purging VM ${vmid} from related configurations..`);
+    fs.rmSync(ctx.paths.conf(ctx.node, vmid), { force: true });
+    releaseVmid(ctx.dir, vmid);
+    clearVmProcess(ctx.dir, vmid);
+    fs.rmSync(ctx.paths.guestDir(vmid), { recursive: true, force: true });
+  });
+  return 0;
+}

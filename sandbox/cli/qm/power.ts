@@ -1,0 +1,102 @@
+import { parseArgs, type CommandDef } from '../args';
+import { CliError } from '../errors';
+import type { Ctx } from '../context';
+import { VMID } from '../vmOptions';
+import { clearVmProcess, signalVm, spawnVm, vmProcess } from '../../state/runtime';
+import { checkLock, confExists, isCloudinit, loadVm, parseDrive, withVmLock } from './vm';
+
+/**
+ * Power commands. Each is a worker task in PVE: exit 0 on success, 255 when the task
+ * fails. "Running" means the VM's sandbox QEMU process (sandbox/vm/main.ts) is alive.
+ * stop pulls the plug (SIGKILL); shutdown is the ACPI request (SIGTERM, the guest goes
+ * down in its own time); reboot is shutdown + start, so the guest boots again.
+ */
+
+const def = (name: string, extra: CommandDef['props'] = {}): CommandDef => ({
+  name: `qm ${name}`,
+  args: ['vmid'],
+  props: { vmid: VMID, skiplock: { type: 'boolean', optional: true }, timeout: { type: 'integer', optional: true, minimum: 0 }, ...extra },
+});
+
+const START = def('start', { machine: { type: 'string', optional: true }, 'force-cpu': { type: 'string', optional: true } });
+const STOP = def('stop', { keepActive: { type: 'boolean', optional: true }, 'overrule-shutdown': { type: 'boolean', optional: true } });
+const SHUTDOWN = def('shutdown', { forceStop: { type: 'boolean', optional: true }, keepActive: { type: 'boolean', optional: true } });
+const REBOOT: CommandDef = { name: 'qm reboot', args: ['vmid'], props: { vmid: VMID, timeout: { type: 'integer', optional: true, minimum: 0 } } };
+
+const noConfig = (ctx: Ctx, vmid: number) => `unable to find configuration file for VM ${vmid} on node '${ctx.node}'`;
+
+/** vm_start: refuses templates, running VMs and locks; spawns the QEMU stand-in. */
+export function startVm(ctx: Ctx, vmid: number, skiplock = false): void {
+  withVmLock(ctx, vmid, () => {
+    const conf = loadVm(ctx, vmid);
+    if (!skiplock) checkLock(conf);
+    if (conf.props.template === '1') throw new CliError("you can't start a vm if it's a template");
+    if (vmProcess(ctx.dir, vmid)) throw new CliError(`VM ${vmid} already running`);
+    if (Object.values(conf.props).some((v) => isCloudinit(parseDrive(v)))) ctx.out('generating cloud-init ISO');
+    spawnVm(ctx.dir, vmid);
+  });
+}
+
+export function qmStart(ctx: Ctx, argv: string[]): number {
+  const p = parseArgs(START, argv);
+  startVm(ctx, Number(p.vmid), p.skiplock === '1');
+  return 0;
+}
+
+export function qmStop(ctx: Ctx, argv: string[]): number {
+  const p = parseArgs(STOP, argv);
+  const vmid = Number(p.vmid);
+  if (!confExists(ctx, vmid)) throw new CliError(noConfig(ctx, vmid));
+  withVmLock(ctx, vmid, () => {
+    if (p.skiplock !== '1') checkLock(loadVm(ctx, vmid));
+    // Not running is no error for stop.
+    signalVm(ctx.dir, vmid, 'SIGKILL', 5000);
+    clearVmProcess(ctx.dir, vmid);
+  });
+  return 0;
+}
+
+/** ACPI shutdown; the guest takes its time. Returns false on timeout. */
+function shutdownVm(ctx: Ctx, vmid: number, timeoutSec: number, forceStop: boolean): void {
+  if (signalVm(ctx.dir, vmid, 'SIGTERM', timeoutSec * 1000)) {
+    clearVmProcess(ctx.dir, vmid);
+    return;
+  }
+  if (!forceStop) throw new CliError('VM quit/powerdown failed - got timeout');
+  ctx.out('VM still running - terminating now with SIGTERM');
+  signalVm(ctx.dir, vmid, 'SIGKILL', 5000);
+  clearVmProcess(ctx.dir, vmid);
+}
+
+export function qmShutdown(ctx: Ctx, argv: string[]): number {
+  const p = parseArgs(SHUTDOWN, argv);
+  const vmid = Number(p.vmid);
+  if (!confExists(ctx, vmid)) {
+    // The paused-check before the fork warns, then the task fails with the same text.
+    ctx.err(`${noConfig(ctx, vmid)}\n`);
+    throw new CliError(noConfig(ctx, vmid));
+  }
+  if (!vmProcess(ctx.dir, vmid)) {
+    ctx.err(`VM ${vmid} not running\n`);
+    return 0;
+  }
+  withVmLock(ctx, vmid, () => {
+    if (p.skiplock !== '1') checkLock(loadVm(ctx, vmid));
+    shutdownVm(ctx, vmid, Number(p.timeout ?? 60), p.forceStop === '1');
+  });
+  return 0;
+}
+
+export function qmReboot(ctx: Ctx, argv: string[]): number {
+  const p = parseArgs(REBOOT, argv);
+  const vmid = Number(p.vmid);
+  const conf = loadVm(ctx, vmid);
+  if (!vmProcess(ctx.dir, vmid)) {
+    ctx.err(`VM ${vmid} not running\n`);
+    throw new CliError(`VM ${vmid} not running`);
+  }
+  checkLock(conf);
+  withVmLock(ctx, vmid, () => shutdownVm(ctx, vmid, Number(p.timeout ?? 60), false));
+  startVm(ctx, vmid);
+  return 0;
+}

@@ -1,0 +1,62 @@
+import { parseArgs, usageLine, type CommandDef } from '../args';
+import { CliError } from '../errors';
+import type { Ctx } from '../context';
+import { VM_OPTIONS, VMID } from '../vmOptions';
+import { freeVolume, type Volume } from '../../state/volumes';
+import { applyVmOptions, deleteVmOptions } from './apply';
+import { sshkeysFromFile, validateSshKeys } from './sshkeys';
+import { checkLock, loadVm, withVmLock, writeVm } from './vm';
+
+const DEF: CommandDef = {
+  name: 'qm set',
+  args: ['vmid'],
+  props: {
+    vmid: VMID,
+    ...VM_OPTIONS,
+    delete: { type: 'string', optional: true },
+    revert: { type: 'string', optional: true },
+    skiplock: { type: 'boolean', optional: true },
+    force: { type: 'boolean', optional: true },
+    digest: { type: 'string', optional: true, maxLength: 64 },
+  },
+};
+
+/**
+ * `qm set`: update_vm, synchronous (not a task). Prints `update VM <id>: -k v ...` with
+ * the keys sorted and the password hidden, before changing anything.
+ *
+ * Simplification: changes to a running VM are applied at once instead of being kept under
+ * `[PENDING]` until the next boot.
+ */
+export function qmSet(ctx: Ctx, argv: string[]): number {
+  const params = parseArgs(DEF, argv);
+  const vmid = Number(params.vmid);
+  delete params.vmid;
+  delete params.digest;
+  if (params.sshkeys !== undefined) params.sshkeys = sshkeysFromFile(params.sshkeys);
+
+  const logged = Object.keys(params)
+    .sort()
+    .flatMap((k) => [`-${k}`, k === 'cipassword' ? '<hidden>' : params[k]]);
+  const skiplock = params.skiplock === '1';
+  const del = params.delete;
+  for (const k of ['skiplock', 'delete', 'revert', 'force']) delete params[k];
+  if (params.sshkeys !== undefined) validateSshKeys(params.sshkeys);
+  if (!del && Object.keys(params).length === 0) throw new CliError('no options specified');
+
+  return withVmLock(ctx, vmid, () => {
+    const conf = loadVm(ctx, vmid);
+    if (!skiplock) checkLock(conf);
+    ctx.out(`update VM ${vmid}: ${logged.join(' ')}`);
+    if (del) deleteVmOptions(ctx, conf, del);
+    const allocated: Volume[] = [];
+    try {
+      applyVmOptions(ctx, vmid, conf, params, allocated, usageLine(DEF));
+    } catch (e) {
+      for (const v of allocated) freeVolume(ctx.dir, ctx.node, v.volid);
+      throw e;
+    }
+    writeVm(ctx, vmid, conf);
+    return 0;
+  });
+}

@@ -1,0 +1,38 @@
+import { CliError } from './errors';
+import type { Ctx } from './context';
+import type { StorageDef } from '../state/model';
+import { listVolumes } from '../state/volumes';
+
+/** storage.cfg look-ups with PVE::Storage's error texts. */
+export function storageFor(ctx: Ctx, id: string, node = ctx.node): StorageDef {
+  const s = ctx.model.storages.find((x) => x.id === id);
+  if (!s) throw new CliError(`storage '${id}' does not exist`);
+  if (!s.enabled) throw new CliError(`storage '${id}' is disabled`);
+  if (s.nodes && !s.nodes.includes(node)) throw new CliError(`storage '${id}' is not available on node '${node}'`);
+  return s;
+}
+
+export function requireImages(s: StorageDef): void {
+  if (!s.content.includes('images')) throw new CliError(`storage ${s.id} does not support vm images`);
+}
+
+/** Activating an inactive storage (an NFS server that does not answer) fails. */
+export function requireActive(s: StorageDef): void {
+  if (!s.active) throw new CliError(`storage '${s.id}' is not online`);
+}
+
+export function usedBytes(ctx: Ctx, s: StorageDef, node: string): number {
+  if (!s.active) return 0;
+  return s.baseUsedBytes + listVolumes(ctx.dir, node, s.id).reduce((sum, v) => sum + v.sizeBytes, 0);
+}
+
+/** The lines the storage tools print when a volume is created. */
+export function allocationLines(s: StorageDef, volname: string, format: string, sizeBytes: number): string[] {
+  if (s.type === 'lvmthin') return [`  Logical volume "${volname}" created.`];
+  if (s.type === 'dir' || s.type === 'nfs') {
+    const base = s.type === 'dir' && s.id === 'local' ? '/var/lib/vz' : `/mnt/pve/${s.id}`;
+    const prealloc = format === 'qcow2' ? ' cluster_size=65536 preallocation=metadata compression_type=zlib' : ' preallocation=off';
+    return [`Formatting '${base}/images/${volname}', fmt=${format} size=${sizeBytes}${prealloc}`];
+  }
+  return [];
+}

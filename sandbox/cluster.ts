@@ -1,0 +1,150 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { clusterPaths } from './state/paths';
+import { defaultModel, loadModel, saveModel, type ClusterModel } from './state/model';
+import { addFault, clearFaults, type FaultSpec } from './state/faults';
+import { readCalls } from './state/callLog';
+import { listVms } from './state/vmlist';
+import { readIfExists } from './state/files';
+import { clearVmProcess, runningVmids, signalVm } from './state/runtime';
+import { startNodeSshd, type NodeSshd } from './nodeSshd';
+import { sandboxSourceDir } from './location';
+
+/**
+ * A stand-in Proxmox VE cluster on this machine: its state in one directory (laid out
+ * like pmxcfs), `qm`/`pvesh`/`pvesm` in `binDir`, a real OpenSSH server per node (root,
+ * key only) and, for each started VM, a process that serves real SSH on its loopback
+ * address. Used by tests and by the service when no Proxmox is configured.
+ */
+export interface SandboxClusterOptions {
+  dir: string;
+  /** Default ['pve1', 'pve2']; pve2 has the older CPU (x86-64-v2-AES), the rest x86-64-v3. */
+  nodes?: string[];
+  mainNode?: string;
+  /** Default 127.0.0.1. Must be a loopback address: VM n listens on `<first three octets>.n`. */
+  gateway?: string;
+  vmSshPort: number;
+  /** Time from `qm start` to the guest's sshd answering; default 1000 ms. */
+  bootDelayMs?: number;
+  /** Node sshd ports: base + index of the node in `nodes`. */
+  sshPortBase: number;
+  /** OpenSSH public key allowed as root on the node sshds. */
+  rootAuthorizedKey: string;
+}
+
+export interface SandboxCall {
+  node: string;
+  argv: string[];
+  exitCode: number;
+}
+
+export interface SandboxCluster {
+  dir: string;
+  binDir: string;
+  mainNode: string;
+  /** env to give a local process so that qm/pvesh/pvesm resolve to the sandbox for `node` */
+  envFor(node: string): Record<string, string>;
+  /**
+   * Management address of each node: its sshd (`127.0.0.1:<sshPortBase + index>`). The main
+   * node has one too, so a deployment off the cluster can reach it; a service running "on"
+   * the main node runs its commands locally with `envFor(mainNode)` instead.
+   */
+  nodeAddresses: Record<string, { host: string; port: number }>;
+  injectFault(f: FaultSpec): Promise<void>;
+  clearFaults(): Promise<void>;
+  calls(): Promise<SandboxCall[]>;
+  /** Raw conf file text, from whichever node holds the VM. */
+  readConfig(vmid: number): Promise<string | undefined>;
+  /** The VM's privileged.log: what its privileged tools were asked to do. */
+  guestLog(vmid: number): Promise<string>;
+  /** Kills VM processes and node sshds; the state directory stays. */
+  stop(): Promise<void>;
+}
+
+const NODE_HOST = '127.0.0.1';
+
+function checkOptions(o: SandboxClusterOptions, nodes: string[], mainNode: string, gateway: string): void {
+  if (!/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(gateway)) {
+    throw new Error(`sandbox gateway must be a loopback address (127.0.0.0/8), got '${gateway}'`);
+  }
+  if (!nodes.includes(mainNode)) throw new Error(`main node '${mainNode}' is not one of ${nodes.join(', ')}`);
+  for (const n of nodes) if (!/^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$/.test(n)) throw new Error(`invalid node name '${n}'`);
+  if (!o.rootAuthorizedKey.trim()) throw new Error('rootAuthorizedKey is required');
+}
+
+/**
+ * Starts (or restarts over an existing directory: VMs and configs are kept) a sandbox
+ * cluster. Running VMs of a previous run are not restarted.
+ */
+export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<SandboxCluster> {
+  const dir = path.resolve(opts.dir);
+  const nodes = opts.nodes ?? ['pve1', 'pve2'];
+  const mainNode = opts.mainNode ?? nodes[0];
+  const gateway = opts.gateway ?? '127.0.0.1';
+  checkOptions(opts, nodes, mainNode, gateway);
+  const paths = clusterPaths(dir);
+  const binDir = path.join(sandboxSourceDir(), 'bin');
+
+  const settings = { mainNode, gateway, vmSshPort: opts.vmSshPort, bootDelayMs: opts.bootDelayMs ?? 1000 };
+  let model: ClusterModel;
+  if (fs.existsSync(paths.clusterJson)) {
+    model = { ...loadModel(dir), ...settings };
+  } else {
+    model = defaultModel({ ...settings, nodes, nodeHost: NODE_HOST });
+  }
+  saveModel(dir, model);
+  for (const n of model.nodes) fs.mkdirSync(paths.qemuDir(n.name), { recursive: true });
+
+  const envFor = (node: string): Record<string, string> => {
+    if (!model.nodes.some((n) => n.name === node)) throw new Error(`no sandbox node '${node}'`);
+    return {
+      PATH: `${binDir}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`,
+      PVE_SANDBOX_DIR: dir,
+      PVE_SANDBOX_NODE: node,
+      PVE_SANDBOX_NODEJS: process.execPath,
+    };
+  };
+
+  const sshds: NodeSshd[] = [];
+  const nodeAddresses: Record<string, { host: string; port: number }> = {};
+  try {
+    for (const [i, n] of model.nodes.entries()) {
+      const sshd = await startNodeSshd({
+        node: n.name,
+        host: NODE_HOST,
+        port: opts.sshPortBase + i,
+        stateDir: path.join(dir, 'sandbox', 'sshd', n.name),
+        authorizedKeys: [opts.rootAuthorizedKey],
+        env: envFor(n.name),
+      });
+      sshds.push(sshd);
+      nodeAddresses[n.name] = { host: sshd.host, port: sshd.port };
+    }
+  } catch (err) {
+    await Promise.all(sshds.map((s) => s.stop()));
+    throw err;
+  }
+
+  return {
+    dir,
+    binDir,
+    mainNode,
+    envFor,
+    nodeAddresses,
+    injectFault: async (f) => addFault(dir, f),
+    clearFaults: async () => clearFaults(dir),
+    calls: async () => readCalls(dir).map(({ node, argv, exitCode }) => ({ node, argv, exitCode })),
+    readConfig: async (vmid) => {
+      const vm = listVms(dir).find((v) => v.vmid === vmid);
+      return vm ? readIfExists(paths.conf(vm.node, vmid)) : undefined;
+    },
+    guestLog: async (vmid) => readIfExists(paths.guestLog(vmid)) ?? '',
+    stop: async () => {
+      for (const vmid of runningVmids(dir)) {
+        signalVm(dir, vmid, 'SIGKILL', 5000);
+        clearVmProcess(dir, vmid);
+      }
+      await Promise.all(sshds.map((s) => s.stop()));
+    },
+  };
+}

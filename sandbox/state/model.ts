@@ -1,0 +1,131 @@
+import fs from 'node:fs';
+import { createHash } from 'node:crypto';
+import { clusterPaths } from './paths';
+import { writeFileAtomic } from './files';
+
+/**
+ * The fixed facts of a sandbox cluster: its nodes (hardware as `pvesh` reports it) and its
+ * storages (as `storage.cfg` defines them). Written once by startSandboxCluster to
+ * `sandbox/cluster.json`; every CLI process reads it.
+ */
+export interface StorageDef {
+  id: string;
+  type: 'dir' | 'lvmthin' | 'nfs' | 'zfspool';
+  content: string[];
+  /** `pvesm status` says inactive (e.g. an unreachable NFS server). */
+  active: boolean;
+  enabled: boolean;
+  /** Bytes; what VM volumes use comes on top of `baseUsedBytes`. */
+  totalBytes: number;
+  baseUsedBytes: number;
+  /** Nodes that have this storage; undefined = every node. */
+  nodes?: string[];
+}
+
+export interface NodeDef {
+  name: string;
+  online: boolean;
+  /** The address migration logs print for the node. */
+  ip: string;
+  cpu: { model: string; sockets: number; cores: number; threads: number; mhz: string; flags: string };
+  memoryBytes: number;
+  memoryUsedBytes: number;
+  rootfsBytes: number;
+  rootfsUsedBytes: number;
+  sslFingerprint: string;
+}
+
+export interface ClusterModel {
+  mainNode: string;
+  /** The VM network's gateway: a VM's SSH listens on its first three octets + `.<vmid>`. */
+  gateway: string;
+  vmSshPort: number;
+  /** Time between `qm start` and the guest's sshd answering. */
+  bootDelayMs: number;
+  macPrefix: string;
+  qemuVersion: string;
+  pveVersion: string;
+  kernel: string;
+  /** Unix seconds; node uptimes count from here. */
+  bootedAt: number;
+  nodes: NodeDef[];
+  storages: StorageDef[];
+}
+
+const GiB = 1024 ** 3;
+
+/** A desktop Kaby Lake: x86-64-v3 with AES (no AVX-512). */
+const V3_FLAGS =
+  'fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush dts acpi mmx fxsr sse sse2 ss ht tm pbe syscall nx pdpe1gb rdtscp lm constant_tsc art arch_perfmon pebs bts rep_good nopl xtopology nonstop_tsc cpuid aperfmperf pni pclmulqdq dtes64 monitor ds_cpl vmx smx est tm2 ssse3 sdbg fma cx16 xtpr pdcm pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand lahf_lm abm 3dnowprefetch cpuid_fault epb invpcid_single pti ssbd ibrs ibpb stibp tpr_shadow vnmi flexpriority ept vpid ept_ad fsgsbase tsc_adjust bmi1 hle avx2 smep bmi2 erms invpcid rtm mpx rdseed adx smap clflushopt intel_pt xsaveopt xsavec xgetbv1 xsaves dtherm ida arat pln pts hwp hwp_notify hwp_act_window hwp_epp md_clear flush_l1d arch_capabilities';
+
+/** A Westmere Xeon: SSE4.2, POPCNT, AES and PCLMUL but no AVX, i.e. x86-64-v2-AES. */
+const V2_AES_FLAGS =
+  'fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush dts acpi mmx fxsr sse sse2 ss ht tm pbe syscall nx pdpe1gb rdtscp lm constant_tsc arch_perfmon pebs bts rep_good nopl xtopology nonstop_tsc cpuid aperfmperf pni pclmulqdq dtes64 monitor ds_cpl vmx smx est tm2 ssse3 cx16 xtpr pdcm pcid dca sse4_1 sse4_2 popcnt aes lahf_lm epb pti ssbd ibrs ibpb stibp tpr_shadow vnmi flexpriority ept vpid dtherm ida arat flush_l1d';
+
+function fingerprint(seed: string): string {
+  // Stable per node name, shaped like a SHA-256 certificate fingerprint.
+  const hex = createHash('sha256').update(seed).digest('hex').toUpperCase();
+  return hex.match(/../g)!.join(':');
+}
+
+function nodeDef(name: string, index: number, host: string): NodeDef {
+  const modern = index !== 1;
+  return {
+    name,
+    online: true,
+    ip: host,
+    cpu: modern
+      ? { model: 'Intel(R) Core(TM) i7-7700 CPU @ 3.60GHz', sockets: 1, cores: 4, threads: 8, mhz: '3600.000', flags: V3_FLAGS }
+      : { model: 'Intel(R) Xeon(R) CPU X5670 @ 2.93GHz', sockets: 2, cores: 6, threads: 24, mhz: '2933.436', flags: V2_AES_FLAGS },
+    memoryBytes: (modern ? 64 : 32) * GiB,
+    memoryUsedBytes: (modern ? 5.5 : 3.25) * GiB,
+    rootfsBytes: 94 * GiB,
+    rootfsUsedBytes: 7.5 * GiB,
+    sslFingerprint: fingerprint(name),
+  };
+}
+
+export function defaultModel(o: {
+  nodes: string[];
+  mainNode: string;
+  gateway: string;
+  vmSshPort: number;
+  bootDelayMs: number;
+  nodeHost: string;
+}): ClusterModel {
+  return {
+    mainNode: o.mainNode,
+    gateway: o.gateway,
+    vmSshPort: o.vmSshPort,
+    bootDelayMs: o.bootDelayMs,
+    macPrefix: 'BC:24:11',
+    qemuVersion: '9.2.0',
+    pveVersion: 'pve-manager/8.3.2/3e76eec21c4a14a7',
+    kernel: '6.8.12-5-pve',
+    bootedAt: Math.floor(Date.now() / 1000) - 7 * 86400,
+    nodes: o.nodes.map((n, i) => nodeDef(n, i, o.nodeHost)),
+    storages: [
+      // `local` carries images here (a common change from the installer default), because
+      // the service's no-configuration mode imports into it.
+      { id: 'local', type: 'dir', content: ['backup', 'images', 'import', 'iso', 'vztmpl'], active: true, enabled: true, totalBytes: 94 * GiB, baseUsedBytes: 7.5 * GiB },
+      { id: 'local-lvm', type: 'lvmthin', content: ['images', 'rootdir'], active: true, enabled: true, totalBytes: 1710 * GiB, baseUsedBytes: 58 * GiB },
+      { id: 'nfs-backup', type: 'nfs', content: ['backup', 'iso'], active: false, enabled: true, totalBytes: 0, baseUsedBytes: 0 },
+    ],
+  };
+}
+
+export function loadModel(dir: string): ClusterModel {
+  return JSON.parse(fs.readFileSync(clusterPaths(dir).clusterJson, 'utf8')) as ClusterModel;
+}
+
+export function saveModel(dir: string, model: ClusterModel): void {
+  writeFileAtomic(clusterPaths(dir).clusterJson, JSON.stringify(model, null, 2) + '\n');
+}
+
+export function nodeOf(model: ClusterModel, name: string): NodeDef | undefined {
+  return model.nodes.find((n) => n.name === name);
+}
+
+export function storagesOn(model: ClusterModel, node: string): StorageDef[] {
+  return model.storages.filter((s) => !s.nodes || s.nodes.includes(node));
+}

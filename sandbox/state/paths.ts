@@ -1,0 +1,37 @@
+import path from 'node:path';
+
+/**
+ * Where everything lives in a sandbox cluster directory. The Proxmox part mirrors pmxcfs
+ * (/etc/pve): `nodes/<node>/qemu-server/<vmid>.conf`. Everything the real cluster keeps
+ * elsewhere (storage contents, running QEMU processes, guests' disks) sits beside it, so
+ * one directory is the whole cluster and removing it removes everything.
+ */
+export function clusterPaths(dir: string) {
+  const root = path.resolve(dir);
+  const side = path.join(root, 'sandbox');
+  return {
+    root,
+    nodeDir: (node: string) => path.join(root, 'nodes', node),
+    qemuDir: (node: string) => path.join(root, 'nodes', node, 'qemu-server'),
+    conf: (node: string, vmid: number) => path.join(root, 'nodes', node, 'qemu-server', `${vmid}.conf`),
+    /** The path Proxmox prints in its errors: relative to /etc/pve. */
+    confDisplay: (node: string, vmid: number) => `nodes/${node}/qemu-server/${vmid}.conf`,
+    clusterJson: path.join(side, 'cluster.json'),
+    /** Cluster-wide VMID ownership, like pmxcfs's vmlist: one file per VMID naming its node. */
+    vmlistDir: path.join(side, 'vmlist'),
+    vmlistEntry: (vmid: number) => path.join(side, 'vmlist', String(vmid)),
+    locksDir: path.join(side, 'locks'),
+    volumesDir: (node: string, storage: string) => path.join(side, 'storage', node, storage),
+    faults: path.join(side, 'faults.json'),
+    callLog: path.join(side, 'calls.jsonl'),
+    runDir: path.join(side, 'run'),
+    pidFile: (vmid: number) => path.join(side, 'run', `${vmid}.pid`),
+    guestDir: (vmid: number) => path.join(root, 'guests', String(vmid)),
+    guestRoot: (vmid: number) => path.join(root, 'guests', String(vmid), 'root'),
+    guestLog: (vmid: number) => path.join(root, 'guests', String(vmid), 'privileged.log'),
+    guestConsole: (vmid: number) => path.join(root, 'guests', String(vmid), 'console.log'),
+    guestHostKey: (vmid: number) => path.join(root, 'guests', String(vmid), 'ssh_host_ed25519_key'),
+  };
+}
+
+export type ClusterPaths = ReturnType<typeof clusterPaths>;

@@ -1,0 +1,139 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import net from 'node:net';
+import path from 'node:path';
+import { Client, utils } from 'ssh2';
+import { startSandboxCluster, type SandboxCluster, type SandboxClusterOptions } from './cluster';
+
+/**
+ * Helpers for tests that use the sandbox cluster: a throw-away cluster on free loopback
+ * ports with a fresh root key, and a small SSH client. Test-only; the service does not
+ * import this module.
+ */
+
+export interface KeyPair {
+  /** OpenSSH private key (PEM text), usable by ssh2 and, written 0600, by ssh(1). */
+  privateKey: string;
+  /** `ssh-ed25519 AAAA... comment` */
+  publicKey: string;
+  /** The private key written to a 0600 file, for `ssh -i`. */
+  file: string;
+}
+
+export function makeKeyPair(dir: string, name: string, comment = `${name}@sandbox-test`): KeyPair {
+  const pair = utils.generateKeyPairSync('ed25519', { comment });
+  const file = path.join(dir, name);
+  fs.writeFileSync(file, pair.private, { mode: 0o600 });
+  fs.writeFileSync(`${file}.pub`, pair.public.trim() + '\n');
+  return { privateKey: pair.private, publicKey: pair.public.trim(), file };
+}
+
+function portFree(port: number, host = '127.0.0.1'): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, host, () => srv.close(() => resolve(true)));
+  });
+}
+
+/** `count` consecutive free ports on 127.0.0.1 (random base, so parallel test files differ). */
+export async function freePorts(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const base = 20000 + Math.floor(Math.random() * 30000);
+    let ok = true;
+    for (let i = 0; i < count && ok; i++) ok = await portFree(base + i);
+    if (ok) return base;
+  }
+  throw new Error('no free ports');
+}
+
+export interface TestCluster {
+  cluster: SandboxCluster;
+  tmp: string;
+  rootKey: KeyPair;
+  vmSshPort: number;
+  /** Stops the cluster and removes its directory. */
+  dispose(): Promise<void>;
+}
+
+export async function startTestCluster(o: Partial<SandboxClusterOptions> = {}): Promise<TestCluster> {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-sandbox-'));
+  const rootKey = makeKeyPair(tmp, 'root_key', 'root@main-node');
+  const base = await freePorts(4);
+  const cluster = await startSandboxCluster({
+    dir: path.join(tmp, 'cluster'),
+    vmSshPort: base + 3,
+    sshPortBase: base,
+    bootDelayMs: 300,
+    rootAuthorizedKey: rootKey.publicKey,
+    ...o,
+  });
+  return {
+    cluster,
+    tmp,
+    rootKey,
+    vmSshPort: o.vmSshPort ?? base + 3,
+    async dispose() {
+      await cluster.stop();
+      fs.rmSync(tmp, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface SshResult {
+  stdout: string;
+  stderr: string;
+  code: number | null;
+}
+
+/** Runs one command over SSH with ssh2 (optionally feeding stdin); rejects if the login fails. */
+export function sshExec(o: { host: string; port: number; username: string; privateKey: string; command: string; stdin?: string; timeoutMs?: number }): Promise<SshResult> {
+  return new Promise((resolve, reject) => {
+    const conn = new Client();
+    const timer = setTimeout(() => {
+      conn.end();
+      reject(new Error(`ssh ${o.username}@${o.host}:${o.port} timed out`));
+    }, o.timeoutMs ?? 20_000);
+    conn
+      .on('ready', () => {
+        conn.exec(o.command, (err, stream) => {
+          if (err) {
+            clearTimeout(timer);
+            conn.end();
+            return reject(err);
+          }
+          let stdout = '';
+          let stderr = '';
+          let code: number | null = null;
+          stream.on('data', (d: Buffer) => (stdout += d.toString()));
+          stream.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+          stream.on('exit', (c: number | null) => (code = c));
+          stream.on('close', () => {
+            clearTimeout(timer);
+            conn.end();
+            resolve({ stdout, stderr, code });
+          });
+          if (o.stdin !== undefined) stream.end(o.stdin);
+          else stream.end();
+        });
+      })
+      .on('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      })
+      .connect({ host: o.host, port: o.port, username: o.username, privateKey: o.privateKey, readyTimeout: 10_000 });
+  });
+}
+
+/** Polls until `fn` resolves (not rejects), like a client waiting for a guest's sshd. */
+export async function eventually<T>(fn: () => Promise<T>, timeoutMs = 15_000, everyMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() >= deadline) throw err;
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  }
+}

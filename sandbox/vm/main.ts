@@ -1,0 +1,127 @@
+import fs from 'node:fs';
+import { utils, type Server } from 'ssh2';
+import { clusterPaths } from '../state/paths';
+import { loadModel } from '../state/model';
+import { parseConf, type VmConf } from '../state/vmconf';
+import { readIfExists } from '../state/files';
+import { vmOwner } from '../state/vmlist';
+import { getVolume } from '../state/volumes';
+import { uriUnescape } from '../state/escape';
+import { bootDisk } from '../state/boot';
+import { defaultUsers, guestOs } from './guestOs';
+import { prepareGuestRoot, type CloudInit } from './guestRoot';
+import { startGuestSsh } from './sshServer';
+
+/**
+ * The "QEMU" process of one running sandbox VM (`node tsrun.js vm/main.ts <dir> <vmid>`,
+ * spawned detached by `qm start`). After the boot delay it "boots" the disk in the boot
+ * order: if that disk was imported from an OS image, cloud-init runs (when a cloud-init
+ * drive is attached) and sshd comes up on `<gateway prefix>.<vmid>:<vmSshPort>`. A VM
+ * without a bootable disk runs but never answers, like one stuck in its BIOS.
+ *
+ * SIGTERM is the ACPI power button (clean shutdown), SIGKILL is `qm stop`. The process
+ * also exits when its pid file no longer names it or the cluster directory is gone, so
+ * a test that forgets to stop its cluster leaves nothing running for long.
+ */
+const [dir, vmidArg] = process.argv.slice(2);
+const vmid = Number(vmidArg);
+const paths = clusterPaths(dir);
+const log = (msg: string): void => void process.stdout.write(`${new Date().toISOString()} vm ${vmid}: ${msg}\n`);
+
+let server: Server | undefined;
+
+function shutdown(reason: string): void {
+  log(`powering off (${reason})`);
+  const done = () => process.exit(0);
+  if (server) server.close(done);
+  setTimeout(done, 200).unref();
+}
+
+process.on('SIGTERM', () => shutdown('ACPI shutdown'));
+process.on('SIGINT', () => shutdown('SIGINT'));
+
+const bornAt = Date.now();
+setInterval(() => {
+  if (!fs.existsSync(paths.root)) return shutdown('cluster directory removed');
+  const rec = readIfExists(paths.pidFile(vmid));
+  const owner = rec ? (JSON.parse(rec) as { pid: number }).pid : undefined;
+  if (owner !== undefined ? owner !== process.pid : Date.now() - bornAt > 5000) shutdown('pid file no longer names this process');
+}, 500);
+
+function loadConf(): { conf: VmConf; node: string } | undefined {
+  const node = vmOwner(dir, vmid);
+  const raw = node ? readIfExists(paths.conf(node, vmid)) : undefined;
+  return node && raw !== undefined ? { conf: parseConf(raw), node } : undefined;
+}
+
+/** The loopback address the guest's network config gives it; never a non-loopback one. */
+function guestAddress(gateway: string): string | undefined {
+  const octets = gateway.split('.');
+  if (octets.length !== 4 || octets[0] !== '127' || vmid > 255) return undefined;
+  return [...octets.slice(0, 3), String(vmid)].join('.');
+}
+
+function cloudInit(conf: VmConf, users: string[]): CloudInit | undefined {
+  const hasDrive = Object.values(conf.props).some((v) => /(^|[:/])vm-\d+-cloudinit(\.\w+)?(,|$)/.test(v));
+  if (!hasDrive) return undefined;
+  const ciuser = conf.props.ciuser;
+  return {
+    hostname: (conf.props.name ?? `VM${vmid}`).split('.')[0],
+    users: [...new Set([...(ciuser ? [ciuser] : []), ...users])],
+    keys: uriUnescape(conf.props.sshkeys ?? '')
+      .split('\n')
+      .map((k) => k.trim())
+      .filter(Boolean),
+    passwordHash: conf.props.cipassword,
+  };
+}
+
+function hostKey(): string {
+  const file = paths.guestHostKey(vmid);
+  const existing = readIfExists(file);
+  if (existing) return existing;
+  const pair = utils.generateKeyPairSync('ed25519');
+  fs.writeFileSync(file, pair.private, { mode: 0o600 });
+  return pair.private;
+}
+
+async function boot(): Promise<void> {
+  const model = loadModel(dir);
+  await new Promise((r) => setTimeout(r, model.bootDelayMs));
+  const found = loadConf();
+  if (!found) return log('no configuration: nothing to boot');
+  const { conf, node } = found;
+  const disk = bootDisk(conf);
+  const volid = disk ? conf.props[disk].split(',')[0] : undefined;
+  const volume = volid ? getVolume(dir, node, volid) : undefined;
+  if (!volume?.source) return log(`No bootable device (boot: ${conf.props.boot ?? '-'}).`);
+
+  const os = guestOs(conf, volume.source);
+  const ci = cloudInit(conf, defaultUsers(os));
+  const root = paths.guestRoot(vmid);
+  fs.mkdirSync(root, { recursive: true });
+  const firstBoot = !fs.existsSync(`${root}/etc/os-release`);
+  prepareGuestRoot(root, os, ci);
+  if (ci && firstBoot && conf.props.ciupgrade !== '0') {
+    // cloud-init's package_upgrade (PVE's ciupgrade, default on) runs at first boot.
+    fs.appendFileSync(paths.guestLog(vmid), `${new Date().toISOString()} cloud-init: package_upgrade (${os.id === 'rocky' ? 'dnf -y upgrade' : 'apt-get -y dist-upgrade'})\n`);
+  }
+  log(`booted ${os.id ?? 'unknown OS'} ${os.version ?? ''} from ${volid}; cloud-init ${ci ? `users ${ci.users.join(',')}` : 'absent'}`);
+
+  const address = guestAddress(model.gateway);
+  if (!address) return log(`no loopback address for VMID ${vmid} with gateway ${model.gateway}: sshd not reachable`);
+  server = await startGuestSsh({
+    host: address,
+    port: model.vmSshPort,
+    hostKey: hostKey(),
+    root,
+    hostname: ci?.hostname ?? `vm${vmid}`,
+    privilegedLog: paths.guestLog(vmid),
+    log,
+  });
+  log(`sshd listening on ${address}:${model.vmSshPort}`);
+}
+
+boot().catch((err) => {
+  log(`boot failed: ${(err as Error).stack ?? err}`);
+});

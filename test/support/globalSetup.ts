@@ -1,1 +1,34 @@
-export default async function globalSetup(): Promise<void> {}
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { freePort, startDevServer, DevServer } from '../../lib/temporal/devServer';
+
+/**
+ * One real Temporal dev server for the whole test run, on free loopback ports, and the
+ * workflow code bundled once (bundling takes seconds; every test worker reuses it).
+ */
+export default async function globalSetup(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-test-'));
+  const port = await freePort();
+  const uiPort = await freePort();
+  const server: DevServer = await startDevServer({
+    port,
+    uiPort,
+    namespace: 'default',
+    dbFile: path.join(dir, 'temporal.db'),
+    logFile: path.join(dir, 'temporal.log'),
+  });
+  const bundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../../workflows'),
+    logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error },
+  });
+  const bundlePath = path.join(dir, 'workflow-bundle.js');
+  fs.writeFileSync(bundlePath, bundle.code);
+
+  process.env.TEST_TEMPORAL_ADDRESS = server.address;
+  process.env.TEST_TEMPORAL_UI_URL = server.uiUrl ?? '';
+  process.env.TEST_WORKFLOW_BUNDLE = bundlePath;
+  process.env.TEST_TMP_DIR = dir;
+  (globalThis as Record<string, unknown>).__qemurunTemporal = server;
+}

@@ -1,0 +1,180 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { spawn, ChildProcess } from 'node:child_process';
+import { Connection } from '@temporalio/client';
+import { SearchAttributeType } from '@temporalio/common';
+import { ALL_SEARCH_ATTRIBUTES } from './searchAttributes';
+
+/**
+ * Runs a local Temporal dev server (`temporal server start-dev`) when no TEMPORAL_ADDRESS
+ * is configured. We start the binary ourselves instead of letting the SDK do it: the SDK
+ * gives an existing binary only 5 s to come up, which a cold start on 2 cores can miss,
+ * and its default executable is a download this machine cannot make.
+ */
+
+export interface DevServer {
+  address: string;
+  uiUrl?: string;
+  /** Where the CLI binary came from, for the start-up banner. */
+  source: string;
+  stop(): Promise<void>;
+}
+
+export interface DevServerOptions {
+  cliPath?: string;
+  /** SQLite file; history survives restarts. Undefined keeps state in memory. */
+  dbFile?: string;
+  ip?: string;
+  port: number;
+  /** UI port; undefined runs headless. */
+  uiPort?: number;
+  namespace: string;
+  /** The payload codec endpoint the embedded UI calls to decode history. */
+  codecEndpoint?: string;
+  logFile?: string;
+  readyTimeoutMs?: number;
+}
+
+const REPO_ROOT = path.resolve(__dirname, '..', '..');
+export const LOCAL_CLI_PATH = path.join(REPO_ROOT, '.tools', 'bin', 'temporal');
+
+const SA_TYPE_NAMES: Record<string, string> = {
+  [SearchAttributeType.INT]: 'Int',
+  [SearchAttributeType.KEYWORD]: 'Keyword',
+  [SearchAttributeType.TEXT]: 'Text',
+  [SearchAttributeType.BOOL]: 'Bool',
+  [SearchAttributeType.DOUBLE]: 'Double',
+  [SearchAttributeType.DATETIME]: 'Datetime',
+  [SearchAttributeType.KEYWORD_LIST]: 'KeywordList',
+};
+
+function isExecutable(p: string): boolean {
+  try {
+    fs.accessSync(p, fs.constants.X_OK);
+    return fs.statSync(p).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/** TEMPORAL_CLI_PATH, then `temporal` on PATH, then the project's .tools folder. */
+export function findTemporalCli(explicit?: string): { path: string; source: string } | undefined {
+  if (explicit) {
+    if (!isExecutable(explicit)) throw new Error(`TEMPORAL_CLI_PATH: ${explicit} is not an executable file`);
+    return { path: explicit, source: 'TEMPORAL_CLI_PATH' };
+  }
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    const candidate = path.join(dir, 'temporal');
+    if (dir && isExecutable(candidate)) return { path: candidate, source: 'PATH' };
+  }
+  if (isExecutable(LOCAL_CLI_PATH)) return { path: LOCAL_CLI_PATH, source: '.tools/bin (npm run setup:temporal)' };
+  return undefined;
+}
+
+export function searchAttributeFlags(): string[] {
+  return ALL_SEARCH_ATTRIBUTES.flatMap((k) => ['--search-attribute', `${k.name}=${SA_TYPE_NAMES[k.type]}`]);
+}
+
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, host, () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForFrontend(address: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`temporal dev server exited with code ${child.exitCode}`);
+    try {
+      const conn = await Connection.connect({ address, connectTimeout: 1000 });
+      try {
+        await conn.workflowService.getSystemInfo({});
+        return;
+      } finally {
+        await conn.close();
+      }
+    } catch (err) {
+      lastError = err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  throw new Error(`temporal dev server did not answer on ${address} within ${timeoutMs} ms: ${String(lastError)}`);
+}
+
+export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
+  const ip = opts.ip ?? '127.0.0.1';
+  const address = `${ip}:${opts.port}`;
+  const found = opts.cliPath ? { path: opts.cliPath, source: 'given path' } : findTemporalCli();
+  if (!found) return startWithSdkDownload(opts, ip);
+
+  if (opts.dbFile) fs.mkdirSync(path.dirname(opts.dbFile), { recursive: true });
+  const args = [
+    'server', 'start-dev',
+    '--ip', ip,
+    '--port', String(opts.port),
+    '--namespace', opts.namespace,
+    '--log-level', 'warn',
+    // The version check calls home; this machine may have no internet.
+    '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
+    ...searchAttributeFlags(),
+  ];
+  if (opts.dbFile) args.push('--db-filename', opts.dbFile);
+  if (opts.uiPort === undefined) args.push('--headless');
+  else args.push('--ui-port', String(opts.uiPort));
+  if (opts.codecEndpoint) args.push('--ui-codec-endpoint', opts.codecEndpoint);
+
+  const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
+  const child = spawn(found.path, args, { stdio: ['ignore', out, out], detached: false });
+  if (typeof out === 'number') fs.closeSync(out);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  };
+  try {
+    await waitForFrontend(address, child, opts.readyTimeoutMs ?? 60_000);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    address,
+    uiUrl: opts.uiPort === undefined ? undefined : `http://${ip}:${opts.uiPort}`,
+    source: found.source,
+    stop,
+  };
+}
+
+/** Last resort for users with internet: the SDK downloads and runs the dev server. */
+async function startWithSdkDownload(opts: DevServerOptions, ip: string): Promise<DevServer> {
+  const { TestWorkflowEnvironment } = await import('@temporalio/testing');
+  const env = await TestWorkflowEnvironment.createLocal({
+    server: {
+      ip,
+      port: opts.port,
+      namespace: opts.namespace,
+      dbFilename: opts.dbFile,
+      ui: opts.uiPort !== undefined,
+      uiPort: opts.uiPort,
+      searchAttributes: ALL_SEARCH_ATTRIBUTES,
+      extraArgs: opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [],
+    },
+  });
+  return {
+    address: env.address,
+    uiUrl: opts.uiPort === undefined ? undefined : `http://${ip}:${opts.uiPort}`,
+    source: 'downloaded by the Temporal SDK',
+    stop: () => env.teardown(),
+  };
+}

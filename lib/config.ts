@@ -83,6 +83,15 @@ const envSchema = z.object({
   IMAGE_BASE_UBUNTU: z.string().url().default('https://cloud-images.ubuntu.com/releases'),
   IMAGE_BASE_ROCKYLINUX: z.string().url().default('https://dl.rockylinux.org/pub/rocky'),
 
+  INIT_MIRROR: z.string().trim().optional(),
+  INIT_TIMEZONE: z.string().trim().default('UTC'),
+  INIT_LOCALE: z.string().trim().default('en_US.UTF-8'),
+  INIT_PACKAGES: z.string().default(''),
+  INIT_SWAP_SIZE: z.string().trim().regex(/^(0|[1-9]\d*[MG])$/, 'must be a size like 2G, 512M, or 0').default('2G'),
+  ENCRYPTION_KEYS: z.string().optional(),
+  ENCRYPTION_KEY_FILE: z.string().optional(),
+  CODEC_UI_ORIGINS: csv,
+
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
   SANDBOX_SSH_PORT_BASE: intFrom(2200),
@@ -124,7 +133,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     gateway: env.GATEWAY ?? '127.0.0.1',
     mainNode: env.MAIN_NODE ?? 'pve1',
     nodes,
-    allowIps: env.ALLOW_IPS,
+    // Sandbox mode is for trying the product on one machine: local callers may mutate.
+    allowIps: env.ALLOW_IPS.length > 0 || env.MAIN_NODE !== undefined ? env.ALLOW_IPS : ['127.0.0.1', '::1'],
     trustedProxies: env.TRUSTED_PROXIES,
     apiToken: env.API_TOKEN,
     storage: env.ASSIGN_STORAGE ?? 'local',
@@ -150,6 +160,19 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       debian: env.IMAGE_BASE_DEBIAN.replace(/\/+$/, ''),
       ubuntu: env.IMAGE_BASE_UBUNTU.replace(/\/+$/, ''),
       rockylinux: env.IMAGE_BASE_ROCKYLINUX.replace(/\/+$/, ''),
+    },
+    encryption: { keys: env.ENCRYPTION_KEYS, keyFile: env.ENCRYPTION_KEY_FILE },
+    /** Browser origins of the Temporal UI allowed to call the codec endpoint. */
+    codecUiOrigins:
+      env.CODEC_UI_ORIGINS.length > 0
+        ? env.CODEC_UI_ORIGINS
+        : [`http://127.0.0.1:${env.TEMPORAL_UI_PORT}`, `http://localhost:${env.TEMPORAL_UI_PORT}`],
+    initScript: {
+      mirror: env.INIT_MIRROR || undefined,
+      timezone: env.INIT_TIMEZONE,
+      locale: env.INIT_LOCALE,
+      packages: env.INIT_PACKAGES.split(/[\s,]+/).filter(Boolean),
+      swapSize: env.INIT_SWAP_SIZE,
     },
     sandboxOptions: {
       bootDelayMs: env.SANDBOX_BOOT_DELAY_MS,

@@ -1,0 +1,28 @@
+import type { Client } from '@temporalio/client';
+import type { Config } from '../lib/config';
+import type { NodeExecutor } from '../lib/executor/types';
+import { proxmoxActivities } from './proxmox';
+import { guestActivities } from './guest';
+import { imageActivities } from './images';
+
+export interface ActivityDeps {
+  config: Config;
+  /** One executor per Proxmox node: local for the main node when we run on it, SSH otherwise. */
+  executors: Record<string, NodeExecutor>;
+  /** Lets long activities stream command output into their workflow's progress. */
+  client: Client;
+}
+
+/**
+ * Every activity of the product, as plain async functions closed over their
+ * dependencies. An activity's name in the Temporal UI is its property name here.
+ */
+export function createActivities(deps: ActivityDeps) {
+  return {
+    ...proxmoxActivities(deps),
+    ...guestActivities(deps),
+    ...imageActivities(deps),
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

@@ -1,0 +1,255 @@
+import net from 'node:net';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+import type { Config } from '../lib/config';
+import type { NodeExecutor } from '../lib/executor/types';
+import { ProxmoxNode } from '../lib/proxmox/client';
+import { VmidTakenError } from '../lib/proxmox/errors';
+import { clusterBaseline, cpuLevel, meetsLevel } from '../lib/proxmox/cpu';
+import type { InstallSpec, OsName } from '../lib/types';
+import { readAdminKeys, readCachedCpuType, writeCachedCpuType } from '../lib/stateFiles';
+import { ensureSshKey } from '../lib/sshKey';
+import { ownerMarker, isOwnedBy, specMarker } from '../lib/ownership';
+import { vmIp } from '../lib/network';
+import { outputStream } from './output';
+
+export interface ProxmoxDeps {
+  config: Config;
+  executors: Record<string, NodeExecutor>;
+  client: Client;
+}
+
+/** Storage types a cloud image can be imported to (SPEC: dir, zfspool, lvmthin, nfs). */
+const IMPORTABLE_STORAGE = ['dir', 'zfspool', 'lvmthin', 'nfs'];
+
+/** Rocky 10 / RHEL 10 are built for x86-64-v3 and do not boot below it. */
+const MIN_CPU_LEVEL: Partial<Record<OsName, Record<string, string>>> = {
+  rockylinux: { '10': 'x86-64-v3' },
+};
+
+/** Activities that drive Proxmox through qm, pvesh and pvesm on the cluster's nodes. */
+export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
+  const onNode = (node: string) => {
+    const exec = executors[node];
+    if (!exec) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
+    return new ProxmoxNode(exec);
+  };
+  const main = () => onNode(config.mainNode);
+
+  /** The node a VM is on now, from one cluster-wide query (it may have been migrated). */
+  async function locate(vmid: number): Promise<string | undefined> {
+    const vms = await main().clusterResources('vm');
+    return vms.find((r) => r.vmid === vmid && r.type === 'qemu')?.node;
+  }
+
+  async function locateOrFail(vmid: number): Promise<ProxmoxNode> {
+    const node = await locate(vmid);
+    if (!node) throw ApplicationFailure.nonRetryable(`VM ${vmid} does not exist in the cluster`, 'VmNotFoundError');
+    return onNode(node);
+  }
+
+  async function sshAnswers(ip: string): Promise<boolean> {
+    return new Promise((resolve) => {
+      const socket = net.connect({ host: ip, port: config.vmSshPort, timeout: 500 });
+      const done = (answer: boolean) => {
+        socket.destroy();
+        resolve(answer);
+      };
+      socket.once('connect', () => done(true));
+      socket.once('timeout', () => done(false));
+      socket.once('error', () => done(false));
+    });
+  }
+
+  return {
+    async checkStorage(): Promise<void> {
+      const storages = await main().storageStatus();
+      const s = storages.find((x) => x.name === config.storage);
+      if (!s) throw ApplicationFailure.nonRetryable(`storage '${config.storage}' does not exist`, 'StorageError');
+      if (!IMPORTABLE_STORAGE.includes(s.type)) {
+        throw ApplicationFailure.nonRetryable(
+          `storage '${config.storage}' has type ${s.type}; disks need one of ${IMPORTABLE_STORAGE.join(', ')}`,
+          'StorageError',
+        );
+      }
+      if (s.status !== 'active') {
+        throw ApplicationFailure.nonRetryable(`storage '${config.storage}' is ${s.status}, not active`, 'StorageError');
+      }
+    },
+
+    /**
+     * The CPU type every VM gets: the lowest x86-64 level all nodes support, so a VM can
+     * migrate anywhere in the cluster. Detected once and cached in the data dir.
+     */
+    async clusterCpuType(input: { os: OsName; version: string; refresh?: boolean }): Promise<string> {
+      let cpuType = input.refresh ? undefined : readCachedCpuType(config.dataDir);
+      if (!cpuType) {
+        try {
+          const nodes = await main().nodes();
+          const levels = await Promise.all(
+            nodes.filter((n) => n.status === 'online').map(async (n) => cpuLevel((await main().nodeStatus(n.node)).cpuinfo.flags)),
+          );
+          cpuType = clusterBaseline(levels);
+        } catch (err) {
+          Context.current().log.warn('CPU baseline detection failed, using kvm64', { error: String(err) });
+          cpuType = 'kvm64';
+        }
+        writeCachedCpuType(config.dataDir, cpuType);
+      }
+      const needed = MIN_CPU_LEVEL[input.os]?.[input.version];
+      if (needed && !meetsLevel(cpuType, needed)) {
+        throw ApplicationFailure.nonRetryable(
+          `${input.os} ${input.version} needs a ${needed} CPU, but the cluster baseline is ${cpuType}`,
+          'CpuLevelError',
+        );
+      }
+      return cpuType;
+    },
+
+    /**
+     * A free VMID from the configured range: used IDs come from one cluster query, and an
+     * ID whose IP already answers SSH (a machine Proxmox does not know) is skipped. The
+     * start is randomised so concurrent installs rarely race for the same ID; when they
+     * do, `qm create` decides and the loser asks again.
+     */
+    async allocateVmid(input: { exclude: number[] }): Promise<number> {
+      const used = new Set((await main().clusterResources('vm')).map((r) => r.vmid));
+      for (const id of input.exclude) used.add(id);
+      const { start, end } = config.vmidRange;
+      const free: number[] = [];
+      for (let id = start; id <= end; id++) if (!used.has(id)) free.push(id);
+      const offset = free.length > 0 ? Math.floor(Math.random() * Math.min(free.length, 16)) : 0;
+      for (let i = 0; i < free.length; i++) {
+        const id = free[(offset + i) % free.length];
+        if (!(await sshAnswers(vmIp(config.gateway, id)))) return id;
+      }
+      throw ApplicationFailure.nonRetryable(`no free VMID in ${start}..${end}`, 'NoFreeVmidError');
+    },
+
+    /** `qm create` on the main node; finding our own VM already there counts as done. */
+    async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string }> {
+      const { vmid, spec } = input;
+      const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
+      try {
+        await main().qmCreate(vmid, {
+          name: input.name,
+          cores: spec.cpu,
+          cpu: input.cpuType,
+          scsihw: 'virtio-scsi-pci',
+          memory: spec.ramMb,
+          ostype: 'l26',
+          agent: '1',
+          net0: `virtio,bridge=${config.bridge}`,
+          serial0: 'socket',
+          description: `${ownerMarker(input.owner)}\n${specMarker(spec)}`,
+          ...(balloon ? { numa: 1, balloon } : {}),
+        });
+      } catch (err) {
+        if (err instanceof VmidTakenError) {
+          // A retry after a crash finds the VM this very run created.
+          const node = await locate(vmid);
+          const conf = node ? await onNode(node).config(vmid).catch(() => undefined) : undefined;
+          if (conf && isOwnedBy(conf.description, input.owner)) return { ip: vmIp(config.gateway, vmid) };
+          throw ApplicationFailure.nonRetryable(err.message, 'VmidTakenError');
+        }
+        throw err;
+      }
+      return { ip: vmIp(config.gateway, vmid) };
+    },
+
+    /** Imports the image once: a retry finds the disk already attached or unused. */
+    async importDisk(input: { vmid: number; imagePath: string }): Promise<string> {
+      const node = main();
+      const conf = await node.config(input.vmid);
+      const existing = conf.disks.find((d) => d.key === 'scsi0' || d.key.startsWith('unused'));
+      if (existing) return existing.volid;
+      const out = outputStream(client);
+      try {
+        return await node.importDisk(input.vmid, input.imagePath, config.storage, {
+          onProgress: (line) => out.line(line),
+          signal: Context.current().cancellationSignal,
+        });
+      } finally {
+        await out.close();
+      }
+    },
+
+    /** Cloud-init, disks, boot order and network in the seed's order; every step absolute. */
+    async configureVm(input: { vmid: number; volid: string; spec: InstallSpec; ip: string; mainKey: string; passwd: string }): Promise<void> {
+      const { vmid, spec } = input;
+      const node = main();
+      const keys = [input.mainKey, ...readAdminKeys(config.dataDir), ...(spec.pubkey ? spec.pubkey.split('\n') : [])];
+      const conf = await node.config(vmid);
+      await node.qmSet(vmid, {
+        sshkeys: `${keys.join('\n')}\n`,
+        cipassword: input.passwd,
+        ciuser: spec.user,
+        ciupgrade: 0,
+        tags: spec.os,
+      });
+      if (!conf.disks.some((d) => d.key === 'scsi0')) await node.qmSet(vmid, { scsi0: input.volid });
+      if (!conf.disks.some((d) => d.key === 'ide2')) await node.qmSet(vmid, { ide2: `${config.storage}:cloudinit` });
+      await node.qmSet(vmid, { boot: 'order=scsi0' });
+      await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
+      await node.qmSet(vmid, { ipconfig0: `ip=${input.ip}/24,gw=${config.gateway}` });
+    },
+
+    async migrateVm(input: { vmid: number; target: string }): Promise<void> {
+      const current = await locate(input.vmid);
+      if (current === input.target) return; // done before a crash
+      const out = outputStream(client);
+      try {
+        await (await locateOrFail(input.vmid)).migrate(input.vmid, input.target, {
+          withLocalDisks: true,
+          onLine: (line) => out.line(line),
+          signal: Context.current().cancellationSignal,
+        });
+      } finally {
+        await out.close();
+      }
+    },
+
+    async startVm(input: { vmid: number }): Promise<void> {
+      const node = await locateOrFail(input.vmid);
+      if ((await node.status(input.vmid)) === 'running') return;
+      await node.start(input.vmid);
+    },
+
+    async rebootVm(input: { vmid: number }): Promise<void> {
+      const node = await locateOrFail(input.vmid);
+      if ((await node.status(input.vmid)) !== 'running') {
+        await node.start(input.vmid);
+        return;
+      }
+      await node.reboot(input.vmid);
+    },
+
+    /**
+     * Stops and purges a VM, but only one whose description carries this owner's
+     * marker: cleanup never touches a VM the product did not create. Returns whether a VM
+     * was removed.
+     */
+    async destroyOwnedVm(input: { vmid: number; owner: string }): Promise<boolean> {
+      const where = await locate(input.vmid);
+      if (!where) return false;
+      const node = onNode(where);
+      const conf = await node.config(input.vmid).catch(() => undefined);
+      if (!conf || !isOwnedBy(conf.description, input.owner)) return false;
+      // Ours for sure, so a lock a crashed step of this run left behind is no obstacle.
+      if ((await node.status(input.vmid)) !== 'stopped') await node.stop(input.vmid, { skiplock: true });
+      await node.destroy(input.vmid, { purge: true, skiplock: true });
+      return true;
+    },
+
+    /** The public key every VM trusts, so the service (and the main node) can log in. */
+    async mainNodeKey(): Promise<string> {
+      return ensureSshKey(config.sshKeyPath).publicKey;
+    },
+  };
+}
+
+/** SPEC: with VM_BALLOON_MIN set and RAM ≥ min + 1024, balloon RAM-min (RAM ≥ 64 GiB: 48 GiB). */
+export function balloonFor(ramMb: number, minMb: number | undefined): number | undefined {
+  if (!minMb || ramMb < minMb + 1024) return undefined;
+  return ramMb >= 65536 ? 49152 : ramMb - minMb;
+}

@@ -1,0 +1,29 @@
+import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
+import type { Config } from '../lib/config';
+
+export interface WorkerDeps {
+  config: Config;
+  connection: NativeConnection;
+  activities: object;
+  /** A pre-built bundle (tests bundle once per run); otherwise the workflows are bundled now. */
+  workflowBundlePath?: string;
+  dataConverter?: WorkerOptions['dataConverter'];
+}
+
+/** One worker runs every workflow and activity of the product on one task queue. */
+export async function createWorker({ config, connection, activities, workflowBundlePath, dataConverter }: WorkerDeps): Promise<Worker> {
+  return Worker.create({
+    connection,
+    namespace: config.temporal.namespace,
+    taskQueue: config.temporal.taskQueue,
+    activities,
+    ...(workflowBundlePath
+      ? { workflowBundle: { codePath: workflowBundlePath } }
+      : { workflowsPath: require.resolve('../workflows') }),
+    dataConverter,
+    // A handful of Proxmox nodes: more parallel qm calls than this only queue up on locks.
+    maxConcurrentActivityTaskExecutions: 20,
+    // Let SSH steps finish or checkpoint before the process exits.
+    shutdownGraceTime: '20s',
+  });
+}

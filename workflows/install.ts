@@ -1,0 +1,216 @@
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  isCancellation,
+  proxyActivities,
+  upsertSearchAttributes,
+  workflowInfo,
+  log,
+  RetryPolicy,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { InstallResult, InstallSecrets, InstallSpec } from '../lib/types';
+import { VM_ID, VM_NAME, VM_NODE, VM_OS, VM_OPERATION } from '../lib/temporal/searchAttributes';
+import { Progress } from './progress';
+import { NON_RETRYABLE_ERRORS } from '../lib/failures';
+
+export interface InstallInput {
+  spec: InstallSpec;
+  secrets: InstallSecrets;
+  /** Where VMs live when no `node` is asked for, and where images are downloaded. */
+  mainNode: string;
+}
+
+const retry: RetryPolicy = {
+  initialInterval: '1s',
+  backoffCoefficient: 2,
+  maximumInterval: '15s',
+  nonRetryableErrorTypes: NON_RETRYABLE_ERRORS,
+};
+
+/** Quick Proxmox calls: a lock held by another task clears in seconds. */
+const proxmox = proxyActivities<Activities>({
+  startToCloseTimeout: '3m',
+  retry: { ...retry, maximumAttempts: 8 },
+});
+
+/** Long transfers that heartbeat their progress, so a dead worker is noticed quickly. */
+const transfer = proxyActivities<Activities>({
+  startToCloseTimeout: '2h',
+  heartbeatTimeout: '60s',
+  retry: { ...retry, maximumAttempts: 5 },
+});
+
+/** Waiting on a guest: a VM boots in seconds to minutes, and cloud-init may reboot it. */
+const guest = proxyActivities<Activities>({
+  startToCloseTimeout: '1h',
+  heartbeatTimeout: '30s',
+  retry: { ...retry, maximumAttempts: 3 },
+});
+
+/** Cleanup must get through even when the cluster is busy. */
+const cleanup = proxyActivities<Activities>({
+  startToCloseTimeout: '5m',
+  retry: { ...retry, maximumAttempts: 20, maximumInterval: '30s' },
+});
+
+const MAX_VMID_ATTEMPTS = 20;
+
+/** Creates a VM from an official cloud image and initialises it, step by step. */
+export async function installVm(input: InstallInput): Promise<InstallResult> {
+  const { spec, secrets, mainNode } = input;
+  const progress = new Progress();
+  const started = Date.now();
+  const owner = workflowInfo().workflowId;
+  const compensations: Array<() => Promise<void>> = [];
+
+  /** Runs one pipeline step with the seed's processing/success/error events. */
+  async function step<T>(name: string, doing: string, fn: () => Promise<T>): Promise<T> {
+    progress.current = name;
+    const t0 = Date.now();
+    progress.info(name, doing);
+    const value = await fn();
+    progress.emit(name, 'success', `[+] ${doing} done (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
+    return value;
+  }
+
+  progress.emit('preparation > workflow', 'info', `[*] workflow id: ${owner}`);
+  upsertSearchAttributes([
+    { key: VM_OPERATION, value: 'install' },
+    { key: VM_OS, value: `${spec.os}-${spec.version}` },
+    { key: VM_NODE, value: spec.node ?? mainNode },
+  ]);
+
+  try {
+    await step('preparation > storage', 'checking storage pool', () => proxmox.checkStorage());
+    const cpuType = await step('preparation > CPU baseline', 'detecting cluster CPU baseline', () =>
+      proxmox.clusterCpuType({ os: spec.os, version: spec.version }),
+    );
+    const image = await step('OS preparation > download', `fetching ${spec.os} ${spec.version} cloud image`, () =>
+      transfer.downloadImage({ os: spec.os, version: spec.version }),
+    );
+    const mainKey = await step('SSH preparation > main node key', 'reading the main node SSH key', () =>
+      proxmox.mainNodeKey(),
+    );
+
+    const vm = await step('VM creation > qm create', 'creating VM', () => createWithFreeVmid(cpuType));
+    upsertSearchAttributes([
+      { key: VM_ID, value: vm.vmid },
+      { key: VM_NAME, value: vm.name },
+    ]);
+    progress.info('VM creation > qm create', `VMID ${vm.vmid}, IP ${vm.ip}, name ${vm.name}`);
+
+    const volid = await step('VM creation > import disk', 'importing the cloud image as a disk', () =>
+      transfer.importDisk({ vmid: vm.vmid, imagePath: image.path }),
+    );
+    await step('VM initialization > cloud-init', 'configuring cloud-init, disks and network', () =>
+      proxmox.configureVm({
+        vmid: vm.vmid,
+        volid,
+        spec,
+        ip: vm.ip,
+        mainKey,
+        passwd: secrets.passwd,
+      }),
+    );
+    if (spec.node && spec.node !== mainNode) {
+      const target = spec.node;
+      await step('VM initialization > migrate', `migrating to node ${target}`, () =>
+        transfer.migrateVm({ vmid: vm.vmid, target }),
+      );
+    }
+    await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid }));
+    await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip}`, () =>
+      guest.waitForSsh({ ip: vm.ip, user: defaultUserOf(spec) }),
+    );
+    await step('VM initialization > init script', `running the ${spec.os} ${spec.version} init script`, () =>
+      guest.runInitScript({
+        ip: vm.ip,
+        user: spec.user,
+        os: spec.os,
+        version: spec.version,
+        rootPassword: secrets.rootPassword,
+      }),
+    );
+    await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid }));
+    await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip} after reboot`, () =>
+      guest.waitForSsh({ ip: vm.ip, user: defaultUserOf(spec) }),
+    );
+
+    const elapsedSec = (Date.now() - started) / 1000;
+    const done = 'VM initialization > finalizing';
+    progress.emit(done, 'success', `[+] VM installation completed in ${elapsedSec.toFixed(2)}s`);
+    progress.emit(done, 'success', `[*] VMID: ${vm.vmid}`);
+    progress.emit(done, 'success', `[*] IP: ${vm.ip}`);
+    progress.emit(done, 'success', `[*] User: ${spec.user}`);
+    progress.state = 'completed';
+    return { vmid: vm.vmid, ip: vm.ip, user: spec.user, node: spec.node ?? mainNode, name: vm.name, elapsedSec };
+  } catch (err) {
+    const cancelled = isCancellation(err);
+    const failedStep = progress.current;
+    await CancellationScope.nonCancellable(async () => {
+      for (const undo of compensations) {
+        try {
+          await undo();
+        } catch (cleanupErr) {
+          log.error('cleanup step failed', { error: describeFailure(cleanupErr) });
+          progress.emit(failedStep, 'processing', `[-] cleanup failed: ${describeFailure(cleanupErr)}`);
+        }
+      }
+    });
+    // The last event names the step that failed, as the seed's clients expect.
+    progress.emit(failedStep, 'error', `[-] ${cancelled ? 'install cancelled' : describeFailure(err)}`);
+    progress.state = cancelled ? 'cancelled' : 'failed';
+    throw err;
+  }
+
+  /**
+   * `qm create` is the real VMID reservation: the cluster filesystem creates a config
+   * atomically. Candidates come from one cluster query; when another install (or a VM
+   * created by hand) wins the race, an auto-assigned install tries the next free ID.
+   */
+  async function createWithFreeVmid(cpuType: string): Promise<{ vmid: number; ip: string; name: string }> {
+    const tried: number[] = [];
+    for (let attempt = 0; attempt < MAX_VMID_ATTEMPTS; attempt++) {
+      const vmid = spec.vmid ?? (await proxmox.allocateVmid({ exclude: tried }));
+      const name = `${spec.name ?? vmid}-${vmid}`;
+      // Registered before the attempt: a create that times out may still have made the
+      // VM. destroyOwnedVm only touches a VM whose description carries this run's marker.
+      const undo = async () => {
+        progress.info(progress.current, `removing VM ${vmid}`);
+        if (await cleanup.destroyOwnedVm({ vmid, owner })) progress.info(progress.current, `VM ${vmid} removed`);
+      };
+      compensations.unshift(undo);
+      try {
+        const created = await proxmox.qmCreate({ vmid, name, spec, cpuType, owner });
+        return { vmid, ip: created.ip, name };
+      } catch (err) {
+        // Any other failure may have left a VM behind, so its undo stays registered.
+        if (failureType(err) !== 'VmidTakenError') throw err;
+        compensations.splice(compensations.indexOf(undo), 1); // the ID belongs to someone else
+        if (spec.vmid !== undefined) throw err;
+        progress.info('VM creation > qm create', `VMID ${vmid} was taken meanwhile, picking another`);
+        tried.push(vmid);
+      }
+    }
+    throw ApplicationFailure.nonRetryable(`no free VMID after ${MAX_VMID_ATTEMPTS} attempts`, 'NoFreeVmidError');
+  }
+}
+
+function defaultUserOf(spec: InstallSpec): string {
+  return { debian: 'debian', ubuntu: 'ubuntu', rockylinux: 'rocky' }[spec.os];
+}
+
+function failureType(err: unknown): string | undefined {
+  if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) return err.cause.type ?? undefined;
+  if (err instanceof ApplicationFailure) return err.type ?? undefined;
+  return undefined;
+}
+
+/** The message an operator needs: the activity's own error, not Temporal's wrapper. */
+export function describeFailure(err: unknown): string {
+  if (err instanceof ActivityFailure && err.cause) return err.cause.message;
+  if (err instanceof Error) return err.message;
+  return String(err);
+}

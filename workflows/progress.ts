@@ -1,0 +1,57 @@
+import { defineQuery, defineSignal, setHandler } from '@temporalio/workflow';
+import type { EventStatus, ProgressEvent } from '../lib/types';
+
+/**
+ * Progress lives in the workflow: the API streams it to SSE clients by querying
+ * (queries write no history), and a client that reconnects asks for what came after the
+ * last sequence number it saw.
+ */
+
+export type RunState = 'running' | 'completed' | 'failed' | 'cancelled';
+
+export interface ProgressPage {
+  events: ProgressEvent[];
+  state: RunState;
+  /** Sequence number of the last event that exists, whether returned or not. */
+  lastSeq: number;
+}
+
+/**
+ * Lines of command output an activity sends in one batch (one signal, a few history
+ * events). They belong to the step the workflow is running.
+ */
+export interface OutputBatch {
+  lines: Array<{ status: EventStatus; message: string }>;
+}
+
+export const progressQuery = defineQuery<ProgressPage, [number]>('progress');
+export const outputSignal = defineSignal<[OutputBatch]>('output');
+
+/** A query result must stay far below Temporal's 2 MB payload limit. */
+const MAX_EVENTS_PER_PAGE = 500;
+
+export class Progress {
+  private readonly events: ProgressEvent[] = [];
+  state: RunState = 'running';
+  /** The step being run, which command output from activities is attributed to. */
+  current = '';
+
+  constructor() {
+    setHandler(progressQuery, (after) => ({
+      events: this.events.filter((e) => e.seq > after).slice(0, MAX_EVENTS_PER_PAGE),
+      state: this.state,
+      lastSeq: this.events.length,
+    }));
+    setHandler(outputSignal, (batch) => {
+      for (const line of batch.lines) this.emit(this.current, line.status, line.message);
+    });
+  }
+
+  emit(step: string, status: EventStatus, message: string): void {
+    this.events.push({ seq: this.events.length + 1, step, status, message });
+  }
+
+  info(step: string, message: string): void {
+    this.emit(step, 'processing', `[*] ${message}`);
+  }
+}

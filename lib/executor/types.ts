@@ -38,3 +38,62 @@ export class ExecutorUnreachableError extends Error {
     super(`node '${node}' unreachable: ${message}`, options);
   }
 }
+
+/** The command ran longer than `timeoutMs` and was killed (local) or its channel closed (SSH). */
+export class ExecutorTimeoutError extends Error {
+  override readonly name = 'ExecutorTimeoutError';
+  constructor(readonly node: string, readonly command: string, readonly timeoutMs: number) {
+    super(`node '${node}': '${command}' timed out after ${timeoutMs} ms`);
+  }
+}
+
+/**
+ * Collects one output stream of a command: decodes UTF-8 across chunk boundaries, keeps the
+ * whole text, and reports each complete line to `onLine` as soon as its newline arrives.
+ * Shared by both executors so that local and SSH commands report lines identically.
+ */
+export class OutputCollector {
+  private readonly decoder = new TextDecoder('utf-8');
+  private text = '';
+  private partial = '';
+
+  constructor(
+    private readonly stream: 'stdout' | 'stderr',
+    private readonly onLine?: RunOptions['onLine'],
+  ) {}
+
+  push(chunk: Uint8Array): void {
+    this.take(this.decoder.decode(chunk, { stream: true }));
+  }
+
+  /** Flushes the decoder and reports a last line that had no newline. Returns the text. */
+  end(): string {
+    this.take(this.decoder.decode());
+    if (this.partial !== '') this.emit(this.partial);
+    this.partial = '';
+    return this.text;
+  }
+
+  private take(s: string): void {
+    if (s === '') return;
+    this.text += s;
+    const lines = (this.partial + s).split('\n');
+    this.partial = lines.pop() ?? '';
+    for (const line of lines) this.emit(line);
+  }
+
+  private emit(line: string): void {
+    // A CRLF line ending is one line ending; qemu-img progress uses bare \r, which is kept.
+    this.onLine?.(line.endsWith('\r') ? line.slice(0, -1) : line, this.stream);
+  }
+}
+
+/** How a command is shown in errors and logs: its argv, space-joined. */
+export function displayCommand(argv: readonly string[]): string {
+  return argv.map((a) => (/^[A-Za-z0-9_@%+=:,./<>-]+$/.test(a) ? a : JSON.stringify(a))).join(' ');
+}
+
+/** What `run` rejects with when its signal aborts: the signal's own reason, like fetch(). */
+export function abortReason(signal: AbortSignal | undefined): unknown {
+  return signal?.reason ?? new DOMException('The operation was aborted', 'AbortError');
+}

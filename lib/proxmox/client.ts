@@ -1,0 +1,282 @@
+import { displayCommand, type CommandResult, type NodeExecutor } from '../executor/types';
+import * as cmd from './commands';
+import { VmStateError, classifyFailure } from './errors';
+import {
+  parseImportDisk,
+  parseMigrationLine,
+  parsePvesmStatus,
+  parseQmList,
+  parseQmStatus,
+  parseTransferProgress,
+  type MigrationLine,
+  type QmListEntry,
+  type StorageStatus,
+  type TransferProgress,
+  type VmRunState,
+} from './parse';
+import {
+  parseClusterResources,
+  parseNextId,
+  parseNodeStatus,
+  parseNodes,
+  type ClusterNode,
+  type ClusterResourceByType,
+  type NodeStatus,
+} from './pvesh';
+import { parseVmConfig, type VmConfig } from './vmConfig';
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  /** Overrides the default for this kind of call; 0 means none. */
+  timeoutMs?: number;
+}
+
+export interface ProxmoxNodeOptions {
+  /** Reads (config, status, pvesh, pvesm). Default 60 s. */
+  readTimeoutMs?: number;
+  /** Changes that finish in seconds to minutes (create, set, start, destroy, ...). Default 10 min. */
+  writeTimeoutMs?: number;
+}
+
+interface RunSpec extends CallOptions {
+  stdin?: string;
+  onLine?: (line: string, stream: 'stdout' | 'stderr') => void;
+  /** Shown in errors instead of the argv. */
+  display?: readonly string[];
+  /** Values replaced by `<hidden>` in the output kept on errors. */
+  secrets?: string[];
+  /** Default timeout for this call. */
+  defaultTimeoutMs?: number;
+}
+
+/**
+ * One Proxmox node, driven through its executor: typed calls in, typed values out. Builds
+ * argv with ./commands, parses with ./parse, ./pvesh and ./vmConfig, and throws the
+ * classes of ./errors. `qm` acts on the node it runs on, so a VM is handled through the
+ * ProxmoxNode of the node it lives on; `pvesh` reads reach the whole cluster from any node.
+ */
+export class ProxmoxNode {
+  private readonly readTimeoutMs: number;
+  private readonly writeTimeoutMs: number;
+
+  constructor(
+    readonly executor: NodeExecutor,
+    options: ProxmoxNodeOptions = {},
+  ) {
+    this.readTimeoutMs = options.readTimeoutMs ?? 60_000;
+    this.writeTimeoutMs = options.writeTimeoutMs ?? 600_000;
+  }
+
+  get node(): string {
+    return this.executor.node;
+  }
+
+  // ---- VM lifecycle -------------------------------------------------------------------
+
+  /** `qm create`. A used VMID throws VmidTakenError. */
+  async qmCreate(vmid: number, options: cmd.QmCreateOptions, call: CallOptions = {}): Promise<void> {
+    await this.write(cmd.qmCreate(vmid, options), call);
+  }
+
+  /**
+   * `qm importdisk`: copies an image file on this node into `storage` as a new volume of
+   * the VM and returns its volume ID (`local-lvm:vm-100-disk-0`). `onProgress` gets every
+   * output line, with the parsed numbers on `transferred X of Y (p%)` lines.
+   */
+  async importDisk(
+    vmid: number,
+    file: string,
+    storage: string,
+    opts: CallOptions & {
+      format?: 'raw' | 'qcow2' | 'vmdk';
+      targetDisk?: string;
+      onProgress?: (line: string, progress?: TransferProgress) => void;
+    } = {},
+  ): Promise<string> {
+    const argv = cmd.qmImportDisk(vmid, file, storage, { format: opts.format, 'target-disk': opts.targetDisk });
+    const { stdout } = await this.run(argv, {
+      ...opts,
+      onLine: opts.onProgress && ((line) => opts.onProgress!(line, parseTransferProgress(line))),
+    });
+    return parseImportDisk(stdout).volid;
+  }
+
+  /**
+   * `qm set`. `sshkeys` (public keys, one per line) and `cipassword` travel on stdin: the
+   * keys reach qm as a 0600 temp file, as `--sshkeys` requires, and neither value is in
+   * the command line sent to the node, in errors or in logs (see qmSetWithSecrets).
+   */
+  async qmSet(
+    vmid: number,
+    options: cmd.QmSetOptions & { sshkeys?: string; cipassword?: string },
+    call: CallOptions = {},
+  ): Promise<void> {
+    const { sshkeys, cipassword, ...rest } = options;
+    if (sshkeys === undefined && cipassword === undefined) {
+      await this.write(cmd.qmSet(vmid, rest), call);
+      return;
+    }
+    const { argv, stdin, display } = cmd.qmSetWithSecrets(vmid, rest, { sshkeys, cipassword });
+    await this.write(argv, { ...call, stdin, display, secrets: cipassword ? [cipassword] : [] });
+  }
+
+  /**
+   * `qm resize`. Since qemu-server 8.0 a failed resize still exits 0 with the reason on
+   * stderr (reference §0.4), so stderr is checked even on success: anything but storage
+   * warnings counts as failure.
+   */
+  async resize(vmid: number, disk: string, size: string, opts: CallOptions & { skiplock?: boolean } = {}): Promise<void> {
+    const argv = cmd.qmResize(vmid, disk, size, { skiplock: opts.skiplock });
+    const result = await this.write(argv, opts);
+    const complaint = result.stderr
+      .split('\n')
+      .filter((l) => l.trim() !== '' && !/^\s*(?:WARN(?:ING)?:|Task finished with \d+ warning)/.test(l));
+    if (complaint.length > 0) {
+      throw classifyFailure({ node: this.node, command: displayCommand(argv), exitCode: 0, stderr: result.stderr, stdout: result.stdout });
+    }
+  }
+
+  /**
+   * `qm migrate` from this node to `target`. A stopped VM's local disks are always copied;
+   * `withLocalDisks` is needed for a running one (`online`). Lines stream to `onLine`.
+   */
+  async migrate(
+    vmid: number,
+    target: string,
+    opts: CallOptions & {
+      online?: boolean;
+      withLocalDisks?: boolean;
+      targetStorage?: string;
+      onLine?: (line: string, parsed: MigrationLine) => void;
+    } = {},
+  ): Promise<{ durationSec?: number }> {
+    const argv = cmd.qmMigrate(vmid, target, {
+      online: opts.online,
+      'with-local-disks': opts.withLocalDisks,
+      targetstorage: opts.targetStorage,
+    });
+    let durationSec: number | undefined;
+    await this.run(argv, {
+      ...opts,
+      onLine: (line) => {
+        const parsed = parseMigrationLine(line);
+        if (parsed.finished) durationSec = parsed.finished.durationSec;
+        opts.onLine?.(line, parsed);
+      },
+    });
+    return durationSec === undefined ? {} : { durationSec };
+  }
+
+  /** `qm start`. A VM that already runs is not an error: the goal is reached. */
+  async start(vmid: number, opts: CallOptions & { timeout?: number; skiplock?: boolean } = {}): Promise<'started' | 'already-running'> {
+    try {
+      await this.write(cmd.qmStart(vmid, { timeout: opts.timeout, skiplock: opts.skiplock }), opts);
+      return 'started';
+    } catch (err) {
+      if (err instanceof VmStateError && /VM \d+ already running/.test(err.stderr)) return 'already-running';
+      throw err;
+    }
+  }
+
+  /** `qm stop` (hard). A stopped VM is no error (qm exits 0). */
+  async stop(vmid: number, opts: CallOptions & { timeout?: number; skiplock?: boolean; overruleShutdown?: boolean } = {}): Promise<void> {
+    await this.write(cmd.qmStop(vmid, { timeout: opts.timeout, skiplock: opts.skiplock, 'overrule-shutdown': opts.overruleShutdown }), opts);
+  }
+
+  /** `qm shutdown` (ACPI). On a stopped VM qm only warns and exits 0. */
+  async shutdown(vmid: number, opts: CallOptions & { timeout?: number; forceStop?: boolean; skiplock?: boolean } = {}): Promise<void> {
+    await this.write(cmd.qmShutdown(vmid, { timeout: opts.timeout, forceStop: opts.forceStop, skiplock: opts.skiplock }), opts);
+  }
+
+  /** `qm reboot`. A stopped VM throws VmStateError. */
+  async reboot(vmid: number, opts: CallOptions & { timeout?: number } = {}): Promise<void> {
+    await this.write(cmd.qmReboot(vmid, { timeout: opts.timeout }), opts);
+  }
+
+  /** `qm destroy`, with `--purge` unless told otherwise. A running VM throws VmStateError. */
+  async destroy(
+    vmid: number,
+    opts: CallOptions & { purge?: boolean; skiplock?: boolean; destroyUnreferencedDisks?: boolean } = {},
+  ): Promise<void> {
+    const argv = cmd.qmDestroy(vmid, {
+      purge: opts.purge ?? true,
+      skiplock: opts.skiplock,
+      'destroy-unreferenced-disks': opts.destroyUnreferencedDisks,
+    });
+    await this.write(argv, opts);
+  }
+
+  // ---- reads ------------------------------------------------------------------------
+
+  /** `qm config`: the VM must live on this node, or VmNotFoundError. */
+  async config(vmid: number, opts: CallOptions & { current?: boolean } = {}): Promise<VmConfig> {
+    const { stdout } = await this.read(cmd.qmConfig(vmid, { current: opts.current }), opts);
+    return parseVmConfig(stdout);
+  }
+
+  /** `qm status`: running, stopped, or a QMP state. */
+  async status(vmid: number, call: CallOptions = {}): Promise<VmRunState> {
+    return parseQmStatus((await this.read(cmd.qmStatus(vmid), call)).stdout);
+  }
+
+  /** `qm list`: the VMs on this node. */
+  async list(call: CallOptions = {}): Promise<QmListEntry[]> {
+    return parseQmList((await this.read(cmd.qmList(), call)).stdout);
+  }
+
+  /** `pvesh get /nodes`: every cluster node and whether it is online. */
+  async nodes(call: CallOptions = {}): Promise<ClusterNode[]> {
+    return parseNodes((await this.read(cmd.pveshNodes(), call)).stdout);
+  }
+
+  /** `pvesh get /nodes/<node>/status`: CPU model and flags, memory, uptime. */
+  async nodeStatus(node: string, call: CallOptions = {}): Promise<NodeStatus> {
+    return parseNodeStatus((await this.read(cmd.pveshNodeStatus(node), call)).stdout);
+  }
+
+  /** `pvesh get /cluster/resources --type <type>`: cluster-wide VMs (with containers), nodes or storages. */
+  async clusterResources<T extends keyof ClusterResourceByType>(type: T, call: CallOptions = {}): Promise<ClusterResourceByType[T][]> {
+    return parseClusterResources((await this.read(cmd.pveshClusterResources(type), call)).stdout, type);
+  }
+
+  /** `pvesh get /cluster/nextid`: the lowest free VMID. It reserves nothing. */
+  async nextId(call: CallOptions = {}): Promise<number> {
+    return parseNextId((await this.read(cmd.pveshNextId(), call)).stdout);
+  }
+
+  /** `pvesm status` on this node. */
+  async storageStatus(opts: CallOptions & { storage?: string; content?: string; enabled?: boolean } = {}): Promise<StorageStatus[]> {
+    const argv = cmd.pvesmStatus({ storage: opts.storage, content: opts.content, enabled: opts.enabled });
+    return parsePvesmStatus((await this.read(argv, opts)).stdout);
+  }
+
+  // ---- running ----------------------------------------------------------------------
+
+  private read(argv: readonly string[], spec: RunSpec): Promise<CommandResult> {
+    return this.run(argv, { defaultTimeoutMs: this.readTimeoutMs, ...spec });
+  }
+
+  private write(argv: readonly string[], spec: RunSpec): Promise<CommandResult> {
+    return this.run(argv, { defaultTimeoutMs: this.writeTimeoutMs, ...spec });
+  }
+
+  /** Runs one command; a non-zero exit becomes the matching error class. */
+  private async run(argv: readonly string[], spec: RunSpec): Promise<CommandResult> {
+    const timeoutMs = spec.timeoutMs ?? spec.defaultTimeoutMs;
+    const result = await this.executor.run(argv, {
+      stdin: spec.stdin,
+      onLine: spec.onLine,
+      signal: spec.signal,
+      timeoutMs: timeoutMs ? timeoutMs : undefined,
+    });
+    if (result.exitCode === 0) return result;
+    const hide = (text: string) => (spec.secrets ?? []).filter(Boolean).reduce((t, s) => t.split(s).join('<hidden>'), text);
+    throw classifyFailure({
+      node: this.node,
+      command: displayCommand(spec.display ?? argv),
+      exitCode: result.exitCode,
+      stderr: hide(result.stderr),
+      stdout: hide(result.stdout),
+    });
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * Every qm / pvesh / pvesm invocation the service makes, as a pure argv builder. Nothing
+ * here runs anything or knows about shells: the executor passes each element as one
+ * literal argument.
+ */
+
+export type Argv = string[];
+
+/** One `--key value` option value; `undefined` leaves the option out. */
+export type OptionValue = string | number | boolean | undefined;
+
+/** Options of `qm create` the service uses (reference §1). Anything else passes through. */
+export interface QmCreateOptions {
+  name?: string;
+  cores?: number;
+  sockets?: number;
+  cpu?: string;
+  scsihw?: string;
+  memory?: number;
+  balloon?: number;
+  numa?: number | boolean;
+  ostype?: string;
+  agent?: string | number;
+  net0?: string;
+  serial0?: string;
+  vga?: string;
+  tags?: string;
+  description?: string;
+  [option: string]: OptionValue;
+}
+
+/**
+ * Options of `qm set` (reference §3). `sshkeys` and `cipassword` are absent on purpose:
+ * they are secrets and go through `ProxmoxNode.qmSet`, never into an argv here.
+ */
+export interface QmSetOptions {
+  ciuser?: string;
+  ciupgrade?: number | boolean;
+  tags?: string;
+  scsi0?: string;
+  ide2?: string;
+  boot?: string;
+  bootdisk?: string;
+  ipconfig0?: string;
+  cores?: number;
+  memory?: number;
+  balloon?: number;
+  numa?: number | boolean;
+  cpu?: string;
+  name?: string;
+  description?: string;
+  /** Comma-separated option names to remove. */
+  delete?: string;
+  skiplock?: boolean;
+  [option: string]: OptionValue;
+}
+
+const vm = (vmid: number): string => {
+  if (!Number.isInteger(vmid) || vmid < 1) throw new RangeError(`invalid VMID: ${vmid}`);
+  return String(vmid);
+};
+
+/**
+ * `--key value` pairs in the given order. Booleans become 1/0, as the Proxmox schema
+ * expects. Option names are checked so that no value can pose as an option name.
+ */
+export function options(opts: Record<string, OptionValue>): Argv {
+  const argv: Argv = [];
+  for (const [key, value] of Object.entries(opts)) {
+    if (value === undefined) continue;
+    if (!/^[a-z][a-z0-9_-]*$/i.test(key)) throw new Error(`invalid option name: ${key}`);
+    argv.push(`--${key}`, typeof value === 'boolean' ? (value ? '1' : '0') : String(value));
+  }
+  return argv;
+}
+
+export const qmCreate = (vmid: number, opts: QmCreateOptions): Argv => ['qm', 'create', vm(vmid), ...options(opts)];
+
+/**
+ * `qm importdisk` works on every PVE release; `qm disk import` only from 7.3. The output
+ * ends in a line naming the new volume (see parseImportDisk).
+ */
+export const qmImportDisk = (
+  vmid: number,
+  file: string,
+  storage: string,
+  opts: { format?: 'raw' | 'qcow2' | 'vmdk'; 'target-disk'?: string } = {},
+): Argv => ['qm', 'importdisk', vm(vmid), file, storage, ...options(opts)];
+
+export const qmSet = (vmid: number, opts: QmSetOptions): Argv => ['qm', 'set', vm(vmid), ...options(opts)];
+
+/** SIZE is `[+]<n>[KMGT]`: with `+` the disk grows by it, without it becomes that size. */
+export const qmResize = (vmid: number, disk: string, size: string, opts: { skiplock?: boolean } = {}): Argv => {
+  if (!/^\+?\d+(\.\d+)?[KMGT]?$/.test(size)) throw new Error(`invalid disk size: ${size}`);
+  return ['qm', 'resize', vm(vmid), disk, size, ...options(opts)];
+};
+
+export interface QmMigrateOptions {
+  online?: boolean;
+  'with-local-disks'?: boolean;
+  targetstorage?: string;
+}
+
+export const qmMigrate = (vmid: number, target: string, opts: QmMigrateOptions = {}): Argv => [
+  'qm',
+  'migrate',
+  vm(vmid),
+  target,
+  ...options({ ...opts }),
+];
+
+export const qmStart = (vmid: number, opts: { timeout?: number; skiplock?: boolean } = {}): Argv => [
+  'qm',
+  'start',
+  vm(vmid),
+  ...options(opts),
+];
+
+export const qmStop = (vmid: number, opts: { timeout?: number; skiplock?: boolean; 'overrule-shutdown'?: boolean } = {}): Argv => [
+  'qm',
+  'stop',
+  vm(vmid),
+  ...options(opts),
+];
+
+export const qmShutdown = (vmid: number, opts: { timeout?: number; forceStop?: boolean; skiplock?: boolean } = {}): Argv => [
+  'qm',
+  'shutdown',
+  vm(vmid),
+  ...options(opts),
+];
+
+export const qmReboot = (vmid: number, opts: { timeout?: number } = {}): Argv => ['qm', 'reboot', vm(vmid), ...options(opts)];
+
+export const qmDestroy = (
+  vmid: number,
+  opts: { purge?: boolean; skiplock?: boolean; 'destroy-unreferenced-disks'?: boolean } = {},
+): Argv => ['qm', 'destroy', vm(vmid), ...options(opts)];
+
+export const qmConfig = (vmid: number, opts: { current?: boolean } = {}): Argv => ['qm', 'config', vm(vmid), ...options(opts)];
+
+export const qmStatus = (vmid: number): Argv => ['qm', 'status', vm(vmid)];
+
+export const qmList = (): Argv => ['qm', 'list'];
+
+/** `pvesh get <path> --output-format json`: the API's `data` member, keys sorted. */
+export const pveshGet = (apiPath: string, params: Record<string, OptionValue> = {}): Argv => {
+  if (!apiPath.startsWith('/')) throw new Error(`API path must start with '/': ${apiPath}`);
+  return ['pvesh', 'get', apiPath, ...options(params), '--output-format', 'json'];
+};
+
+export const pveshNodes = (): Argv => pveshGet('/nodes');
+export const pveshNodeStatus = (node: string): Argv => pveshGet(`/nodes/${encodeURIComponent(node)}/status`);
+export const pveshClusterResources = (type?: 'vm' | 'storage' | 'node'): Argv => pveshGet('/cluster/resources', { type });
+export const pveshNextId = (): Argv => pveshGet('/cluster/nextid');
+
+export const pvesmStatus = (opts: { storage?: string; content?: string; enabled?: boolean; target?: string } = {}): Argv => [
+  'pvesm',
+  'status',
+  ...options(opts),
+];
+
+/**
+ * `qm set` with its secrets read from stdin, so they are in neither the SSH command line
+ * nor the argv of any shell. A fixed POSIX script (the only code here that a shell
+ * interprets, and it contains no data) reads the password as the first stdin line and the
+ * SSH keys as the rest into a fresh 0600 file from mktemp, runs `qm set` (its argv passed
+ * as "$@") with `--cipassword "$pw"` and `--sshkeys <file>`, and removes the file on exit.
+ * Real `qm set` takes the password only as an argument, so it is visible in that one
+ * process's argv on the node for the moment qm runs; it never appears in our logs or errors.
+ */
+export function qmSetWithSecrets(vmid: number, opts: QmSetOptions, secrets: { cipassword?: string; sshkeys?: string }): {
+  argv: Argv;
+  stdin: string;
+  /** What to show in logs and errors instead of the script. */
+  display: Argv;
+} {
+  const hasPassword = secrets.cipassword !== undefined;
+  const hasKeys = secrets.sshkeys !== undefined;
+  if (hasPassword && /[\r\n]/.test(secrets.cipassword!)) throw new Error('cipassword cannot contain a line break');
+  const script = [
+    'umask 077',
+    ...(hasPassword ? ['IFS= read -r pw || exit 1'] : []),
+    ...(hasKeys ? ['keys=$(mktemp) || exit 1', `trap 'rm -f "$keys"' EXIT`, 'cat > "$keys" || exit 1'] : []),
+    `"$@"${hasPassword ? ' --cipassword "$pw"' : ''}${hasKeys ? ' --sshkeys "$keys"' : ''}`,
+  ].join('\n');
+  const base = qmSet(vmid, opts);
+  return {
+    argv: ['sh', '-c', script, 'qm-set', ...base],
+    stdin: `${hasPassword ? `${secrets.cipassword}\n` : ''}${secrets.sshkeys ?? ''}`,
+    display: [...base, ...(hasPassword ? ['--cipassword', '<hidden>'] : []), ...(hasKeys ? ['--sshkeys', '<file>'] : [])],
+  };
+}

@@ -1,0 +1,162 @@
+import { ExecutorTimeoutError, ExecutorUnreachableError } from '../executor/types';
+
+/**
+ * What Proxmox's own error texts mean for a caller: retry (a lock held by another task
+ * clears in seconds, a node comes back) or give up (a bad parameter stays bad). This file
+ * is the ONE place that knows the texts (reference §0, §8, §12). The class names are the
+ * ApplicationFailure types Temporal sees; lib/failures.ts lists the non-retryable ones.
+ */
+
+/** A command that ran on a node and failed. Secret values never reach these fields. */
+export interface CommandFailure {
+  node: string;
+  /** The argv as displayed, with secrets replaced. */
+  command: string;
+  exitCode: number;
+  stderr: string;
+  stdout?: string;
+}
+
+export abstract class ProxmoxError extends Error {
+  /** Whether running the same command again may succeed. */
+  abstract readonly retryable: boolean;
+  readonly node: string;
+  readonly command: string;
+  readonly exitCode: number;
+  readonly stderr: string;
+
+  constructor(failure: CommandFailure) {
+    super(`${failure.command} failed on node '${failure.node}' (exit ${failure.exitCode}): ${reason(failure)}`);
+    this.node = failure.node;
+    this.command = failure.command;
+    this.exitCode = failure.exitCode;
+    this.stderr = failure.stderr;
+  }
+}
+
+/** `VM is locked (<lock>)`: another task holds the VM; it clears when that task ends. */
+export class VmLockedError extends ProxmoxError {
+  override readonly name: string = 'VmLockedError';
+  readonly retryable = true;
+  /** The lock value: create, migrate, backup, clone, snapshot, ... */
+  get lock(): string | undefined {
+    return /(?:VM|CT) is locked \(([^)]+)\)/.exec(this.stderr)?.[1];
+  }
+}
+
+/** `can't lock file '/var/lock/qemu-server/lock-<id>.conf' - got timeout`. */
+export class LockTimeoutError extends ProxmoxError {
+  override readonly name: string = 'LockTimeoutError';
+  readonly retryable = true;
+}
+
+/** `VM <id> already exists on node '<n>'`: the VMID belongs to another guest. */
+export class VmidTakenError extends ProxmoxError {
+  override readonly name: string = 'VmidTakenError';
+  readonly retryable = false;
+  /** The node the VMID lives on, when Proxmox named it. */
+  get ownerNode(): string | undefined {
+    return /already exists on node '([^']+)'/.exec(this.stderr)?.[1];
+  }
+}
+
+/** `Configuration file 'nodes/<n>/qemu-server/<id>.conf' does not exist`: no such VM on this node. */
+export class VmNotFoundError extends ProxmoxError {
+  override readonly name: string = 'VmNotFoundError';
+  readonly retryable = false;
+}
+
+/** `400 Parameter verification failed.` and other refusals of the request itself. */
+export class ParameterError extends ProxmoxError {
+  override readonly name: string = 'ParameterError';
+  readonly retryable = false;
+}
+
+/** `storage 'x' does not exist | is disabled | is not available on node 'n'`, ... */
+export class StorageError extends ProxmoxError {
+  override readonly name: string = 'StorageError';
+  readonly retryable = false;
+}
+
+/** `no such cluster node 'x'`. */
+export class NoSuchNodeError extends ProxmoxError {
+  override readonly name: string = 'NoSuchNodeError';
+  readonly retryable = false;
+}
+
+/** The VM is in the wrong power state for the command (`VM 100 already running`, ...). */
+export class VmStateError extends ProxmoxError {
+  override readonly name: string = 'VmStateError';
+  readonly retryable = false;
+}
+
+/** Any other failure. Unknown is treated as transient: better one retry too many. */
+export class ProxmoxCommandError extends ProxmoxError {
+  override readonly name: string = 'ProxmoxCommandError';
+  readonly retryable = true;
+}
+
+type ErrorClass = new (failure: CommandFailure) => ProxmoxError;
+
+/** First match wins; the order matters where one output holds two texts. */
+const RULES: ReadonlyArray<readonly [RegExp, ErrorClass]> = [
+  // create/clone on a used VMID; `pvesh get /cluster/nextid --vmid N` on a used one.
+  [/already exists on node '[^']*'|config file already exists|^vmid: VM \d+ already exists/m, VmidTakenError],
+  [/Configuration file '[^']*' does not exist|unable to find configuration file for VM \d+/, VmNotFoundError],
+  [/\b(?:VM|CT) is locked \([^)]*\)/, VmLockedError],
+  [/can't lock file '[^']*' - got timeout/, LockTimeoutError],
+  [/no such cluster node '[^']*'/, NoSuchNodeError],
+  [
+    /storage '[^']*' (?:does not exist|is disabled|is not available on node)|storage \S+ does not support vm images|content type '[^']*' is not available on storage/,
+    StorageError,
+  ],
+  [
+    /VM \d+ already running|VM \d+ not running|VM \d+ is running - destroy failed|can't migrate running VM without --online|you can't start a vm if it's a template|VM is paused - cannot shutdown/,
+    VmStateError,
+  ],
+  [
+    /^400 (?:Parameter verification failed|too many arguments|not enough arguments)|^no options specified|Only root may use this option|shrinking disks is not supported|you can't resize a cdrom|^disk '[^']*' (?:does not exist|has no associated volume)|non-existent or non-regular file|balloon value too large/m,
+    ParameterError,
+  ],
+];
+
+/** Maps a failed command onto its error class by the text Proxmox printed. */
+export function classifyFailure(failure: CommandFailure): ProxmoxError {
+  const text = `${failure.stderr}\n${failure.stdout ?? ''}`;
+  for (const [pattern, ErrorType] of RULES) {
+    if (pattern.test(text)) return new ErrorType(failure);
+  }
+  return new ProxmoxCommandError(failure);
+}
+
+/**
+ * Whether an error from a Proxmox call is worth retrying. Unreachable nodes and timeouts
+ * are; an abort is the caller's own decision; anything unknown is.
+ */
+export function isRetryable(err: unknown): boolean {
+  if (err instanceof ProxmoxError) return err.retryable;
+  if (err instanceof ExecutorUnreachableError || err instanceof ExecutorTimeoutError) return true;
+  // DOMException is not an Error subclass in every realm, so the name decides.
+  if (typeof err === 'object' && err !== null && (err as { name?: unknown }).name === 'AbortError') return false;
+  return true;
+}
+
+/** Names of the non-retryable classes, for a Temporal retry policy. */
+export const NON_RETRYABLE_PROXMOX_ERRORS = [
+  'VmidTakenError',
+  'VmNotFoundError',
+  'ParameterError',
+  'StorageError',
+  'NoSuchNodeError',
+  'VmStateError',
+] as const;
+
+/** The lines that say why, without usage lines and blank lines; kept short for a UI. */
+function reason(f: CommandFailure): string {
+  const lines = f.stderr
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !/^(?:qm|pvesh|pvesm) \S+.*\[OPTIONS\]$/.test(l));
+  const text = lines.join('; ') || (f.stdout ?? '').trim().split('\n').slice(-1)[0] || 'no output';
+  return text.length > 500 ? `${text.slice(0, 500)}…` : text;
+}

@@ -1,0 +1,236 @@
+/**
+ * Typed views of `pvesh get ... --output-format json` (reference §9). pvesh prints the API's
+ * `data` member with no wrapper, and numbers that Perl held as strings come out as JSON
+ * strings (`"mhz":"2999.998"`, nextid `"100"`), so every number is read with `num`.
+ */
+
+type Json = Record<string, unknown>;
+
+export function parsePveshJson(stdout: string): unknown {
+  const text = stdout.trim();
+  if (text === '') throw new Error('pvesh printed nothing');
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(`pvesh printed no JSON: ${JSON.stringify(text.slice(0, 200))}`);
+  }
+}
+
+/** A number, or a numeric string; anything else is undefined. */
+export function num(value: unknown): number | undefined {
+  if (typeof value === 'number' && Number.isFinite(value)) return value;
+  if (typeof value === 'string' && value.trim() !== '' && Number.isFinite(Number(value))) return Number(value);
+  return undefined;
+}
+
+const str = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
+
+function objects(data: unknown, what: string): Json[] {
+  if (!Array.isArray(data)) throw new Error(`${what}: expected a JSON array`);
+  return data.filter((x): x is Json => typeof x === 'object' && x !== null);
+}
+
+function object(data: unknown, what: string): Json {
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new Error(`${what}: expected a JSON object`);
+  return data as Json;
+}
+
+export interface ClusterNode {
+  node: string;
+  status: 'online' | 'offline' | 'unknown' | (string & {});
+  /** Fraction 0..1; online nodes only. */
+  cpu?: number;
+  /** Logical CPUs. */
+  maxcpu?: number;
+  /** Bytes. */
+  mem?: number;
+  maxmem?: number;
+  disk?: number;
+  maxdisk?: number;
+  uptime?: number;
+}
+
+/** `pvesh get /nodes`. */
+export function parseNodes(stdout: string): ClusterNode[] {
+  return objects(parsePveshJson(stdout), '/nodes').map((n) => ({
+    node: str(n.node) ?? '',
+    status: str(n.status) ?? 'unknown',
+    ...optionalNumbers(n, ['cpu', 'maxcpu', 'mem', 'maxmem', 'disk', 'maxdisk', 'uptime']),
+  }));
+}
+
+export interface NodeStatus {
+  cpuinfo: {
+    /** Logical CPUs. */
+    cpus: number;
+    sockets: number;
+    /** Cores per socket. */
+    cores: number;
+    model: string;
+    mhz?: number;
+    /** /proc/cpuinfo flags of the first processor, e.g. `sse4_2`, `avx2`. */
+    flags: string[];
+  };
+  /** Bytes. */
+  memory: { total: number; used: number; free: number };
+  /** Fraction 0..1. */
+  cpu?: number;
+  uptime?: number;
+  loadavg: number[];
+  /** `pve-manager/8.2.4/faa83925c9641325`. */
+  pveversion?: string;
+  kversion?: string;
+}
+
+/** `pvesh get /nodes/<node>/status`. */
+export function parseNodeStatus(stdout: string): NodeStatus {
+  const s = object(parsePveshJson(stdout), '/nodes/<node>/status');
+  const cpuinfo = object(s.cpuinfo ?? {}, 'cpuinfo');
+  const memory = object(s.memory ?? {}, 'memory');
+  return {
+    cpuinfo: {
+      cpus: num(cpuinfo.cpus) ?? 0,
+      sockets: num(cpuinfo.sockets) ?? 0,
+      cores: num(cpuinfo.cores) ?? 0,
+      model: str(cpuinfo.model) ?? '',
+      ...(num(cpuinfo.mhz) !== undefined ? { mhz: num(cpuinfo.mhz) } : {}),
+      flags: (str(cpuinfo.flags) ?? '').split(/\s+/).filter(Boolean),
+    },
+    memory: { total: num(memory.total) ?? 0, used: num(memory.used) ?? 0, free: num(memory.free) ?? 0 },
+    ...optionalNumbers(s, ['cpu', 'uptime']),
+    loadavg: Array.isArray(s.loadavg) ? s.loadavg.map((x) => num(x) ?? 0) : [],
+    ...(str(s.pveversion) ? { pveversion: str(s.pveversion) } : {}),
+    ...(str(s.kversion) ? { kversion: str(s.kversion) } : {}),
+  };
+}
+
+export interface VmResource {
+  /** `qemu/100`. */
+  id: string;
+  /** `--type vm` lists containers too; callers want `qemu`. */
+  type: 'qemu' | 'lxc';
+  vmid: number;
+  name?: string;
+  node: string;
+  /** running, stopped, or unknown (node offline). */
+  status: string;
+  template: boolean;
+  /** vCPUs. */
+  maxcpu?: number;
+  /** Bytes. */
+  maxmem?: number;
+  mem?: number;
+  /** Bytes, boot disk size. */
+  maxdisk?: number;
+  cpu?: number;
+  uptime?: number;
+  tags: string[];
+  lock?: string;
+  pool?: string;
+  hastate?: string;
+}
+
+export interface NodeResource {
+  id: string;
+  type: 'node';
+  node: string;
+  status: string;
+  cpu?: number;
+  maxcpu?: number;
+  mem?: number;
+  maxmem?: number;
+  disk?: number;
+  maxdisk?: number;
+  uptime?: number;
+}
+
+export interface StorageResource {
+  /** `storage/<node>/<storage>`. */
+  id: string;
+  type: 'storage';
+  storage: string;
+  node: string;
+  status: string;
+  plugintype?: string;
+  content?: string;
+  shared: boolean;
+  disk?: number;
+  maxdisk?: number;
+}
+
+export interface ClusterResourceByType {
+  vm: VmResource;
+  node: NodeResource;
+  storage: StorageResource;
+}
+
+/** `pvesh get /cluster/resources --type <type>`, keeping only entries of that type. */
+export function parseClusterResources<T extends keyof ClusterResourceByType>(stdout: string, type: T): ClusterResourceByType[T][] {
+  const all = objects(parsePveshJson(stdout), '/cluster/resources');
+  const pick = {
+    vm: (r: Json): VmResource | undefined =>
+      r.type === 'qemu' || r.type === 'lxc'
+        ? {
+            id: str(r.id) ?? '',
+            type: r.type,
+            vmid: num(r.vmid) ?? num(str(r.id)?.split('/')[1]) ?? 0,
+            ...(str(r.name) !== undefined ? { name: str(r.name) } : {}),
+            node: str(r.node) ?? '',
+            status: str(r.status) ?? 'unknown',
+            template: num(r.template) === 1,
+            ...optionalNumbers(r, ['maxcpu', 'maxmem', 'mem', 'maxdisk', 'cpu', 'uptime']),
+            tags: (str(r.tags) ?? '').split(/[;,\s]+/).filter(Boolean),
+            ...optionalStrings(r, ['lock', 'pool', 'hastate']),
+          }
+        : undefined,
+    node: (r: Json): NodeResource | undefined =>
+      r.type === 'node'
+        ? {
+            id: str(r.id) ?? '',
+            type: 'node',
+            node: str(r.node) ?? '',
+            status: str(r.status) ?? 'unknown',
+            ...optionalNumbers(r, ['cpu', 'maxcpu', 'mem', 'maxmem', 'disk', 'maxdisk', 'uptime']),
+          }
+        : undefined,
+    storage: (r: Json): StorageResource | undefined =>
+      r.type === 'storage'
+        ? {
+            id: str(r.id) ?? '',
+            type: 'storage',
+            storage: str(r.storage) ?? '',
+            node: str(r.node) ?? '',
+            status: str(r.status) ?? 'unknown',
+            shared: num(r.shared) === 1,
+            ...optionalStrings(r, ['plugintype', 'content']),
+            ...optionalNumbers(r, ['disk', 'maxdisk']),
+          }
+        : undefined,
+  }[type] as (r: Json) => ClusterResourceByType[T] | undefined;
+  return all.map(pick).filter((r): r is ClusterResourceByType[T] => r !== undefined);
+}
+
+/** `pvesh get /cluster/nextid`: `100` as text, `"100"` as JSON; both accepted. */
+export function parseNextId(stdout: string): number {
+  const text = stdout.trim().replace(/^"(.*)"$/, '$1');
+  if (!/^\d+$/.test(text)) throw new Error(`unexpected /cluster/nextid output: ${JSON.stringify(stdout.slice(0, 100))}`);
+  return Number(text);
+}
+
+function optionalNumbers<K extends string>(o: Json, keys: K[]): Partial<Record<K, number>> {
+  const out: Partial<Record<K, number>> = {};
+  for (const k of keys) {
+    const v = num(o[k]);
+    if (v !== undefined) out[k] = v;
+  }
+  return out;
+}
+
+function optionalStrings<K extends string>(o: Json, keys: K[]): Partial<Record<K, string>> {
+  const out: Partial<Record<K, string>> = {};
+  for (const k of keys) {
+    const v = str(o[k]);
+    if (v !== undefined) out[k] = v;
+  }
+  return out;
+}

@@ -1,0 +1,143 @@
+/**
+ * A VM's configuration as `qm config` prints it (reference §7.2), or as the file
+ * `/etc/pve/nodes/<n>/qemu-server/<id>.conf` holds it (§0.2): typed values for what the
+ * service reads, every raw entry for the rest.
+ */
+
+/** A disk or CD-ROM entry: `scsi0: local-lvm:vm-100-disk-0,discard=on,size=32G`. */
+export interface VmDisk {
+  /** Config key: scsi0, ide2, virtio1, unused0, efidisk0, ... */
+  key: string;
+  /** Volume ID: `local-lvm:vm-100-disk-0`, `local:100/vm-100-disk-0.qcow2`, or `none`. */
+  volid: string;
+  /** The `key=value` options after the volume ID. */
+  options: Record<string, string>;
+  /** From `size=`, when present. */
+  sizeBytes?: number;
+  /** `media=cdrom` (cloud-init drive, ISO). */
+  cdrom: boolean;
+}
+
+export interface VmConfig {
+  /** Every `key: value` of the current configuration (pending values merged, as qm shows them). */
+  entries: Record<string, string>;
+  /** Decoded description text (multi-line), if any. */
+  description?: string;
+  name?: string;
+  cores?: number;
+  sockets?: number;
+  /** MiB. */
+  memory?: number;
+  /** MiB; 0 means the balloon device is off. */
+  balloon?: number;
+  cpu?: string;
+  /** `tags: a;b` split into its tags. */
+  tags: string[];
+  /** `lock: create|migrate|backup|...` while a task holds the VM. */
+  lock?: string;
+  /** Decoded `sshkeys` (the URI-escaped text qm stores), one key per line. */
+  sshkeys?: string;
+  disks: VmDisk[];
+  /** The `[PENDING]` section of a config file (qm config merges it instead). */
+  pending?: Record<string, string>;
+}
+
+/** Config keys whose value is a volume. */
+const DISK_KEY = /^(?:ide|sata|scsi|virtio|unused|efidisk|tpmstate)\d+$/;
+
+export function parseVmConfig(text: string): VmConfig {
+  const entries: Record<string, string> = {};
+  let pending: Record<string, string> | undefined;
+  let section: Record<string, string> | undefined = entries;
+  const commentLines: string[] = [];
+
+  for (const raw of text.split('\n')) {
+    const line = raw.replace(/\r$/, '');
+    if (line.trim() === '') continue;
+    const header = /^\[([^\]]+)\]\s*$/.exec(line);
+    if (header) {
+      // [PENDING] holds unapplied changes; [snapname] sections are snapshots, not wanted.
+      section = header[1] === 'PENDING' ? (pending = {}) : undefined;
+      continue;
+    }
+    if (line.startsWith('#')) {
+      // In the file, the description is one `#` comment line per text line.
+      if (section === entries) commentLines.push(decodeText(line.slice(1)));
+      continue;
+    }
+    const m = /^([a-z][a-z0-9_-]*):\s?(.*)$/i.exec(line);
+    if (m && section) section[m[1]] = m[2];
+  }
+
+  const num = (key: string): number | undefined => {
+    const v = entries[key];
+    return v !== undefined && /^\d+$/.test(v) ? Number(v) : undefined;
+  };
+  const description =
+    entries.description !== undefined ? decodeText(entries.description) : commentLines.length > 0 ? commentLines.join('\n') : undefined;
+
+  return {
+    entries,
+    description,
+    name: entries.name,
+    cores: num('cores'),
+    sockets: num('sockets'),
+    memory: num('memory'),
+    balloon: num('balloon'),
+    cpu: entries.cpu,
+    tags: (entries.tags ?? '').split(/[;,\s]+/).filter(Boolean),
+    lock: entries.lock,
+    sshkeys: entries.sshkeys !== undefined ? decodeText(entries.sshkeys) : undefined,
+    disks: Object.entries(entries)
+      .filter(([key]) => DISK_KEY.test(key))
+      .map(([key, value]) => parseDrive(key, value)),
+    ...(pending ? { pending } : {}),
+  };
+}
+
+/** `local-lvm:vm-100-disk-0,discard=on,size=32G` → volume ID plus options. */
+export function parseDrive(key: string, value: string): VmDisk {
+  const [first, ...rest] = value.split(',');
+  // The volume may also be given as `file=<volid>` (the schema's default key).
+  const options = parsePropertyString(rest.join(','));
+  const volid = first.includes('=') && first.startsWith('file=') ? first.slice(5) : first;
+  const size = options.size !== undefined ? parseSize(options.size) : undefined;
+  return {
+    key,
+    volid,
+    options,
+    ...(size !== undefined ? { sizeBytes: size } : {}),
+    cdrom: options.media === 'cdrom',
+  };
+}
+
+/** `a=1,b=2` → `{a: '1', b: '2'}`; a bare word (e.g. `virtio` in net0) maps to ''. */
+export function parsePropertyString(value: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of value.split(',')) {
+    if (part === '') continue;
+    const i = part.indexOf('=');
+    if (i < 0) out[part] = '';
+    else out[part.slice(0, i)] = part.slice(i + 1);
+  }
+  return out;
+}
+
+const UNIT: Record<string, number> = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3, T: 1024 ** 4 };
+
+/** Proxmox sizes: `32G`, `2252M`, `10737418240` (bytes); units are powers of 1024. */
+export function parseSize(size: string): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)([KMGT]?)$/i.exec(size.trim());
+  return m ? Math.round(Number(m[1]) * UNIT[m[2].toUpperCase()]) : undefined;
+}
+
+/**
+ * Reverses PVE::Tools::encode_text / qm's URI-escaping of `sshkeys`: `%XX` are bytes of
+ * UTF-8 text.
+ */
+export function decodeText(text: string): string {
+  // Escaped bytes come in runs; a multi-byte character is always escaped whole.
+  return text.replace(/(?:%[0-9a-f]{2})+/gi, (run) =>
+    Buffer.from(run.slice(1).split('%').map((h) => parseInt(h, 16))).toString('utf8'),
+  );
+}

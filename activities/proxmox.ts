@@ -5,9 +5,9 @@ import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { VmidTakenError } from '../lib/proxmox/errors';
-import { clusterBaseline, cpuLevel, meetsLevel } from '../lib/proxmox/cpu';
+import { FALLBACK_CPU_TYPE, clusterBaseline, cpuLevel, meetsLevel } from '../lib/proxmox/cpu';
 import type { InstallSpec, OsName } from '../lib/types';
-import { readAdminKeys, readCachedCpuType, writeCachedCpuType } from '../lib/stateFiles';
+import { readAdminKeys, readCachedCpuBaseline, writeCachedCpuType } from '../lib/stateFiles';
 import { ensureSshKey } from '../lib/sshKey';
 import { ownerMarker, isOwnedBy, specMarker } from '../lib/ownership';
 import { vmIp } from '../lib/network';
@@ -79,23 +79,14 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
 
     /**
      * The CPU type every VM gets: the lowest x86-64 level all nodes support, so a VM can
-     * migrate anywhere in the cluster. Detected once and cached in the data dir.
+     * migrate anywhere in the cluster. Cached in the data dir with the online nodes it was
+     * detected on, and detected again when those differ (see cpuBaseline).
      */
     async clusterCpuType(input: { os: OsName; version: string; refresh?: boolean }): Promise<string> {
-      let cpuType = input.refresh ? undefined : readCachedCpuType(config.dataDir);
-      if (!cpuType) {
-        try {
-          const nodes = await main().nodes();
-          const levels = await Promise.all(
-            nodes.filter((n) => n.status === 'online').map(async (n) => cpuLevel((await main().nodeStatus(n.node)).cpuinfo.flags)),
-          );
-          cpuType = clusterBaseline(levels);
-        } catch (err) {
-          Context.current().log.warn('CPU baseline detection failed, using kvm64', { error: String(err) });
-          cpuType = 'kvm64';
-        }
-        writeCachedCpuType(config.dataDir, cpuType);
-      }
+      const { cpuType } = await cpuBaseline(main(), config.dataDir, {
+        refresh: input.refresh,
+        onFallback: (error) => Context.current().log.warn('CPU baseline detection failed, using kvm64', { error }),
+      });
       const needed = MIN_CPU_LEVEL[input.os]?.[input.version];
       if (needed && !meetsLevel(cpuType, needed)) {
         throw ApplicationFailure.nonRetryable(
@@ -190,7 +181,9 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
       if (!conf.disks.some((d) => d.key === 'scsi0')) await node.qmSet(vmid, { scsi0: input.volid });
       if (!conf.disks.some((d) => d.key === 'ide2')) await node.qmSet(vmid, { ide2: `${config.storage}:cloudinit` });
       await node.qmSet(vmid, { boot: 'order=scsi0' });
-      await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
+      // Absolute, so a retry is harmless; never below the image (Proxmox refuses to shrink).
+      const scsi0 = (await node.config(vmid)).disks.find((d) => d.key === 'scsi0');
+      if (!scsi0?.sizeBytes || scsi0.sizeBytes < spec.diskGb * 1024 ** 3) await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
       await node.qmSet(vmid, { ipconfig0: `ip=${input.ip}/24,gw=${config.gateway}` });
     },
 
@@ -246,6 +239,60 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
       return ensureSshKey(config.sshKeyPath).publicKey;
     },
   };
+}
+
+export interface CpuBaseline {
+  cpuType: string;
+  /** Online nodes the type was detected on; empty after a fallback. */
+  nodes: string[];
+  source: 'cache' | 'detected' | 'fallback';
+}
+
+/**
+ * The cluster CPU baseline, cached in the data dir. The cache is used while the cluster's
+ * online nodes are those it was detected on; a node joining, leaving or going offline
+ * makes it detect again. A cached type without a node list (the seed's file, or one an
+ * operator wrote by hand) is kept as it is until `refresh`. When detection fails the
+ * baseline is `kvm64`, cached with no nodes so that the next call tries again; with
+ * `refresh` a failure is thrown instead and the cache is left alone.
+ */
+export async function cpuBaseline(
+  main: ProxmoxNode,
+  dataDir: string,
+  opts: { refresh?: boolean; onFallback?: (error: string) => void } = {},
+): Promise<CpuBaseline> {
+  const cached = readCachedCpuBaseline(dataDir);
+  if (!opts.refresh && cached && cached.nodes === undefined) return { cpuType: cached.cpuType, nodes: [], source: 'cache' };
+  const fallback = (err: unknown): CpuBaseline => {
+    if (opts.refresh) throw err;
+    opts.onFallback?.(String(err));
+    writeCachedCpuType(dataDir, FALLBACK_CPU_TYPE, []);
+    return { cpuType: FALLBACK_CPU_TYPE, nodes: [], source: 'fallback' };
+  };
+  let online: string[];
+  try {
+    online = (await main.nodes())
+      .filter((n) => n.status === 'online')
+      .map((n) => n.node)
+      .sort();
+  } catch (err) {
+    // The node list could not be read: the last detection is the best knowledge there is.
+    if (!opts.refresh && cached?.nodes && cached.nodes.length > 0) return { cpuType: cached.cpuType, nodes: cached.nodes, source: 'cache' };
+    return fallback(err);
+  }
+  if (!opts.refresh && cached?.nodes && sameList(cached.nodes, online)) return { cpuType: cached.cpuType, nodes: online, source: 'cache' };
+  try {
+    const levels = await Promise.all(online.map(async (n) => cpuLevel((await main.nodeStatus(n)).cpuinfo.flags)));
+    const cpuType = clusterBaseline(levels);
+    writeCachedCpuType(dataDir, cpuType, online);
+    return { cpuType, nodes: online, source: 'detected' };
+  } catch (err) {
+    return fallback(err);
+  }
+}
+
+function sameList(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** SPEC: with VM_BALLOON_MIN set and RAM ≥ min + 1024, balloon RAM-min (RAM ≥ 64 GiB: 48 GiB). */

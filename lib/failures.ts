@@ -10,6 +10,11 @@ export const NON_RETRYABLE_ERRORS = [
   'ParameterError',
   'StorageError',
   'NoSuchNodeError',
+  'VmStateError',
+  'NoFreeVmidError',
+  'SshTimeoutError',
+  // Wrong power state (`VM 100 is running - destroy failed`): another try finds the same state.
+  'VmStateError',
   'ImageNotFoundError',
   'CpuLevelError',
   'NotOwnedError',

@@ -1,0 +1,73 @@
+import express, { NextFunction, Request, Response } from 'express';
+import type { Client } from '@temporalio/client';
+import type { Config } from '../lib/config';
+import type { PayloadCodec } from '@temporalio/common';
+import { cors, requireMutationAccess } from './guard';
+import { codecRouter } from './codec';
+import { installRoutes } from './install';
+import { workflowRoutes } from './workflows';
+
+export interface AppDeps {
+  config: Config;
+  client: Client;
+  /** Node names of the cluster, for validating `node` in requests. */
+  knownNodes: string[];
+  /** Serves /codec/decode and /codec/encode for the Temporal UI and CLI. */
+  codec?: PayloadCodec;
+}
+
+/** A body in another format is refused outright instead of being read as "no fields". */
+function requireJsonBody(req: Request, res: Response, next: NextFunction) {
+  const hasBody = Number(req.get('Content-Length') ?? 0) > 0 || req.get('Transfer-Encoding') !== undefined;
+  if (hasBody && !req.is('application/json')) {
+    res.status(415).json({ success: false, message: 'please check your input: Content-Type must be application/json' });
+    return;
+  }
+  next();
+}
+
+export function createApp(deps: AppDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  // Before the API's CORS and body limit: the Temporal UI (another origin, e.g.
+  // localhost:8233) posts whole history pages here.
+  if (deps.codec) {
+    app.use(codecRouter(deps.codec, { authorize: requireMutationAccess(deps.config), allowedOrigins: deps.config.codecUiOrigins }));
+  }
+  app.use(cors());
+  app.use(requireJsonBody);
+  app.use(express.json({ limit: '64kb' }));
+
+  const api = express.Router();
+  api.get('/health', (_req, res) => {
+    res.type('text/plain').send('ok');
+  });
+  api.use(installRoutes(deps));
+  const workflows = workflowRoutes(deps.client, requireMutationAccess(deps.config));
+  api.use('/workflows/:workflowId', workflows);
+  api.use('/vm/install/:workflowId', workflows);
+  app.use('/api', api);
+
+  app.use((_req: Request, res: Response) => {
+    res.status(404).json({ success: false, message: 'not found' });
+  });
+  // Malformed JSON, oversized bodies and anything unexpected: a JSON answer, never a crash.
+  app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
+    if (res.headersSent) {
+      res.end();
+      return;
+    }
+    if (err.type === 'entity.parse.failed') {
+      res.status(400).json({ success: false, message: 'please check your input: body is not valid JSON' });
+      return;
+    }
+    if (err.type === 'entity.too.large') {
+      res.status(413).json({ success: false, message: 'please check your input: body is larger than 64 KiB' });
+      return;
+    }
+    const status = err.status && err.status >= 400 && err.status < 500 ? err.status : 500;
+    res.status(status).json({ success: false, message: status === 500 ? 'internal error' : err.message });
+    if (status === 500) console.error('request failed:', err);
+  });
+  return app;
+}

@@ -1,0 +1,81 @@
+import type { Request, Response } from 'express';
+import type { WorkflowHandle } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { ProgressEvent } from '../lib/types';
+import { progressQuery } from '../workflows/progress';
+
+const POLL_MS = 300;
+const KEEPALIVE_MS = 15_000;
+
+export function openEventStream(res: Response, workflowId: string): void {
+  res.status(200).set({
+    'Content-Type': 'text/event-stream; charset=utf-8',
+    'Cache-Control': 'no-cache, no-transform',
+    Connection: 'keep-alive',
+    'X-Accel-Buffering': 'no',
+    'X-Workflow-Id': workflowId,
+  });
+  res.flushHeaders();
+}
+
+export function writeEvent(res: Response, e: Pick<ProgressEvent, 'step' | 'status' | 'message'> & { seq?: number }): void {
+  const id = e.seq === undefined ? '' : `id: ${e.seq}\n`;
+  // JSON.stringify escapes quotes and newlines, so a message can never break the frame.
+  res.write(`${id}data: ${JSON.stringify({ step: e.step, status: e.status, message: e.message })}\n\n`);
+}
+
+export function closeEventStream(res: Response): void {
+  res.write('event: close\ndata: {}\n\n');
+  res.end();
+}
+
+/** The sequence number a reconnecting client has seen (Last-Event-ID header or ?after=). */
+export function lastEventId(req: Request): number {
+  const raw = req.get('Last-Event-ID') ?? (typeof req.query.after === 'string' ? req.query.after : undefined);
+  const n = raw === undefined ? 0 : Number(raw);
+  return Number.isSafeInteger(n) && n > 0 ? n : 0;
+}
+
+/**
+ * Streams a workflow's progress events after `after` until the workflow is closed and
+ * every event has been sent. It reads progress with a query (no history cost); a client
+ * that goes away only stops this loop, never the workflow.
+ */
+export async function streamProgress(req: Request, res: Response, handle: WorkflowHandle, after: number): Promise<void> {
+  let cursor = after;
+  let gone = false;
+  req.on('close', () => (gone = true));
+  let lastWrite = Date.now();
+  let stalledSince: number | undefined;
+
+  while (!gone) {
+    try {
+      const page = await handle.query(progressQuery, cursor);
+      stalledSince = undefined;
+      for (const e of page.events) {
+        writeEvent(res, e);
+        cursor = e.seq;
+        lastWrite = Date.now();
+      }
+      if (page.state !== 'running' && cursor >= page.lastSeq) break;
+      if (page.events.length > 0 && cursor < page.lastSeq) continue; // more pages waiting
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) {
+        writeEvent(res, { step: 'workflow', status: 'error', message: `[-] workflow ${handle.workflowId} not found` });
+        break;
+      }
+      // No worker polling (restarting, deploying): the install itself is safe in Temporal.
+      stalledSince ??= Date.now();
+      if (Date.now() - lastWrite > KEEPALIVE_MS) {
+        res.write(`: waiting for a worker since ${new Date(stalledSince).toISOString()}\n\n`);
+        lastWrite = Date.now();
+      }
+    }
+    if (Date.now() - lastWrite > KEEPALIVE_MS) {
+      res.write(': keepalive\n\n');
+      lastWrite = Date.now();
+    }
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+  if (!gone) closeEventStream(res);
+}

@@ -1,0 +1,85 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Worker } from '@temporalio/worker';
+import type { Client } from '@temporalio/client';
+import type { Config } from './config';
+import { connectTemporal, ensureSearchAttributes } from './temporal/connect';
+import { createExecutors } from './executor';
+import { createActivities } from '../activities';
+import { createWorker } from '../worker/worker';
+import { createApp } from '../api/app';
+import { EncryptionCodec, dataConverterFor } from './temporal/codec';
+import { resolveEncryptionKeys } from './temporal/encryptionKeys';
+
+export interface ServiceOptions {
+  config: Config;
+  temporalAddress: string;
+  /** Environment for commands run on the main node (the sandbox puts its qm first on PATH). */
+  mainNodeEnv?: Record<string, string>;
+  workflowBundlePath?: string;
+  /** Listen address; the seed listened on every interface. */
+  host?: string;
+  /** Run the API without a worker (another process polls the task queue). */
+  worker?: boolean;
+}
+
+export interface RunningService {
+  url: string;
+  client: Client;
+  worker?: Worker;
+  stop(): Promise<void>;
+}
+
+/** Wires executors, activities, a worker and the HTTP API to one Temporal namespace. */
+export async function startService(opts: ServiceOptions): Promise<RunningService> {
+  const { config } = opts;
+  const keys = resolveEncryptionKeys({ ...config.encryption, dataDir: config.dataDir });
+  if (keys.created) {
+    console.warn(`created the payload encryption key file ${keys.created}: back it up, history cannot be read without it`);
+  }
+  const codec = new EncryptionCodec(keys);
+  const dataConverter = dataConverterFor(codec);
+  const temporal = await connectTemporal({
+    address: opts.temporalAddress,
+    namespace: config.temporal.namespace,
+    dataConverter,
+  });
+  await ensureSearchAttributes(temporal.connection, config.temporal.namespace);
+
+  const executors = createExecutors(config, { mainNodeEnv: opts.mainNodeEnv });
+  let worker: Worker | undefined;
+  let workerDone: Promise<void> | undefined;
+  if (opts.worker !== false) {
+    const activities = createActivities({ config, executors, client: temporal.client });
+    worker = await createWorker({
+      config,
+      connection: temporal.nativeConnection,
+      activities,
+      workflowBundlePath: opts.workflowBundlePath,
+      dataConverter,
+    });
+    workerDone = worker.run();
+  }
+
+  const app = createApp({ config, client: temporal.client, knownNodes: Object.keys(executors), codec });
+  const server = http.createServer(app);
+  // SSE streams live for minutes; only idle keep-alive sockets should time out.
+  server.requestTimeout = 0;
+  server.headersTimeout = 30_000;
+  await new Promise<void>((resolve) => server.listen(config.port, opts.host ?? '0.0.0.0', resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    client: temporal.client,
+    worker,
+    async stop() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      if (worker && worker.getState() === 'RUNNING') worker.shutdown();
+      await workerDone?.catch(() => undefined);
+      await Promise.all(Object.values(executors).map((e) => e.close()));
+      await temporal.close();
+    },
+  };
+}

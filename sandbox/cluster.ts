@@ -26,6 +26,8 @@ export interface SandboxClusterOptions {
   vmSshPort: number;
   /** Time from `qm start` to the guest's sshd answering; default 1000 ms. */
   bootDelayMs?: number;
+  /** Lines the guests' apt-get/dnf print per call (default 0), for output-streaming tests. */
+  packageOutputLines?: number;
   /** Node sshd ports: base + index of the node in `nodes`. */
   sshPortBase: number;
   /** OpenSSH public key allowed as root on the node sshds. */
@@ -85,7 +87,13 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
   const paths = clusterPaths(dir);
   const binDir = path.join(sandboxSourceDir(), 'bin');
 
-  const settings = { mainNode, gateway, vmSshPort: opts.vmSshPort, bootDelayMs: opts.bootDelayMs ?? 1000 };
+  const settings = {
+    mainNode,
+    gateway,
+    vmSshPort: opts.vmSshPort,
+    bootDelayMs: opts.bootDelayMs ?? 1000,
+    packageOutputLines: opts.packageOutputLines ?? 0,
+  };
   let model: ClusterModel;
   if (fs.existsSync(paths.clusterJson)) {
     model = { ...loadModel(dir), ...settings };

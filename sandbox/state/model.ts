@@ -42,6 +42,11 @@ export interface ClusterModel {
   vmSshPort: number;
   /** Time between `qm start` and the guest's sshd answering. */
   bootDelayMs: number;
+  /**
+   * Lines a guest's package manager prints per call (a real `apt-get upgrade` prints
+   * hundreds): lets tests stream a noisy init script. 0 = quiet.
+   */
+  packageOutputLines?: number;
   macPrefix: string;
   qemuVersion: string;
   pveVersion: string;
@@ -91,6 +96,7 @@ export function defaultModel(o: {
   gateway: string;
   vmSshPort: number;
   bootDelayMs: number;
+  packageOutputLines?: number;
   nodeHost: string;
 }): ClusterModel {
   return {
@@ -98,6 +104,7 @@ export function defaultModel(o: {
     gateway: o.gateway,
     vmSshPort: o.vmSshPort,
     bootDelayMs: o.bootDelayMs,
+    packageOutputLines: o.packageOutputLines,
     macPrefix: 'BC:24:11',
     qemuVersion: '9.2.0',
     pveVersion: 'pve-manager/8.3.2/3e76eec21c4a14a7',

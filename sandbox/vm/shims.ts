@@ -96,8 +96,14 @@ record() {
   printf '%s\\n' "$line" >> ${PRIVILEGED_LOG}
 }`;
 
-export function shimScript(tool: string, def: ShimDef): string {
+const PACKAGE_MANAGERS = ['apt-get', 'apt', 'dnf', 'yum'];
+
+export function shimScript(tool: string, def: ShimDef, outputLines = 0): string {
   const rootOnly = def.rootOnlyWhen ?? 'true';
+  const noise =
+    outputLines > 0 && PACKAGE_MANAGERS.includes(tool)
+      ? `for ((i = 1; i <= ${Math.floor(outputLines)}; i++)); do printf 'Get:%d http://mirror.invalid/pool/main pkg%d 1.0-%d [%d kB]\\n' "$i" "$i" "$i" "$((i % 900 + 10))"; done`
+      : '';
   return `#!/bin/bash
 # Sandbox guest: records '${tool}' instead of running it (see sandbox/vm/shims.ts).
 tool=${bashQuote(tool)}
@@ -109,6 +115,7 @@ if [[ "$(id -u)" != 0 ]] && ${rootOnly}; then
   exit ${def.deniedCode ?? 1}
 fi
 ${def.after ?? ''}
+${noise}
 exit 0
 `;
 }

@@ -1,0 +1,94 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig, Config } from '../../lib/config';
+import { freePort } from '../../lib/temporal/devServer';
+import { ensureSshKey, SshKeyPair } from '../../lib/sshKey';
+import { startService, RunningService } from '../../lib/service';
+import { startSandboxCluster, SandboxCluster } from '../../sandbox/cluster';
+import { startImageServer } from './imageServer';
+
+export type ImageServer = Awaited<ReturnType<typeof startImageServer>>;
+
+export interface Harness {
+  dir: string;
+  config: Config;
+  key: SshKeyPair;
+  sandbox: SandboxCluster;
+  images: ImageServer;
+  service: RunningService;
+  /** Base URL of the API, e.g. http://127.0.0.1:PORT/api */
+  api: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Everything an end-to-end test needs, all real: the sandbox cluster (qm on pve1 as a
+ * local process, pve2 over a real sshd), a local image server, the service's API and
+ * worker, on the Temporal dev server started once for the whole run.
+ */
+export async function startHarness(
+  env: Record<string, string> = {},
+  sandboxOptions: { packageOutputLines?: number } = {},
+): Promise<Harness> {
+  const temporalAddress = process.env.TEST_TEMPORAL_ADDRESS;
+  if (!temporalAddress) throw new Error('TEST_TEMPORAL_ADDRESS unset: run through jest (globalSetup starts Temporal)');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-e2e-'));
+  const images = await startImageServer();
+  const vmSshPort = await freePort();
+  const sshPortBase = 30000 + Math.floor(Math.random() * 20000);
+
+  const config = loadConfig({
+    PORT: '0',
+    DATA_DIR: path.join(dir, 'data'),
+    SSH_KEY_PATH: path.join(dir, 'ssh', 'id_ed25519'),
+    ALLOW_IPS: '127.0.0.1',
+    GATEWAY: '127.0.0.1',
+    VM_SSH_PORT: String(vmSshPort),
+    SSH_WAIT_TIMEOUT: '60',
+    TEMPORAL_TASK_QUEUE: `qemurun-test-${process.pid}-${Date.now()}`,
+    IMAGE_BASE_DEBIAN: images.baseUrls.debian,
+    IMAGE_BASE_UBUNTU: images.baseUrls.ubuntu,
+    IMAGE_BASE_ROCKYLINUX: images.baseUrls.rockylinux,
+    SANDBOX_BOOT_DELAY_MS: '300',
+    SANDBOX_SSH_PORT_BASE: String(sshPortBase),
+    ...env,
+  });
+  const key = ensureSshKey(config.sshKeyPath);
+  const sandbox = await startSandboxCluster({
+    dir: path.join(dir, 'cluster'),
+    nodes: config.sandboxOptions.nodes,
+    mainNode: config.mainNode,
+    gateway: config.gateway,
+    vmSshPort,
+    bootDelayMs: config.sandboxOptions.bootDelayMs,
+    sshPortBase,
+    rootAuthorizedKey: key.publicKey,
+    ...sandboxOptions,
+  });
+  config.nodes = sandbox.nodeAddresses;
+
+  const service = await startService({
+    config,
+    temporalAddress,
+    mainNodeEnv: sandbox.envFor(config.mainNode),
+    workflowBundlePath: process.env.TEST_WORKFLOW_BUNDLE,
+    host: '127.0.0.1',
+  });
+
+  return {
+    dir,
+    config,
+    key,
+    sandbox,
+    images,
+    service,
+    api: `${service.url}/api`,
+    async stop() {
+      await service.stop();
+      await sandbox.stop();
+      await images.stop();
+      if (!process.env.KEEP_TEST_TMP) fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -10,6 +10,10 @@ import { ConfigError, loadConfig, Config } from './lib/config';
 import { startDevServer, DevServer } from './lib/temporal/devServer';
 import { startService } from './lib/service';
 import { ensureSshKey } from './lib/sshKey';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+
+// The worker's start-up chatter (webpack's bundle report) would bury the banner below.
+Runtime.install({ logger: new DefaultLogger((process.env.LOG_LEVEL as 'WARN' | undefined) ?? 'WARN') });
 
 async function startSandbox(config: Config) {
   const { startSandboxCluster } = await import('./sandbox/cluster');

@@ -3,17 +3,56 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { ensureImage } from '../lib/images/download';
 import type { OsName } from '../lib/types';
+import path from 'node:path';
+import type { NodeExecutor } from '../lib/executor/types';
 import { outputStream } from './output';
 
 export interface ImageDeps {
   config: Config;
   client: Client;
+  executors: Record<string, NodeExecutor>;
 }
 
+/** Where images copied to a remote main node are kept (qm importdisk reads them there). */
+export const NODE_IMAGE_DIR = '/var/tmp/qemurun-images';
+
 /** The official cloud image, cached and checksum-verified where `qm importdisk` reads it. */
-export function imageActivities({ config, client }: ImageDeps) {
+export function imageActivities({ config, client, executors }: ImageDeps) {
   return {
-    async downloadImage(input: { os: OsName; version: string }): Promise<{ path: string; downloaded: boolean }> {
+    /**
+     * `qm importdisk` reads the image on the main node. When the service runs there, the
+     * cached file is already in place; off the cluster (docker-compose) it is copied over
+     * SFTP once, under a name carrying its checksum, so a changed image is copied again.
+     */
+    async stageImage(input: { path: string; sha: string }): Promise<string> {
+      const main = executors[config.mainNode];
+      if (!main.putFile) return input.path;
+      const ctx = Context.current();
+      const dir = `${NODE_IMAGE_DIR}/${input.sha.slice(0, 16)}`;
+      const remote = `${dir}/${path.basename(input.path)}`;
+      const present = await main.run(['test', '-f', remote]);
+      if (present.exitCode === 0) return remote;
+      await main.run(['mkdir', '-p', dir]);
+      const out = outputStream(client);
+      let lastPercent = -1;
+      try {
+        await main.putFile(input.path, remote, {
+          signal: ctx.cancellationSignal,
+          onProgress: (sent, total) => {
+            const percent = Math.floor((sent / total) * 100);
+            if (percent >= lastPercent + 5) {
+              lastPercent = percent;
+              out.line(`[*] copying the image to ${config.mainNode}: ${percent}%`);
+            }
+          },
+        });
+      } finally {
+        await out.close();
+      }
+      return remote;
+    },
+
+    async downloadImage(input: { os: OsName; version: string }): Promise<{ path: string; sha: string; downloaded: boolean }> {
       const ctx = Context.current();
       const out = outputStream(client);
       // Hashing a cached image or waiting on another worker's download reports nothing;
@@ -30,7 +69,7 @@ export function imageActivities({ config, client }: ImageDeps) {
           onWaitForLock: () => out.line('[*] another worker is downloading this image; waiting for it'),
         });
         out.line(image.downloaded ? `[*] ${image.url} downloaded and verified (${image.algorithm})` : `[*] cached image is current (${image.algorithm} verified)`);
-        return { path: image.path, downloaded: image.downloaded };
+        return { path: image.path, sha: image.sha, downloaded: image.downloaded };
       } finally {
         clearInterval(alive);
         await out.close();

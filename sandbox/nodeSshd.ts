@@ -122,6 +122,8 @@ function sshdConfig(
     'PrintMotd no',
     'PrintLastLog no',
     'LogLevel VERBOSE',
+    // As on a Debian/Proxmox node: images are copied to an off-cluster service's main node.
+    'Subsystem sftp internal-sftp',
     ...(setEnv.length > 0 ? [`SetEnv ${setEnv.join(' ')}`] : []),
     '',
   ].join('\n');

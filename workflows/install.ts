@@ -90,6 +90,9 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const image = await step('OS preparation > download', `fetching ${spec.os} ${spec.version} cloud image`, () =>
       transfer.downloadImage({ os: spec.os, version: spec.version }),
     );
+    const imagePath = await step('OS preparation > stage image', `placing the image on ${mainNode}`, () =>
+      transfer.stageImage({ path: image.path, sha: image.sha }),
+    );
     const mainKey = await step('SSH preparation > main node key', 'reading the main node SSH key', () =>
       proxmox.mainNodeKey(),
     );
@@ -102,7 +105,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     progress.info('VM creation > qm create', `VMID ${vm.vmid}, IP ${vm.ip}, name ${vm.name}`);
 
     const volid = await step('VM creation > import disk', 'importing the cloud image as a disk', () =>
-      transfer.importDisk({ vmid: vm.vmid, imagePath: image.path }),
+      transfer.importDisk({ vmid: vm.vmid, imagePath }),
     );
     await step('VM initialization > cloud-init', 'configuring cloud-init, disks and network', () =>
       proxmox.configureVm({

@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { Client, type ClientChannel } from 'ssh2';
+import { Client, type ClientChannel, type SFTPWrapper } from 'ssh2';
 import { shellCommand } from './quote';
 import {
   ExecutorTimeoutError,
@@ -10,6 +10,7 @@ import {
   displayCommand,
   type CommandResult,
   type NodeExecutor,
+  type PutFileOptions,
   type RunOptions,
 } from './types';
 
@@ -73,6 +74,35 @@ export class SshExecutor implements NodeExecutor {
       throw err;
     }
     return this.drive(opened.conn, opened.channel, argv, opts);
+  }
+
+  async putFile(localPath: string, remotePath: string, opts: PutFileOptions = {}): Promise<void> {
+    opts.signal?.throwIfAborted();
+    await this.acquireChannel(opts.signal);
+    try {
+      const conn = await this.connection();
+      const sftp = await new Promise<SFTPWrapper>((resolve, reject) =>
+        conn.client.sftp((err, s) => (err ? reject(new ExecutorUnreachableError(this.node, `sftp: ${err.message}`, { cause: err })) : resolve(s))),
+      );
+      const onAbort = () => sftp.end();
+      opts.signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        const part = `${remotePath}.part`;
+        await new Promise<void>((resolve, reject) =>
+          sftp.fastPut(localPath, part, { mode: 0o600, step: (sent, _chunk, total) => opts.onProgress?.(sent, total) }, (err) =>
+            err ? reject(err) : resolve(),
+          ),
+        );
+        // posix-rename replaces an existing file, like mv; plain SFTP rename refuses to.
+        await new Promise<void>((resolve, reject) => sftp.ext_openssh_rename(part, remotePath, (err) => (err ? reject(err) : resolve())));
+      } finally {
+        opts.signal?.removeEventListener('abort', onAbort);
+        sftp.end();
+      }
+      opts.signal?.throwIfAborted();
+    } finally {
+      this.releaseChannel();
+    }
   }
 
   async close(): Promise<void> {

@@ -28,7 +28,17 @@ export interface NodeExecutor {
    * thrown error is an ExecutorUnreachableError.
    */
   run(argv: readonly string[], opts?: RunOptions): Promise<CommandResult>;
+  /**
+   * Copies a file of this machine to the node (SFTP), atomically: it appears under
+   * `remotePath` only once complete. Absent on the local executor: same file system.
+   */
+  putFile?(localPath: string, remotePath: string, opts?: PutFileOptions): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface PutFileOptions {
+  onProgress?: (sentBytes: number, totalBytes: number) => void;
+  signal?: AbortSignal;
 }
 
 /** The node could not be reached at all (connection refused, auth failed, timeout). */

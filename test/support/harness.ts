@@ -29,7 +29,7 @@ export interface Harness {
  */
 export async function startHarness(
   env: Record<string, string> = {},
-  sandboxOptions: { packageOutputLines?: number } = {},
+  sandboxOptions: { packageOutputLines?: number; mainNodeOverSsh?: boolean } = {},
 ): Promise<Harness> {
   const temporalAddress = process.env.TEST_TEMPORAL_ADDRESS;
   if (!temporalAddress) throw new Error('TEST_TEMPORAL_ADDRESS unset: run through jest (globalSetup starts Temporal)');
@@ -64,7 +64,7 @@ export async function startHarness(
     bootDelayMs: config.sandboxOptions.bootDelayMs,
     sshPortBase,
     rootAuthorizedKey: key.publicKey,
-    ...sandboxOptions,
+    packageOutputLines: sandboxOptions.packageOutputLines,
   });
   config.nodes = sandbox.nodeAddresses;
 
@@ -72,6 +72,7 @@ export async function startHarness(
     config,
     temporalAddress,
     mainNodeEnv: sandbox.envFor(config.mainNode),
+    mainNodeOverSsh: sandboxOptions.mainNodeOverSsh,
     workflowBundlePath: process.env.TEST_WORKFLOW_BUNDLE,
     host: '127.0.0.1',
   });

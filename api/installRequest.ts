@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { describeIssues } from './issues';
 import type { Config } from '../lib/config';
 import { DEFAULT_USER, OS_VERSIONS, OsName, InstallSecrets, InstallSpec } from '../lib/types';
 
@@ -80,18 +81,7 @@ export class InvalidRequestError extends Error {
   override readonly name = 'InvalidRequestError';
 }
 
-/** Turns zod's issues into the seed's message shape, naming each field. */
-export function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .map((i) => {
-      const field = i.path.join('.') || 'body';
-      if (i.code === 'unrecognized_keys') return `unknown field(s): ${i.keys.join(', ')}`;
-      if (i.code === 'invalid_type' && i.input === undefined) return `${field}: is required`;
-      const rule = i.message.startsWith(`${field} `) ? i.message.slice(field.length + 1) : i.message;
-      return `${field}: ${rule}`;
-    })
-    .join('; ');
-}
+export { describeIssues } from './issues';
 
 export function toInstallSpec(
   raw: unknown,
@@ -99,7 +89,7 @@ export function toInstallSpec(
   knownNodes: string[],
 ): { spec: InstallSpec; secrets: InstallSecrets } {
   const parsed = installBodySchema.safeParse(raw);
-  if (!parsed.success) throw new InvalidRequestError(describeIssues(parsed.error));
+  if (!parsed.success) throw new InvalidRequestError(describeIssues(parsed.error, raw));
   const b = parsed.data;
   if (b.node !== undefined && !knownNodes.includes(b.node)) {
     throw new InvalidRequestError(`node: must be one of the cluster's nodes (${knownNodes.join(', ')})`);

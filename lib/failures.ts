@@ -13,8 +13,6 @@ export const NON_RETRYABLE_ERRORS = [
   'VmStateError',
   'NoFreeVmidError',
   'SshTimeoutError',
-  // Wrong power state (`VM 100 is running - destroy failed`): another try finds the same state.
-  'VmStateError',
   'ImageNotFoundError',
   'CpuLevelError',
   'NotOwnedError',

@@ -45,9 +45,23 @@ export function readCachedCpuType(dataDir: string): string | undefined {
   return readLines(stateFiles(dataDir).cpuType)[0];
 }
 
-export function writeCachedCpuType(dataDir: string, cpuType: string): void {
+/**
+ * The cached CPU type and the online nodes it was detected on. The first line is the type,
+ * as in the seed's file; a `nodes=a,b` line follows when the product wrote it. A file
+ * without that line (the seed's, or one written by hand) has `nodes` undefined.
+ */
+export function readCachedCpuBaseline(dataDir: string): { cpuType: string; nodes?: string[] } | undefined {
+  const [cpuType, ...rest] = readLines(stateFiles(dataDir).cpuType);
+  if (!cpuType) return undefined;
+  const line = rest.find((l) => l.startsWith('nodes='));
+  const nodes = line === undefined ? undefined : line.slice('nodes='.length).split(',').map((n) => n.trim()).filter(Boolean).sort();
+  return nodes === undefined ? { cpuType } : { cpuType, nodes };
+}
+
+export function writeCachedCpuType(dataDir: string, cpuType: string, nodes?: string[]): void {
   const file = stateFiles(dataDir).cpuType;
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  fs.writeFileSync(`${file}.tmp`, `${cpuType}\n`);
+  const nodeLine = nodes ? `nodes=${[...nodes].sort().join(',')}\n` : '';
+  fs.writeFileSync(`${file}.tmp`, `${cpuType}\n${nodeLine}`);
   fs.renameSync(`${file}.tmp`, file);
 }

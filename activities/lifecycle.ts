@@ -1,0 +1,104 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import type { Config } from '../lib/config';
+import type { NodeExecutor } from '../lib/executor/types';
+import { ProxmoxNode } from '../lib/proxmox/client';
+import { balloonFor } from './proxmox';
+
+export interface LifecycleDeps {
+  config: Config;
+  executors: Record<string, NodeExecutor>;
+}
+
+/**
+ * Activities for the operations on an existing VM (workflows/lifecycle.ts). Each finds
+ * the node the VM lives on now and is safe to run twice: a retry after a lost completion
+ * finds the goal reached and does nothing more.
+ */
+export function lifecycleActivities({ config, executors }: LifecycleDeps) {
+  const onNode = (node: string) => {
+    const exec = executors[node];
+    if (!exec) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
+    return new ProxmoxNode(exec);
+  };
+
+  /** The VM's node, from one cluster-wide query; undefined when the VM does not exist. */
+  async function vmNode(vmid: number): Promise<ProxmoxNode | undefined> {
+    const vms = await onNode(config.mainNode).clusterResources('vm');
+    const node = vms.find((r) => r.vmid === vmid && r.type === 'qemu')?.node;
+    return node ? onNode(node) : undefined;
+  }
+
+  async function vmNodeOrFail(vmid: number): Promise<ProxmoxNode> {
+    const node = await vmNode(vmid);
+    if (!node) throw ApplicationFailure.nonRetryable(`VM ${vmid} does not exist in the cluster`, 'VmNotFoundError');
+    return node;
+  }
+
+  return {
+    /** `qm shutdown` (ACPI, qm's 60 s timeout). A stopped VM is done already. */
+    async shutdownVm(input: { vmid: number }): Promise<void> {
+      const node = await vmNodeOrFail(input.vmid);
+      if ((await node.status(input.vmid)) === 'stopped') return;
+      await node.shutdown(input.vmid);
+    },
+
+    /** `qm stop`: immediate; qm itself treats a stopped VM as done. */
+    async stopVm(input: { vmid: number }): Promise<void> {
+      await (await vmNodeOrFail(input.vmid)).stop(input.vmid);
+    },
+
+    /**
+     * `qm destroy --purge`. The API checked that the VM exists, so a VM gone on a retry was
+     * destroyed by the attempt before. A running VM fails with VmStateError.
+     */
+    async destroyVm(input: { vmid: number }): Promise<void> {
+      const node = await vmNode(input.vmid);
+      if (!node) return;
+      await node.destroy(input.vmid, { purge: true });
+    },
+
+    async setCpu(input: { vmid: number; cores: number }): Promise<void> {
+      await (await vmNodeOrFail(input.vmid)).qmSet(input.vmid, { cores: input.cores });
+    },
+
+    /**
+     * Memory with the install's balloon rule (SPEC, VM_BALLOON_MIN): `--numa 1 --balloon
+     * RAM-min` when it applies. When it does not, a balloon target left from before is
+     * removed first, since Proxmox refuses a balloon larger than the memory.
+     */
+    async setMemory(input: { vmid: number; memoryMb: number }): Promise<void> {
+      const node = await vmNodeOrFail(input.vmid);
+      const balloon = balloonFor(input.memoryMb, config.balloonMinMb);
+      if (balloon !== undefined) {
+        await node.qmSet(input.vmid, { memory: input.memoryMb, numa: 1, balloon });
+        return;
+      }
+      const conf = await node.config(input.vmid);
+      if (conf.entries.balloon !== undefined) await node.qmSet(input.vmid, { delete: 'balloon' });
+      await node.qmSet(input.vmid, { memory: input.memoryMb });
+    },
+
+    /** The size of a disk in bytes, from the VM's config. */
+    async diskSize(input: { vmid: number; disk: string }): Promise<number> {
+      const conf = await (await vmNodeOrFail(input.vmid)).config(input.vmid);
+      const disk = conf.disks.find((d) => d.key === input.disk);
+      if (!disk || disk.cdrom || disk.sizeBytes === undefined) {
+        throw ApplicationFailure.nonRetryable(`VM ${input.vmid} has no ${input.disk} disk with a known size`, 'InvalidRequestError');
+      }
+      return disk.sizeBytes;
+    },
+
+    /** `qm resize` to an absolute size: resizing to the size a disk has is a no-op. */
+    async growDisk(input: { vmid: number; disk: string; sizeBytes: number }): Promise<void> {
+      await (await vmNodeOrFail(input.vmid)).resize(input.vmid, input.disk, sizeArgument(input.sizeBytes));
+    },
+  };
+}
+
+/** The largest unit that expresses `bytes` exactly: `32G`, `20992M`, or plain bytes. */
+export function sizeArgument(bytes: number): string {
+  for (const [unit, factor] of [['T', 1024 ** 4], ['G', 1024 ** 3], ['M', 1024 ** 2], ['K', 1024]] as const) {
+    if (bytes % factor === 0) return `${bytes / factor}${unit}`;
+  }
+  return String(bytes);
+}

@@ -1,0 +1,128 @@
+import { Router, Request, Response } from 'express';
+import type { Config } from '../lib/config';
+import { displayCommand, type NodeExecutor } from '../lib/executor/types';
+import { pveshClusterResources } from '../lib/proxmox/commands';
+import { classifyFailure } from '../lib/proxmox/errors';
+import { parseClusterResources, type NodeResource, type VmResource } from '../lib/proxmox/pvesh';
+import { readDisabledVmids } from '../lib/stateFiles';
+import { OS_VERSIONS } from '../lib/types';
+
+/**
+ * `GET /vm/list`: the seed's body, from ONE `pvesh get /cluster/resources` (VMs and nodes
+ * in the same answer). Disabled VMIDs are left out; `?disable=0` keeps running VMs only,
+ * `?disable=1` stopped ones only (the seed's odd name is kept).
+ */
+
+export interface ListRouteDeps {
+  config: Config;
+  executors: Record<string, NodeExecutor>;
+}
+
+export interface VmListEntry {
+  vmid: number;
+  name: string;
+  os: string;
+  running: boolean;
+  node: string;
+  /** vCPUs. */
+  cpu: number;
+  /** GiB, whole numbers (truncated). */
+  disk: number;
+  memory: number;
+  memory_used: number;
+}
+
+export interface NodeListEntry {
+  node: string;
+  max_cpu: number;
+  /** GiB, two decimals. */
+  max_memory: number;
+  /** Percent of the node's capacity allocated to the listed VMs, two decimals. */
+  cpu: number;
+  memory: number;
+  memory_used: number;
+  /** GiB of the node's root disk, two decimals. */
+  disk: number;
+  running: boolean;
+}
+
+const GiB = 1024 ** 3;
+const round2 = (n: number) => Math.round(n * 100) / 100;
+const percent = (part: number, whole: number | undefined) => (whole ? round2((part / whole) * 100) : 0);
+
+/** The OS tag the install wrote (`debian`, ...), else the first tag. */
+function osOf(tags: string[]): string {
+  return tags.find((t) => Object.hasOwn(OS_VERSIONS, t)) ?? tags[0] ?? '';
+}
+
+export function vmList(
+  vms: VmResource[],
+  nodes: NodeResource[],
+  opts: { disabled: Set<number>; filter?: 'running' | 'stopped' },
+): { count: number; list: VmListEntry[]; cluster: NodeListEntry[]; data: VmListEntry[] } {
+  const listed = vms
+    .filter((v) => v.type === 'qemu' && !v.template && !opts.disabled.has(v.vmid))
+    .filter((v) => opts.filter === undefined || (v.status === 'running') === (opts.filter === 'running'))
+    .sort((a, b) => a.vmid - b.vmid);
+  const list = listed.map(
+    (v): VmListEntry => ({
+      vmid: v.vmid,
+      name: v.name ?? '',
+      os: osOf(v.tags),
+      running: v.status === 'running',
+      node: v.node,
+      cpu: v.maxcpu ?? 0,
+      disk: Math.floor((v.maxdisk ?? 0) / GiB),
+      memory: Math.floor((v.maxmem ?? 0) / GiB),
+      memory_used: Math.floor((v.mem ?? 0) / GiB),
+    }),
+  );
+  const cluster = [...nodes]
+    .sort((a, b) => a.node.localeCompare(b.node))
+    .map((n): NodeListEntry => {
+      const on = listed.filter((v) => v.node === n.node);
+      const sum = (f: (v: VmResource) => number | undefined) => on.reduce((s, v) => s + (f(v) ?? 0), 0);
+      return {
+        node: n.node,
+        max_cpu: Math.round(n.maxcpu ?? 0),
+        max_memory: round2((n.maxmem ?? 0) / GiB),
+        cpu: percent(sum((v) => v.maxcpu), n.maxcpu),
+        memory: percent(sum((v) => v.maxmem), n.maxmem),
+        memory_used: percent(sum((v) => v.mem), n.maxmem),
+        disk: round2((n.maxdisk ?? 0) / GiB),
+        running: n.status === 'online',
+      };
+    });
+  return { count: list.length, list, cluster, data: list };
+}
+
+export function listRoutes({ config, executors }: ListRouteDeps): Router {
+  const router = Router();
+
+  router.get('/vm/list', async (req: Request, res: Response) => {
+    const disable = req.query.disable;
+    if (disable !== undefined && disable !== '0' && disable !== '1') {
+      res.status(400).json({ success: false, message: 'please check your input: disable: must be 0 (running VMs) or 1 (stopped VMs)' });
+      return;
+    }
+    const exec = executors[config.mainNode];
+    const argv = pveshClusterResources();
+    const result = await exec.run(argv, { timeoutMs: 60_000 }).catch((err: Error) => err);
+    if (result instanceof Error || result.exitCode !== 0) {
+      const reason =
+        result instanceof Error
+          ? result.message
+          : classifyFailure({ node: exec.node, command: displayCommand(argv), exitCode: result.exitCode, stderr: result.stderr, stdout: result.stdout }).message;
+      res.status(502).json({ success: false, message: `could not read the cluster: ${reason}` });
+      return;
+    }
+    res.json(
+      vmList(parseClusterResources(result.stdout, 'vm'), parseClusterResources(result.stdout, 'node'), {
+        disabled: readDisabledVmids(config.dataDir),
+        filter: disable === '0' ? 'running' : disable === '1' ? 'stopped' : undefined,
+      }),
+    );
+  });
+
+  return router;
+}

@@ -1,0 +1,154 @@
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancelledFailure,
+  Client,
+  TerminatedFailure,
+  TimeoutFailure,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
+  WorkflowHandle,
+  WorkflowStartOptions,
+} from '@temporalio/client';
+import type { Workflow } from '@temporalio/common';
+import { VM_ID, VM_NODE, VM_OPERATION } from '../lib/temporal/searchAttributes';
+import { progressQuery } from '../workflows/progress';
+
+/**
+ * Starting an operation on an existing VM, one at a time per VM across every API
+ * instance: each runs as the workflow `vm-<vmid>` with the conflict policy FAIL, so
+ * Temporal refuses a second one while one runs. Installs use other workflow ids, so a
+ * running install of the VMID is looked up in visibility. Any workflow that acts on an
+ * existing VM (a rebuild, too) should start through here.
+ */
+
+export const vmWorkflowId = (vmid: number): string => `vm-${vmid}`;
+
+/** Another workflow holds the VM: the API answers 409 naming it. */
+export class VmBusyError extends Error {
+  override readonly name = 'VmBusyError';
+  constructor(
+    message: string,
+    readonly workflowId: string,
+    readonly operation: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface VmOperationOptions<W extends Workflow> {
+  client: Client;
+  taskQueue: string;
+  workflow: W;
+  args: Parameters<W>;
+  vmid: number;
+  /** Node the VM is on, or the target of a migration. */
+  node: string;
+  /** The VmOperation search attribute: `start`, `set-cpu`, ... */
+  operation: string;
+  /** One line shown in the Temporal UI. */
+  summary: string;
+}
+
+/** How long a start waits for an operation that has finished its work but not yet closed. */
+const FINISHING_WAIT_MS = 10_000;
+
+export async function startVmOperation<W extends Workflow>(opts: VmOperationOptions<W>): Promise<WorkflowHandle<W>> {
+  const { client, vmid } = opts;
+  const workflowId = vmWorkflowId(vmid);
+  const install = await runningWorkflowOn(client, vmid);
+  if (install) {
+    throw new VmBusyError(`VM ${vmid} is busy: ${install.type} (workflow ${install.workflowId}) is running on it`, install.workflowId, install.type);
+  }
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await client.workflow.start(opts.workflow, {
+        taskQueue: opts.taskQueue,
+        workflowId,
+        args: opts.args,
+        workflowIdConflictPolicy: 'FAIL',
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+        typedSearchAttributes: [
+          { key: VM_ID, value: vmid },
+          { key: VM_NODE, value: opts.node },
+          { key: VM_OPERATION, value: opts.operation },
+        ],
+        staticSummary: opts.summary,
+      } as unknown as WorkflowStartOptions<W>);
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      const holder = await describeHolder(client, workflowId);
+      // A client that read an operation's last event may ask for the next one a few
+      // milliseconds before that workflow closes: wait for it instead of refusing.
+      if (attempt < 2 && (holder.closed || holder.finishing)) {
+        if (holder.finishing) await waitClosed(client, workflowId);
+        continue;
+      }
+      throw new VmBusyError(`VM ${vmid} is busy: ${holder.type} (workflow ${workflowId}) is running on it`, workflowId, holder.type);
+    }
+  }
+}
+
+async function describeHolder(client: Client, workflowId: string): Promise<{ type: string; closed: boolean; finishing: boolean }> {
+  const handle = client.workflow.getHandle(workflowId);
+  try {
+    const d = await handle.describe();
+    if (d.status.name !== 'RUNNING') return { type: d.type, closed: true, finishing: false };
+    const page = await handle.query(progressQuery, Number.MAX_SAFE_INTEGER).catch(() => undefined);
+    return { type: d.type, closed: false, finishing: page !== undefined && page.state !== 'running' };
+  } catch {
+    return { type: 'another operation', closed: false, finishing: false };
+  }
+}
+
+async function waitClosed(client: Client, workflowId: string): Promise<void> {
+  const done = client.workflow
+    .getHandle(workflowId)
+    .result()
+    .catch(() => undefined);
+  await Promise.race([done, new Promise((r) => setTimeout(r, FINISHING_WAIT_MS))]);
+}
+
+/**
+ * A running workflow other than `vm-<vmid>` that carries this VmId (an install). Visibility
+ * lags behind, so each hit is confirmed with the workflow itself: one that has closed, or
+ * whose progress says its work is done, no longer holds the VM.
+ */
+async function runningWorkflowOn(client: Client, vmid: number): Promise<{ workflowId: string; type: string } | undefined> {
+  const query = `VmId = ${vmid} AND ExecutionStatus = 'Running' AND WorkflowId != '${vmWorkflowId(vmid)}'`;
+  for await (const wf of client.workflow.list({ query, pageSize: 20 })) {
+    const handle = client.workflow.getHandle(wf.workflowId, wf.runId);
+    const d = await handle.describe().catch(() => undefined);
+    if (d && d.status.name !== 'RUNNING') continue;
+    const page = await handle.query(progressQuery, Number.MAX_SAFE_INTEGER).catch(() => undefined);
+    if (page && page.state !== 'running') continue;
+    return { workflowId: wf.workflowId, type: wf.type };
+  }
+  return undefined;
+}
+
+/** What a failed operation means for an HTTP client: a status code and the reason. */
+export function httpFailure(err: unknown): { status: number; message: string; type?: string } {
+  let cause: unknown = err instanceof WorkflowFailedError ? err.cause : err;
+  while (cause instanceof ActivityFailure && cause.cause) cause = cause.cause;
+  if (cause instanceof CancelledFailure) return { status: 409, message: 'the operation was cancelled', type: 'Cancelled' };
+  if (cause instanceof TerminatedFailure) return { status: 500, message: 'the operation was terminated', type: 'Terminated' };
+  if (cause instanceof TimeoutFailure) return { status: 504, message: 'the operation timed out', type: 'Timeout' };
+  if (cause instanceof ApplicationFailure) {
+    const type = cause.type ?? undefined;
+    return { status: STATUS_BY_TYPE[type ?? ''] ?? 500, message: cause.message, type };
+  }
+  return { status: 500, message: err instanceof Error ? err.message : String(err) };
+}
+
+const STATUS_BY_TYPE: Record<string, number> = {
+  InvalidRequestError: 400,
+  ParameterError: 400,
+  NoSuchNodeError: 400,
+  StorageError: 400,
+  VmStateError: 400,
+  VmNotFoundError: 404,
+  VmLockedError: 409,
+  LockTimeoutError: 409,
+  SshTimeoutError: 504,
+};

@@ -1,0 +1,202 @@
+import { ApplicationFailure, isCancellation, proxyActivities, workflowInfo, RetryPolicy } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { NON_RETRYABLE_ERRORS } from '../lib/failures';
+import { Progress } from './progress';
+import { describeFailure } from './install';
+
+/**
+ * Short workflows for the operations on an existing VM. The API starts each one with the
+ * workflow id `vm-<vmid>` and the conflict policy FAIL, so Temporal itself refuses a
+ * second operation on a VM while one runs. Every one keeps its progress like an install
+ * (same events, same re-attach), and its activities are safe to run twice.
+ */
+
+export interface VmRef {
+  vmid: number;
+}
+
+/** Where the guest answers SSH: the VM's IP and the OS default user (from its tag). */
+export interface GuestRef extends VmRef {
+  ip: string;
+  user: string;
+}
+
+export interface VmOperationResult {
+  vmid: number;
+  /** The workflow type that ran, e.g. `vmStart`. */
+  operation: string;
+  elapsedSec: number;
+  node?: string;
+  /** vmSetDisk: the new size of the disk, in bytes. */
+  sizeBytes?: number;
+}
+
+const retry: RetryPolicy = {
+  initialInterval: '1s',
+  backoffCoefficient: 2,
+  maximumInterval: '15s',
+  nonRetryableErrorTypes: NON_RETRYABLE_ERRORS,
+};
+
+/** Quick Proxmox calls: a lock held by another task clears in seconds. */
+const proxmox = proxyActivities<Activities>({
+  startToCloseTimeout: '3m',
+  retry: { ...retry, maximumAttempts: 8 },
+});
+
+/** ACPI shutdown waits for the guest (qm's own timeout is 60 s); a guest that ignores it will ignore it again. */
+const power = proxyActivities<Activities>({
+  startToCloseTimeout: '3m',
+  retry: { ...retry, maximumAttempts: 3 },
+});
+
+/** Migration copies the local disks and streams qm's output lines. */
+const transfer = proxyActivities<Activities>({
+  startToCloseTimeout: '2h',
+  heartbeatTimeout: '60s',
+  retry: { ...retry, maximumAttempts: 5 },
+});
+
+/** Waiting on a guest to boot. */
+const guest = proxyActivities<Activities>({
+  startToCloseTimeout: '1h',
+  heartbeatTimeout: '30s',
+  retry: { ...retry, maximumAttempts: 3 },
+});
+
+const GiB = 1024 ** 3;
+
+/** Starts a stopped VM and waits until its SSH answers. */
+export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
+  return operation('VM start', input.vmid, async (step) => {
+    await step('start', `starting VM ${input.vmid}`, () => proxmox.startVm({ vmid: input.vmid }));
+    await step('wait for SSH', `waiting for SSH on ${input.ip}`, () => guest.waitForSsh({ ip: input.ip, user: input.user }));
+    return { done: 'VM started successfully' };
+  });
+}
+
+/** Reboots a running VM and waits until its SSH answers again. */
+export async function vmReboot(input: GuestRef): Promise<VmOperationResult> {
+  return operation('VM reboot', input.vmid, async (step) => {
+    await step('reboot', `rebooting VM ${input.vmid}`, () => proxmox.rebootVm({ vmid: input.vmid }));
+    await step('wait for SSH', `waiting for SSH on ${input.ip}`, () => guest.waitForSsh({ ip: input.ip, user: input.user }));
+    return { done: 'VM rebooted successfully' };
+  });
+}
+
+/** ACPI shutdown: the guest powers off in its own time. */
+export async function vmShutdown(input: VmRef): Promise<VmOperationResult> {
+  return operation('VM shutdown', input.vmid, async (step) => {
+    await step('shutdown', `shutting down VM ${input.vmid}`, () => power.shutdownVm({ vmid: input.vmid }));
+    return { done: 'VM shut down successfully' };
+  });
+}
+
+/** Hard stop, like pulling the plug. */
+export async function vmStop(input: VmRef): Promise<VmOperationResult> {
+  return operation('VM stop', input.vmid, async (step) => {
+    await step('stop', `stopping VM ${input.vmid}`, () => power.stopVm({ vmid: input.vmid }));
+    return { done: 'VM stopped successfully' };
+  });
+}
+
+/** `qm destroy --purge` of a stopped VM. */
+export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
+  return operation('VM destroy', input.vmid, async (step) => {
+    await step('destroy', `destroying VM ${input.vmid} and its disks`, () => proxmox.destroyVm({ vmid: input.vmid }));
+    return { done: 'VM destroyed successfully' };
+  });
+}
+
+export async function vmSetCpu(input: VmRef & { cores: number }): Promise<VmOperationResult> {
+  return operation('VM CPU', input.vmid, async (step) => {
+    await step('set cores', `setting ${input.cores} vCPU core(s)`, () => proxmox.setCpu({ vmid: input.vmid, cores: input.cores }));
+    return { done: `VM now has ${input.cores} vCPU core(s)` };
+  });
+}
+
+export async function vmSetMemory(input: VmRef & { memoryMb: number }): Promise<VmOperationResult> {
+  return operation('VM memory', input.vmid, async (step) => {
+    await step('set memory', `setting ${input.memoryMb} MB of memory`, () =>
+      proxmox.setMemory({ vmid: input.vmid, memoryMb: input.memoryMb }),
+    );
+    return { done: `VM now has ${input.memoryMb} MB of memory` };
+  });
+}
+
+/**
+ * Grows a disk by an increment. The current size is read first and the disk resized to
+ * an absolute size, so a retried resize cannot grow it twice.
+ */
+export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: number; maxDiskGb?: number }): Promise<VmOperationResult> {
+  const { vmid, disk, incrementGb, maxDiskGb } = input;
+  return operation('VM disk', vmid, async (step) => {
+    const current = await step('read size', `reading the size of ${disk}`, () => proxmox.diskSize({ vmid, disk }));
+    const sizeBytes = current + incrementGb * GiB;
+    if (maxDiskGb && sizeBytes > maxDiskGb * GiB) {
+      throw ApplicationFailure.nonRetryable(
+        `${disk} would grow from ${gib(current)} to ${gib(sizeBytes)}, over VM_MAX_DISK (${maxDiskGb}G)`,
+        'InvalidRequestError',
+      );
+    }
+    await step('resize', `growing ${disk} by ${incrementGb}G, from ${gib(current)} to ${gib(sizeBytes)}`, () =>
+      proxmox.growDisk({ vmid, disk, sizeBytes }),
+    );
+    return { done: `${disk} is now ${gib(sizeBytes)}`, sizeBytes };
+  });
+}
+
+/** Moves a stopped VM and its local disks to another node, streaming qm's output. */
+export async function vmMigrate(input: VmRef & { from: string; target: string }): Promise<VmOperationResult> {
+  return operation('VM migration', input.vmid, async (step) => {
+    await step('migrate', `migrating VM ${input.vmid} from ${input.from} to ${input.target}`, () =>
+      transfer.migrateVm({ vmid: input.vmid, target: input.target }),
+    );
+    return { done: `VM migrated to ${input.target} successfully`, node: input.target };
+  });
+}
+
+type Step = <T>(name: string, doing: string, fn: () => Promise<T>) => Promise<T>;
+
+/**
+ * The frame every VM operation shares: the workflow id as the first event, the seed's
+ * processing / success / error events per step, and a final `info` event.
+ */
+async function operation(
+  stage: string,
+  vmid: number,
+  body: (step: Step) => Promise<{ done: string; node?: string; sizeBytes?: number }>,
+): Promise<VmOperationResult> {
+  const progress = new Progress();
+  const started = Date.now();
+  const { workflowId, workflowType } = workflowInfo();
+  progress.emit(`${stage} > workflow`, 'info', `[*] workflow id: ${workflowId}`);
+
+  const step: Step = async (name, doing, fn) => {
+    const full = `${stage} > ${name}`;
+    progress.current = full;
+    const t0 = Date.now();
+    progress.info(full, doing);
+    const value = await fn();
+    progress.emit(full, 'success', `[+] ${doing} done (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
+    return value;
+  };
+
+  try {
+    const { done, ...rest } = await body(step);
+    const elapsedSec = (Date.now() - started) / 1000;
+    progress.emit(`${stage} > finalizing`, 'info', `[+] ${done} (VM ${vmid}, ${elapsedSec.toFixed(2)}s)`);
+    progress.state = 'completed';
+    return { vmid, operation: workflowType, elapsedSec, ...rest };
+  } catch (err) {
+    const cancelled = isCancellation(err);
+    progress.emit(progress.current || `${stage} > workflow`, 'error', `[-] ${cancelled ? 'operation cancelled' : describeFailure(err)}`);
+    progress.state = cancelled ? 'cancelled' : 'failed';
+    throw err;
+  }
+}
+
+function gib(bytes: number): string {
+  const g = bytes / GiB;
+  return `${Number.isInteger(g) ? g : g.toFixed(2)}G`;
+}

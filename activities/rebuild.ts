@@ -1,0 +1,226 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { Config } from '../lib/config';
+import type { NodeExecutor } from '../lib/executor/types';
+import { ProxmoxNode } from '../lib/proxmox/client';
+import { ownerOf, specOf } from '../lib/ownership';
+import { readDisabledVmids, stateFiles } from '../lib/stateFiles';
+import { OS_VERSIONS, type InstallSpec, type ProgressEvent } from '../lib/types';
+import { progressQuery } from '../workflows/progress';
+import { relayedProgressSignal, vmWorkflowId } from '../workflows/rebuildShared';
+
+export interface RebuildDeps {
+  config: Config;
+  executors: Record<string, NodeExecutor>;
+  client: Client;
+}
+
+/** What a rebuild found when it looked at the VM; never holds a secret. */
+export type RebuildTarget =
+  | {
+      exists: true;
+      vmid: number;
+      /** Node the VM lives on now. */
+      node: string;
+      /** Workflow id in the VM's owner marker: what destroyOwnedVm is given. */
+      owner: string;
+      /** The spec the VM is re-created from, with `vmid` set and `node` where it lives now. */
+      spec: InstallSpec;
+      /** The recorded node, when the VM has been migrated away from it since. */
+      movedFrom?: string;
+      status: string;
+      mainNode: string;
+    }
+  | { exists: false; vmid: number; spec: InstallSpec; mainNode: string };
+
+/** The operation holding a VM's workflow id `vm-<vmid>`, as shown when a run has to skip. */
+export interface RunningOperation {
+  workflowId: string;
+  runId: string;
+  type: string;
+  startTime: string;
+}
+
+const RELAY_POLL_MS = 1000;
+
+/** Why a VM may not be rebuilt: the API answers it with a status, the workflow fails with its type. */
+export class RebuildRefusal extends Error {
+  constructor(
+    readonly type: 'VmDisabledError' | 'VmNotFoundError' | 'NotOwnedError' | 'VmBusyError',
+    message: string,
+  ) {
+    super(message);
+    this.name = type;
+  }
+}
+
+/**
+ * Decides whether a VM may be rebuilt, and from what. Refuses (RebuildRefusal, nothing
+ * touched) a disabled VMID, a missing VM (unless a spec is given: then it is installed),
+ * a container, and a VM without the product's owner marker or, when no spec is given,
+ * without its spec marker, and a VM whose install is still running. Used by the workflow's
+ * check and by the API before it starts one.
+ */
+export async function inspectVmForRebuild(
+  { config, executors, client }: RebuildDeps,
+  input: { vmid: number; spec?: InstallSpec },
+): Promise<RebuildTarget> {
+  const { vmid } = input;
+  const onNode = (node: string) => {
+    const exec = executors[node];
+    if (!exec) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
+    return new ProxmoxNode(exec);
+  };
+  if (readDisabledVmids(config.dataDir).has(vmid)) {
+    throw new RebuildRefusal('VmDisabledError', `VM ${vmid} is disabled (listed in ${stateFiles(config.dataDir).disabled}); it cannot be rebuilt through the API`);
+  }
+  const found = (await onNode(config.mainNode).clusterResources('vm')).find((r) => r.vmid === vmid);
+  if (!found) {
+    if (input.spec) return { exists: false, vmid, spec: { ...input.spec, vmid }, mainNode: config.mainNode };
+    throw new RebuildRefusal('VmNotFoundError', `VM ${vmid} does not exist`);
+  }
+  if (found.type !== 'qemu') throw new RebuildRefusal('NotOwnedError', `${vmid} is a container, not a VM QemuRun installed; refusing to rebuild it`);
+  const node = onNode(found.node);
+  const conf = await node.config(vmid);
+  const label = `VM ${vmid}${conf.name ? ` (${conf.name})` : ''}`;
+  const owner = ownerOf(conf.description);
+  if (!owner) {
+    throw new RebuildRefusal('NotOwnedError', `${label} was not installed by QemuRun: its description has no qemurun-owner marker; refusing to rebuild it`);
+  }
+  // An install still running owns the VM it is building (its id is in the owner marker):
+  // a rebuild now would destroy it under the install's feet.
+  const installing = await client.workflow
+    .getHandle(owner)
+    .describe()
+    .catch(() => undefined);
+  if (installing?.status.name === 'RUNNING') {
+    throw new RebuildRefusal('VmBusyError', `${label} is still being built by ${installing.type} (workflow ${owner}); try again when it has finished`);
+  }
+  const recorded = input.spec ?? specOf(conf.description);
+  if (!recorded || !(OS_VERSIONS[recorded.os] as readonly string[] | undefined)?.includes(recorded.version)) {
+    throw new RebuildRefusal('NotOwnedError', `${label} has no readable qemurun-spec marker, so there is nothing to rebuild it from; refusing to rebuild it`);
+  }
+  const recordedNode = recorded.node ?? config.mainNode;
+  const spec: InstallSpec = { ...recorded, vmid };
+  // A VM migrated since its install is rebuilt where it lives now (a spec given with the
+  // request says where it belongs, and wins).
+  const moved = !input.spec && recordedNode !== found.node;
+  if (moved) spec.node = found.node;
+  return {
+    exists: true,
+    vmid,
+    node: found.node,
+    owner,
+    spec,
+    ...(moved ? { movedFrom: recordedNode } : {}),
+    status: await node.status(vmid),
+    mainNode: config.mainNode,
+  };
+}
+
+/** Activities of the rebuild workflow: the check, the stop, and the progress relay. */
+export function rebuildActivities({ config, executors, client }: RebuildDeps) {
+  const onNode = (node: string) => {
+    const exec = executors[node];
+    if (!exec) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
+    return new ProxmoxNode(exec);
+  };
+
+  async function find(vmid: number) {
+    const vms = await onNode(config.mainNode).clusterResources('vm');
+    return vms.find((r) => r.vmid === vmid);
+  }
+
+  return {
+    /** The workflow's check: inspectVmForRebuild, with a refusal made non-retryable. */
+    async inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec }): Promise<RebuildTarget> {
+      try {
+        return await inspectVmForRebuild({ config, executors, client }, input);
+      } catch (err) {
+        if (err instanceof RebuildRefusal) throw ApplicationFailure.nonRetryable(err.message, err.type);
+        throw err;
+      }
+    },
+
+    /**
+     * Force-stops a VM carrying this owner marker (a rebuild throws the guest away, so there is
+     * no point in an ACPI shutdown). A lock held by a backup or migration is respected: the
+     * stop retries and, failing that, the rebuild stops before destroying anything.
+     */
+    async stopOwnedVm(input: { vmid: number; owner: string }): Promise<boolean> {
+      const found = await find(input.vmid);
+      if (!found) return false;
+      const node = onNode(found.node);
+      const conf = await node.config(input.vmid);
+      if (ownerOf(conf.description) !== input.owner) {
+        throw ApplicationFailure.nonRetryable(`VM ${input.vmid} is no longer owned by ${input.owner}; refusing to stop it`, 'NotOwnedError');
+      }
+      if ((await node.status(input.vmid)) === 'stopped') return false;
+      await node.stop(input.vmid);
+      return true;
+    },
+
+    /** The root password for the OS init script, read when the rebuild runs (never stored in a schedule). */
+    async initRootPassword(): Promise<{ rootPassword?: string }> {
+      return config.rootPassword ? { rootPassword: config.rootPassword } : {};
+    },
+
+    /** The operation running under `vm-<vmid>`, if any, so a skipped run can say what it waited for. */
+    async runningVmOperation(input: { vmid: number }): Promise<RunningOperation | undefined> {
+      try {
+        const d = await client.workflow.getHandle(vmWorkflowId(input.vmid)).describe();
+        if (d.status.name !== 'RUNNING') return undefined;
+        return { workflowId: d.workflowId, runId: d.runId, type: d.type, startTime: d.startTime.toISOString() };
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) return undefined;
+        throw err;
+      }
+    },
+
+    /**
+     * Copies a child workflow's progress events into this activity's workflow as they
+     * appear (one signal per poll that found any), so the parent's stream shows the child's
+     * steps live. Resumes after the last relayed event when retried. Returns the number of
+     * events relayed once the child has closed and every event is across.
+     */
+    async relayProgress(input: { workflowId: string; runId?: string }): Promise<number> {
+      const ctx = Context.current();
+      const parent = ctx.info.workflowExecution;
+      if (!parent) throw new Error('relayProgress needs an activity started by a workflow');
+      const target = client.workflow.getHandle(parent.workflowId, parent.runId);
+      const child = client.workflow.getHandle(input.workflowId, input.runId);
+      let cursor = (ctx.info.heartbeatDetails as number | undefined) ?? 0;
+      let polls = 0;
+      for (;;) {
+        ctx.heartbeat(cursor);
+        let closed = false;
+        try {
+          const page = await child.query(progressQuery, cursor);
+          if (page.events.length > 0) {
+            const events: Array<Omit<ProgressEvent, 'seq'>> = page.events.map(({ step, status, message }) => ({ step, status, message }));
+            await target.signal(relayedProgressSignal, { events });
+            cursor = page.events[page.events.length - 1].seq;
+            ctx.heartbeat(cursor);
+            if (cursor < page.lastSeq) continue; // more pages waiting
+          }
+          if (page.state !== 'running' && cursor >= page.lastSeq) return cursor;
+          // A child terminated from outside never leaves 'running': its status says it closed.
+          if (++polls % 5 === 0) closed = (await child.describe()).status.name !== 'RUNNING';
+        } catch (err) {
+          if (err instanceof WorkflowNotFoundError) return cursor;
+          ctx.log.warn('could not relay progress', { error: String(err) });
+        }
+        if (closed) {
+          // One last read for anything emitted before it closed.
+          const last = await child.query(progressQuery, cursor).catch(() => undefined);
+          if (last && last.events.length > 0) {
+            await target.signal(relayedProgressSignal, { events: last.events.map(({ step, status, message }) => ({ step, status, message })) });
+            cursor = last.events[last.events.length - 1].seq;
+          }
+          return cursor;
+        }
+        await ctx.sleep(RELAY_POLL_MS);
+      }
+    },
+  };
+}

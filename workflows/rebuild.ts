@@ -1,0 +1,191 @@
+import {
+  ApplicationFailure,
+  CancellationScope,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  sleep,
+  startChild,
+  upsertSearchAttributes,
+  workflowInfo,
+  RetryPolicy,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { RebuildTarget } from '../activities/rebuild';
+import { NON_RETRYABLE_ERRORS } from '../lib/failures';
+import { VM_ID, VM_NAME, VM_NODE, VM_OS, VM_OPERATION } from '../lib/temporal/searchAttributes';
+import { installVm, type InstallInput } from './install';
+import { Progress } from './progress';
+import { relayedProgressSignal, type RebuildInput, type RebuildResult } from './rebuildShared';
+
+const retry: RetryPolicy = {
+  initialInterval: '1s',
+  backoffCoefficient: 2,
+  maximumInterval: '15s',
+  nonRetryableErrorTypes: NON_RETRYABLE_ERRORS,
+};
+
+/** Quick Proxmox calls and reads. */
+const proxmox = proxyActivities<Activities>({
+  startToCloseTimeout: '3m',
+  retry: { ...retry, maximumAttempts: 8 },
+});
+
+/** Destroying must get through even when the cluster is busy. */
+const cleanup = proxyActivities<Activities>({
+  startToCloseTimeout: '5m',
+  retry: { ...retry, maximumAttempts: 20, maximumInterval: '30s' },
+});
+
+/** Follows the install child for as long as it runs; heartbeats every poll. */
+const follow = proxyActivities<Activities>({
+  startToCloseTimeout: '6h',
+  heartbeatTimeout: '30s',
+  retry: { ...retry, maximumAttempts: 10 },
+});
+
+/**
+ * Re-creates a VM QemuRun installed, from the spec recorded in its description: same
+ * VMID (so same IP), name, node, OS and version, size and keys. check → stop → destroy
+ * (purge) → install (installVm as a child, its progress relayed into this stream). Runs as
+ * `vm-<vmid>` like every per-VM operation. Refuses a disabled, missing or foreign VM
+ * before touching anything.
+ */
+export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
+  const { vmid } = input;
+  const progress = new Progress();
+  const started = Date.now();
+  const { workflowId, runId } = workflowInfo();
+  // The child's events keep their own steps. Its error event is downgraded: the last
+  // event of this stream is this workflow's own verdict.
+  setHandler(relayedProgressSignal, ({ events }) => {
+    for (const e of events) progress.emit(e.step, e.status === 'error' ? 'processing' : e.status, e.message);
+  });
+
+  async function step<T>(name: string, doing: string, fn: () => Promise<T>): Promise<T> {
+    progress.current = name;
+    const t0 = Date.now();
+    progress.info(name, doing);
+    const value = await fn();
+    progress.emit(name, 'success', `[+] ${doing} done (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
+    return value;
+  }
+
+  progress.emit('VM rebuild > workflow', 'info', `[*] workflow id: ${workflowId}`);
+  upsertSearchAttributes([
+    { key: VM_OPERATION, value: 'rebuild' },
+    { key: VM_ID, value: vmid },
+  ]);
+
+  /** How far the rebuild got, for the operator reading a failure. */
+  let stage: 'untouched' | 'destroying' | 'destroyed' = 'untouched';
+  try {
+    const target = await step('VM rebuild > check', `checking VM ${vmid}`, () =>
+      proxmox.inspectRebuildTarget({ vmid, spec: input.spec }),
+    );
+    const { spec, mainNode } = target;
+    const name = `${spec.name ?? vmid}-${vmid}`;
+    upsertSearchAttributes([
+      { key: VM_OS, value: `${spec.os}-${spec.version}` },
+      { key: VM_NODE, value: spec.node ?? mainNode },
+      { key: VM_NAME, value: name },
+    ]);
+    progress.info('VM rebuild > check', describeTarget(target, name));
+    const { rootPassword } = await proxmox.initRootPassword();
+
+    let replacedOwner: string | undefined;
+    if (target.exists) {
+      const owner = target.owner;
+      replacedOwner = owner;
+      await step('VM rebuild > stop', `stopping VM ${vmid}`, async () => {
+        if (!(await proxmox.stopOwnedVm({ vmid, owner }))) progress.info('VM rebuild > stop', `VM ${vmid} was already stopped`);
+      });
+      stage = 'destroying';
+      await step('VM rebuild > destroy', `destroying VM ${vmid} and its disks`, async () => {
+        if (!(await cleanup.destroyOwnedVm({ vmid, owner }))) progress.info('VM rebuild > destroy', `VM ${vmid} was already gone`);
+      });
+      stage = 'destroyed';
+    }
+
+    const installId = `${workflowId}-install-${runId.slice(0, 8)}`;
+    const installed = await step('VM rebuild > install', `re-creating VM ${vmid} (workflow ${installId})`, () =>
+      runInstall(installId, { spec, secrets: { passwd: input.passwd ?? 'passwd', rootPassword }, mainNode }, progress),
+    );
+
+    const elapsedSec = (Date.now() - started) / 1000;
+    const done = 'VM rebuild > finalizing';
+    progress.emit(done, 'success', `[+] VM rebuild completed in ${elapsedSec.toFixed(2)}s`);
+    progress.emit(done, 'success', `[*] VMID: ${installed.vmid}`);
+    progress.emit(done, 'success', `[*] IP: ${installed.ip}`);
+    progress.emit(done, 'success', `[*] User: ${installed.user}`);
+    progress.state = 'completed';
+    return { ...installed, elapsedSec, installWorkflowId: installId, replacedOwner };
+  } catch (err) {
+    const cancelled = isCancellation(err);
+    const { message, type } = rootFailure(err);
+    const why = cancelled ? 'rebuild cancelled' : message;
+    const aftermath = {
+      untouched: `nothing was destroyed`,
+      destroying: `VM ${vmid} may be partly destroyed`,
+      destroyed: `VM ${vmid} was destroyed and has not been re-created`,
+    }[stage];
+    progress.emit(progress.current || 'VM rebuild > check', 'error', `[-] ${why} (${aftermath})`);
+    progress.state = cancelled ? 'cancelled' : 'failed';
+    if (cancelled) throw err;
+    // The failure an operator reads in the UI (and the API maps to a status) names the cause.
+    throw ApplicationFailure.create({ message: `${why} (${aftermath})`, type: type ?? 'RebuildError', nonRetryable: true, cause: err as Error });
+  }
+}
+
+/** Runs installVm as a child and relays its events here until it closes. */
+async function runInstall(installId: string, input: InstallInput, progress: Progress) {
+  const { spec } = input;
+  const child = await startChild(installVm, {
+    workflowId: installId,
+    args: [input],
+    // Cancelling or terminating the rebuild cancels the install, which removes what it built.
+    parentClosePolicy: 'REQUEST_CANCEL',
+    typedSearchAttributes: [
+      { key: VM_OPERATION, value: 'install' },
+      { key: VM_OS, value: `${spec.os}-${spec.version}` },
+      { key: VM_NODE, value: spec.node ?? input.mainNode },
+      { key: VM_ID, value: spec.vmid as number },
+      ...(spec.name !== undefined ? [{ key: VM_NAME, value: spec.name }] : []),
+    ],
+    memo: { request: spec, rebuild: workflowInfo().workflowId },
+    staticSummary: `re-install ${spec.os} ${spec.version} as VM ${spec.vmid} for ${workflowInfo().workflowId}`,
+  });
+  progress.info('VM rebuild > install', `install workflow ${child.workflowId} started`);
+  const relayScope = new CancellationScope();
+  const relay = relayScope
+    .run(() => follow.relayProgress({ workflowId: child.workflowId, runId: child.firstExecutionRunId }))
+    .catch(() => 0);
+  try {
+    return await child.result();
+  } finally {
+    // Every event of the child is across before this workflow adds its own last ones.
+    await CancellationScope.nonCancellable(() => Promise.race([relay, sleep('1m')]));
+    relayScope.cancel();
+  }
+}
+
+function describeTarget(target: RebuildTarget, name: string): string {
+  const { spec } = target;
+  const what = `${spec.os} ${spec.version}, ${spec.cpu} CPU, ${spec.ramMb} MB RAM, ${spec.diskGb}G disk, user ${spec.user}`;
+  if (!target.exists) return `VM ${target.vmid} does not exist: installing ${name} from the given spec (${what})`;
+  const moved = target.movedFrom ? `; it was installed on ${target.movedFrom} and is rebuilt where it lives now` : '';
+  return `VM ${target.vmid} (${name}) is ${target.status} on ${target.node}, installed by ${target.owner}${moved}; re-creating it as ${what}`;
+}
+
+/** The innermost failure's message and type: the activity's own words, not Temporal's wrappers. */
+export function rootFailure(err: unknown): { message: string; type?: string } {
+  let message = err instanceof Error ? err.message : String(err);
+  let type: string | undefined;
+  let cur: unknown = err;
+  while (cur instanceof Error) {
+    if (cur instanceof ApplicationFailure && cur.type) type = cur.type;
+    if (cur.message) message = cur.message;
+    cur = (cur as { cause?: unknown }).cause;
+  }
+  return { message, type };
+}

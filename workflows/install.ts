@@ -3,17 +3,14 @@ import {
   ApplicationFailure,
   CancellationScope,
   isCancellation,
-  proxyActivities,
   upsertSearchAttributes,
   workflowInfo,
   log,
-  RetryPolicy,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities';
 import type { InstallResult, InstallSecrets, InstallSpec } from '../lib/types';
 import { VM_ID, VM_NAME, VM_NODE, VM_OS, VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { Progress } from './progress';
-import { NON_RETRYABLE_ERRORS } from '../lib/failures';
+import { cleanup, guest, proxmox, transfer } from './activityOptions';
 
 export interface InstallInput {
   spec: InstallSpec;
@@ -21,39 +18,6 @@ export interface InstallInput {
   /** Where VMs live when no `node` is asked for, and where images are downloaded. */
   mainNode: string;
 }
-
-const retry: RetryPolicy = {
-  initialInterval: '1s',
-  backoffCoefficient: 2,
-  maximumInterval: '15s',
-  nonRetryableErrorTypes: NON_RETRYABLE_ERRORS,
-};
-
-/** Quick Proxmox calls: a lock held by another task clears in seconds. */
-const proxmox = proxyActivities<Activities>({
-  startToCloseTimeout: '3m',
-  retry: { ...retry, maximumAttempts: 8 },
-});
-
-/** Long transfers that heartbeat their progress, so a dead worker is noticed quickly. */
-const transfer = proxyActivities<Activities>({
-  startToCloseTimeout: '2h',
-  heartbeatTimeout: '60s',
-  retry: { ...retry, maximumAttempts: 5 },
-});
-
-/** Waiting on a guest: a VM boots in seconds to minutes, and cloud-init may reboot it. */
-const guest = proxyActivities<Activities>({
-  startToCloseTimeout: '1h',
-  heartbeatTimeout: '30s',
-  retry: { ...retry, maximumAttempts: 3 },
-});
-
-/** Cleanup must get through even when the cluster is busy. */
-const cleanup = proxyActivities<Activities>({
-  startToCloseTimeout: '5m',
-  retry: { ...retry, maximumAttempts: 20, maximumInterval: '30s' },
-});
 
 const MAX_VMID_ATTEMPTS = 20;
 

@@ -1,6 +1,6 @@
-import { ApplicationFailure, isCancellation, proxyActivities, workflowInfo, RetryPolicy } from '@temporalio/workflow';
+import { ApplicationFailure, isCancellation, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { NON_RETRYABLE_ERRORS } from '../lib/failures';
+import { guest, proxmox, retry, transfer } from './activityOptions';
 import { Progress } from './progress';
 import { describeFailure } from './install';
 
@@ -31,36 +31,9 @@ export interface VmOperationResult {
   sizeBytes?: number;
 }
 
-const retry: RetryPolicy = {
-  initialInterval: '1s',
-  backoffCoefficient: 2,
-  maximumInterval: '15s',
-  nonRetryableErrorTypes: NON_RETRYABLE_ERRORS,
-};
-
-/** Quick Proxmox calls: a lock held by another task clears in seconds. */
-const proxmox = proxyActivities<Activities>({
-  startToCloseTimeout: '3m',
-  retry: { ...retry, maximumAttempts: 8 },
-});
-
 /** ACPI shutdown waits for the guest (qm's own timeout is 60 s); a guest that ignores it will ignore it again. */
 const power = proxyActivities<Activities>({
   startToCloseTimeout: '3m',
-  retry: { ...retry, maximumAttempts: 3 },
-});
-
-/** Migration copies the local disks and streams qm's output lines. */
-const transfer = proxyActivities<Activities>({
-  startToCloseTimeout: '2h',
-  heartbeatTimeout: '60s',
-  retry: { ...retry, maximumAttempts: 5 },
-});
-
-/** Waiting on a guest to boot. */
-const guest = proxyActivities<Activities>({
-  startToCloseTimeout: '1h',
-  heartbeatTimeout: '30s',
   retry: { ...retry, maximumAttempts: 3 },
 });
 

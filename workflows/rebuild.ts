@@ -8,34 +8,14 @@ import {
   startChild,
   upsertSearchAttributes,
   workflowInfo,
-  RetryPolicy,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { RebuildTarget } from '../activities/rebuild';
-import { NON_RETRYABLE_ERRORS } from '../lib/failures';
+import { cleanup, proxmox, retry } from './activityOptions';
 import { VM_ID, VM_NAME, VM_NODE, VM_OS, VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { installVm, type InstallInput } from './install';
 import { Progress } from './progress';
 import { relayedProgressSignal, type RebuildInput, type RebuildResult } from './rebuildShared';
-
-const retry: RetryPolicy = {
-  initialInterval: '1s',
-  backoffCoefficient: 2,
-  maximumInterval: '15s',
-  nonRetryableErrorTypes: NON_RETRYABLE_ERRORS,
-};
-
-/** Quick Proxmox calls and reads. */
-const proxmox = proxyActivities<Activities>({
-  startToCloseTimeout: '3m',
-  retry: { ...retry, maximumAttempts: 8 },
-});
-
-/** Destroying must get through even when the cluster is busy. */
-const cleanup = proxyActivities<Activities>({
-  startToCloseTimeout: '5m',
-  retry: { ...retry, maximumAttempts: 20, maximumInterval: '30s' },
-});
 
 /** Follows the install child for as long as it runs; heartbeats every poll. */
 const follow = proxyActivities<Activities>({

@@ -4,6 +4,8 @@ import type { NodeExecutor } from '../lib/executor/types';
 import { proxmoxActivities } from './proxmox';
 import { guestActivities } from './guest';
 import { imageActivities } from './images';
+import { lifecycleActivities } from './lifecycle';
+import { rebuildActivities } from './rebuild';
 
 export interface ActivityDeps {
   config: Config;
@@ -22,6 +24,8 @@ export function createActivities(deps: ActivityDeps) {
     ...proxmoxActivities(deps),
     ...guestActivities(deps),
     ...imageActivities(deps),
+    ...lifecycleActivities(deps),
+    ...rebuildActivities(deps),
   };
 }
 

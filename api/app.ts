@@ -6,6 +6,14 @@ import { cors, requireMutationAccess } from './guard';
 import { codecRouter } from './codec';
 import { installRoutes } from './install';
 import { workflowRoutes } from './workflows';
+import { requestTimeout, sseLimiter, verifyJsonBody } from './limits';
+import { checkResumePoint } from './sse';
+import { vmRoutes } from './vm';
+import { listRoutes } from './list';
+import { clusterRoutes } from './cluster';
+import { rebuildRoutes } from './rebuild';
+import { scheduleRoutes } from './schedules';
+import type { NodeExecutor } from '../lib/executor/types';
 
 export interface AppDeps {
   config: Config;
@@ -14,6 +22,10 @@ export interface AppDeps {
   knownNodes: string[];
   /** Serves /codec/decode and /codec/encode for the Temporal UI and CLI. */
   codec?: PayloadCodec;
+  /** One executor per node: the API's fast reads (preconditions, /vm/list) go through them. */
+  executors: Record<string, NodeExecutor>;
+  /** The subnets CORS admits origins from; default: the server's own (tests inject their own). */
+  corsSubnets?: Array<{ address: string; bits: number }>;
 }
 
 /** A body in another format is refused outright instead of being read as "no fields". */
@@ -29,20 +41,32 @@ function requireJsonBody(req: Request, res: Response, next: NextFunction) {
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  // First of all: a deadline for every answer but event streams, and a cap on streams.
+  const limits = deps.config.http ?? { requestTimeoutMs: 30_000, sseMaxPerClient: 20 };
+  app.use(requestTimeout(limits.requestTimeoutMs));
+  const sse = sseLimiter({ maxPerClient: limits.sseMaxPerClient, trustedProxies: deps.config.trustedProxies });
+  app.locals.sseLimiter = sse;
   // Before the API's CORS and body limit: the Temporal UI (another origin, e.g.
   // localhost:8233) posts whole history pages here.
   if (deps.codec) {
     app.use(codecRouter(deps.codec, { authorize: requireMutationAccess(deps.config), allowedOrigins: deps.config.codecUiOrigins }));
   }
-  app.use(cors());
+  app.use(cors(deps.corsSubnets));
+  app.use(sse.gate);
+  app.use(checkResumePoint);
   app.use(requireJsonBody);
-  app.use(express.json({ limit: '64kb' }));
+  app.use(express.json({ limit: '64kb', verify: verifyJsonBody }));
 
   const api = express.Router();
   api.get('/health', (_req, res) => {
     res.type('text/plain').send('ok');
   });
   api.use(installRoutes(deps));
+  api.use(listRoutes(deps));
+  api.use(vmRoutes(deps));
+  api.use(clusterRoutes(deps));
+  api.use(rebuildRoutes(deps));
+  api.use(scheduleRoutes(deps));
   const workflows = workflowRoutes(deps.client, requireMutationAccess(deps.config));
   api.use('/workflows/:workflowId', workflows);
   api.use('/vm/install/:workflowId', workflows);
@@ -63,6 +87,11 @@ export function createApp(deps: AppDeps): express.Express {
     }
     if (err.type === 'entity.too.large') {
       res.status(413).json({ success: false, message: 'please check your input: body is larger than 64 KiB' });
+      return;
+    }
+    // verifyJsonBody (api/limits.ts): not UTF-8, another charset, a repeated key.
+    if (err.type?.startsWith('qemurun.')) {
+      res.status(err.type === 'qemurun.charset' ? 415 : 400).json({ success: false, message: `please check your input: ${err.message}` });
       return;
     }
     const status = err.status && err.status >= 400 && err.status < 500 ? err.status : 500;

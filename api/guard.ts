@@ -85,8 +85,7 @@ export function isAllowedOrigin(origin: string, subnets = localSubnets()): boole
   return subnets.some((s) => inCidr(host, s.address, s.bits));
 }
 
-export function cors() {
-  const subnets = localSubnets();
+export function cors(subnets: Array<{ address: string; bits: number }> = localSubnets()) {
   return (req: Request, res: Response, next: NextFunction) => {
     const origin = req.get('Origin');
     if (origin && isAllowedOrigin(origin, subnets)) {

@@ -1,8 +1,9 @@
-import type { Request, Response } from 'express';
+import type { NextFunction, Request, Response } from 'express';
 import type { WorkflowHandle } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { ProgressEvent } from '../lib/types';
 import { progressQuery } from '../workflows/progress';
+import { streamOpened } from './limits';
 
 const POLL_MS = 300;
 const KEEPALIVE_MS = 15_000;
@@ -15,6 +16,7 @@ export function openEventStream(res: Response, workflowId: string): void {
     'X-Accel-Buffering': 'no',
     'X-Workflow-Id': workflowId,
   });
+  streamOpened(res);
   res.flushHeaders();
 }
 
@@ -27,6 +29,30 @@ export function writeEvent(res: Response, e: Pick<ProgressEvent, 'step' | 'statu
 export function closeEventStream(res: Response): void {
   res.write('event: close\ndata: {}\n\n');
   res.end();
+}
+
+/** An event id; empty means none, as EventSource sends before its first event. */
+const EVENT_ID = /^(\d{1,15})?$/;
+
+/**
+ * For `.../events` requests: a `Last-Event-ID` header or `?after=` that is not an event id
+ * (a non-negative integer) gets a 400 naming it, instead of silently replaying from the start.
+ */
+export function checkResumePoint(req: Request, res: Response, next: NextFunction): void {
+  if (!/\/events\/?$/i.test(req.path)) return next();
+  const header = req.get('Last-Event-ID');
+  const after = req.query.after;
+  const problem =
+    header !== undefined && !EVENT_ID.test(header.trim())
+      ? 'Last-Event-ID: must be the id of an event (a non-negative integer)'
+      : after !== undefined && (typeof after !== 'string' || !EVENT_ID.test(after))
+        ? 'after: must be the id of an event (a non-negative integer)'
+        : undefined;
+  if (problem) {
+    res.status(400).json({ success: false, message: `please check your input: ${problem}` });
+    return;
+  }
+  next();
 }
 
 /** The sequence number a reconnecting client has seen (Last-Event-ID header or ?after=). */
@@ -43,8 +69,10 @@ export function lastEventId(req: Request): number {
  */
 export async function streamProgress(req: Request, res: Response, handle: WorkflowHandle, after: number): Promise<void> {
   let cursor = after;
-  let gone = false;
-  req.on('close', () => (gone = true));
+  // The response's 'close', not the request's: a request whose body was read (a POST)
+  // has already emitted 'close', and would never tell that the client went away.
+  let gone = res.closed || res.destroyed;
+  res.on('close', () => (gone = true));
   let lastWrite = Date.now();
   let stalledSince: number | undefined;
 

@@ -91,6 +91,8 @@ const envSchema = z.object({
   ENCRYPTION_KEYS: z.string().optional(),
   ENCRYPTION_KEY_FILE: z.string().optional(),
   CODEC_UI_ORIGINS: csv,
+  REQUEST_TIMEOUT_MS: intFrom(30_000),
+  SSE_MAX_PER_CLIENT: intFrom(20),
 
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
@@ -173,6 +175,11 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       locale: env.INIT_LOCALE,
       packages: env.INIT_PACKAGES.split(/[\s,]+/).filter(Boolean),
       swapSize: env.INIT_SWAP_SIZE,
+    },
+    /** HTTP limits (api/limits.ts): 0 turns either off. */
+    http: {
+      requestTimeoutMs: Math.max(0, env.REQUEST_TIMEOUT_MS),
+      sseMaxPerClient: Math.max(0, env.SSE_MAX_PER_CLIENT),
     },
     sandboxOptions: {
       bootDelayMs: env.SANDBOX_BOOT_DELAY_MS,

@@ -8,6 +8,7 @@ import { createExecutors } from './executor';
 import { createActivities } from '../activities';
 import { createWorker } from '../worker/worker';
 import { createApp } from '../api/app';
+import { applyServerLimits } from '../api/limits';
 import { EncryptionCodec, dataConverterFor } from './temporal/codec';
 import { resolveEncryptionKeys } from './temporal/encryptionKeys';
 
@@ -16,6 +17,8 @@ export interface ServiceOptions {
   temporalAddress: string;
   /** Environment for commands run on the main node (the sandbox puts its qm first on PATH). */
   mainNodeEnv?: Record<string, string>;
+  /** Reach the main node over SSH even in sandbox mode, as an off-cluster deployment does. */
+  mainNodeOverSsh?: boolean;
   workflowBundlePath?: string;
   /** Listen address; the seed listened on every interface. */
   host?: string;
@@ -46,7 +49,10 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   });
   await ensureSearchAttributes(temporal.connection, config.temporal.namespace);
 
-  const executors = createExecutors(config, { mainNodeEnv: opts.mainNodeEnv });
+  const executors = createExecutors(
+    config,
+    opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv },
+  );
   let worker: Worker | undefined;
   let workerDone: Promise<void> | undefined;
   if (opts.worker !== false) {
@@ -61,11 +67,12 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     workerDone = worker.run();
   }
 
-  const app = createApp({ config, client: temporal.client, knownNodes: Object.keys(executors), codec });
-  const server = http.createServer(app);
-  // SSE streams live for minutes; only idle keep-alive sockets should time out.
-  server.requestTimeout = 0;
-  server.headersTimeout = 30_000;
+  const app = createApp({ config, client: temporal.client, knownNodes: Object.keys(executors), executors, codec });
+  // Node checks its header and request deadlines every connectionsCheckingInterval.
+  const server = http.createServer({ connectionsCheckingInterval: 1000 }, app);
+  // Deadlines for receiving requests, and JSON answers to requests Node refuses. Answers
+  // have their own deadline (api/limits.ts); SSE streams are exempt from it.
+  applyServerLimits(server, config.http);
   await new Promise<void>((resolve) => server.listen(config.port, opts.host ?? '0.0.0.0', resolve));
   const { port } = server.address() as AddressInfo;
 

@@ -9,6 +9,14 @@ import type { CommandResult, NodeExecutor, RunOptions } from '../lib/executor/ty
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { ParameterError, ProxmoxCommandError, VmLockedError, VmStateError, VmidTakenError } from '../lib/proxmox/errors';
 import { startNodeSshd, type NodeSshd } from '../sandbox/nodeSshd';
+import { sha256Crypt } from '../lib/proxmox/cipassword';
+
+/** The password as qm receives it: its SHA-256 crypt hash, which must verify against it. */
+function expectHashOf(password: string, hash: string): void {
+  const m = /^\$5\$([^$]{1,16})\$[./0-9A-Za-z]{43}$/.exec(hash);
+  expect(m).not.toBeNull();
+  expect(sha256Crypt(password, m![1])).toBe(hash);
+}
 
 /** Answers commands from a script of canned results, and records what it was asked. */
 class ScriptedExecutor implements NodeExecutor {
@@ -152,7 +160,9 @@ describe('ProxmoxNode with a scripted node', () => {
     const argv = exec.calls[0].argv.join(' ');
     expect(argv).not.toContain(password);
     expect(argv).not.toContain('AAAA');
-    expect(exec.calls[0].opts.stdin).toBe(`${password}\nssh-ed25519 AAAA k\n`);
+    const [hash, ...keyLines] = exec.calls[0].opts.stdin!.split('\n');
+    expectHashOf(password, hash);
+    expect(keyLines.join('\n')).toBe('ssh-ed25519 AAAA k\n');
     expect(err).toBeInstanceOf(ProxmoxCommandError);
     expect(JSON.stringify({ ...err, message: err.message })).not.toContain('s3cr3t');
     expect(err.command).toBe('qm set 120 --ciuser debian --cipassword <hidden> --sshkeys <file>');
@@ -227,13 +237,14 @@ console.log('update VM ' + args[1] + ': ...');
     ['ssh', ssh],
   ];
 
-  it.each(['local', 'ssh'])('%s: keys arrive as a 0600 file that is gone afterwards; the password as one argument', async (kind) => {
+  it.each(['local', 'ssh'])('%s: keys arrive as a 0600 file that is gone afterwards; the password as one argument, hashed', async (kind) => {
     const exec = executors().find(([k]) => k === kind)![1];
     const keys = "ssh-ed25519 AAAAC3Nza root@pve1\nssh-rsa AAAAB3 it's \"me\" $(touch /tmp/qr-canary-keys)\n";
     const password = `p@ss 'w"ord' $(touch /tmp/qr-canary-pw) \`id\` ; x`;
     await new ProxmoxNode(exec).qmSet(120, { sshkeys: keys, cipassword: password, ciupgrade: 0, tags: 'debian' });
     const r = JSON.parse(await fs.readFile(record(), 'utf8'));
-    expect(r.args).toEqual(['set', '120', '--ciupgrade', '0', '--tags', 'debian', '--cipassword', password, '--sshkeys', r.file]);
+    expect(r.args).toEqual(['set', '120', '--ciupgrade', '0', '--tags', 'debian', '--cipassword', expect.any(String), '--sshkeys', r.file]);
+    expectHashOf(password, r.args[7]);
     expect(r.keys).toBe(keys);
     expect(r.mode).toBe('600');
     expect(existsSync(r.file)).toBe(false);

@@ -1,3 +1,5 @@
+import { hashCiPassword } from './cipassword';
+
 /**
  * Every qm / pvesh / pvesm invocation the service makes, as a pure argv builder. Nothing
  * here runs anything or knows about shells: the executor passes each element as one
@@ -166,8 +168,9 @@ export const pvesmStatus = (opts: { storage?: string; content?: string; enabled?
  * interprets, and it contains no data) reads the password as the first stdin line and the
  * SSH keys as the rest into a fresh 0600 file from mktemp, runs `qm set` (its argv passed
  * as "$@") with `--cipassword "$pw"` and `--sshkeys <file>`, and removes the file on exit.
- * Real `qm set` takes the password only as an argument, so it is visible in that one
- * process's argv on the node for the moment qm runs; it never appears in our logs or errors.
+ * Real `qm set` takes the password only as an argument, so what travels is its SHA-256
+ * crypt hash (./cipassword: what Proxmox would store anyway, and keeps as given): the plain
+ * password is in no process's argv or stdin on the node, nor in our logs or errors.
  */
 export function qmSetWithSecrets(vmid: number, opts: QmSetOptions, secrets: { cipassword?: string; sshkeys?: string }): {
   argv: Argv;
@@ -187,7 +190,7 @@ export function qmSetWithSecrets(vmid: number, opts: QmSetOptions, secrets: { ci
   const base = qmSet(vmid, opts);
   return {
     argv: ['sh', '-c', script, 'qm-set', ...base],
-    stdin: `${hasPassword ? `${secrets.cipassword}\n` : ''}${secrets.sshkeys ?? ''}`,
+    stdin: `${hasPassword ? `${hashCiPassword(secrets.cipassword!)}\n` : ''}${secrets.sshkeys ?? ''}`,
     display: [...base, ...(hasPassword ? ['--cipassword', '<hidden>'] : []), ...(hasKeys ? ['--sshkeys', '<file>'] : [])],
   };
 }

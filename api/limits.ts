@@ -1,0 +1,268 @@
+import type http from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { clientIp } from './guard';
+
+/**
+ * Limits that keep one client from holding the API: a deadline for every request that
+ * is not an event stream, a cap on open event streams per client address, JSON answers
+ * for requests Node's HTTP parser refuses, and a strict reading of JSON bodies (UTF-8
+ * only, no duplicate keys) so that every parser in a chain sees the same request.
+ */
+
+// ---- request deadline ---------------------------------------------------------------
+
+const TIMER = Symbol('qemurun.requestTimer');
+const STREAMING = Symbol('qemurun.streaming');
+
+type Tracked = Response & { [TIMER]?: NodeJS.Timeout; [STREAMING]?: boolean };
+
+/**
+ * Answers that wait for an operation's workflow to finish (`ok` once a VM is shut down,
+ * stopped, destroyed or resized). An ACPI shutdown alone may take minutes, so these get
+ * OPERATION_TIMEOUT_MS (or the general deadline, if that is longer).
+ */
+const OPERATION_ROUTES: Array<[method: string, path: RegExp]> = [
+  ['POST', /^\/api\/vm\/[^/]+\/(?:shutdown|stop|destroy|set\/(?:cpu|memory|disk))\/?$/i],
+];
+export const OPERATION_TIMEOUT_MS = 15 * 60_000;
+
+function isOperationRequest(req: Request): boolean {
+  return OPERATION_ROUTES.some(([method, path]) => req.method === method && path.test(req.path));
+}
+
+/**
+ * Answers a request that has not been answered within `ms`: `408` while its body is still
+ * arriving (a slow or stalled client), `503` when the server itself is slow. An event
+ * stream is exempt from the moment it opens (see `streamOpened`): SSE answers last minutes.
+ * `ms` = 0 turns the deadline off.
+ */
+export function requestTimeout(ms: number): RequestHandler {
+  return (req: Request, res: Response, next: NextFunction) => {
+    if (ms <= 0) return next();
+    const tracked = res as Tracked;
+    const deadline = isOperationRequest(req) ? Math.max(ms, OPERATION_TIMEOUT_MS) : ms;
+    const timer = setTimeout(() => {
+      if (tracked[STREAMING] || res.writableEnded) return;
+      const receiving = !req.complete;
+      // An answer already on its way (headers sent) is left to finish.
+      if (res.headersSent) return;
+      const seconds = `${+(deadline / 1000).toFixed(3)}s`;
+      // An operation route names its workflow before waiting for it: say where to follow it.
+      const workflowId = res.getHeader('X-Workflow-Id');
+      res
+        .status(receiving ? 408 : 503)
+        .set('Connection', 'close')
+        .json({
+          success: false,
+          message: receiving
+            ? `request timed out: the request body did not arrive within ${seconds}`
+            : workflowId
+              ? `request timed out: no answer within ${seconds}; workflow ${String(workflowId)} is still running, follow it at /api/workflows/${String(workflowId)}`
+              : `request timed out: no answer within ${seconds}; retry later`,
+        });
+      // A client still sending, or a handler that never answers, must not keep the socket.
+      setTimeout(() => req.socket.destroy(), 1000).unref();
+    }, deadline);
+    timer.unref();
+    tracked[TIMER] = timer;
+    const clear = () => clearTimeout(timer);
+    res.once('finish', clear);
+    res.once('close', clear);
+    next();
+  };
+}
+
+// ---- event streams per client ---------------------------------------------------------
+
+/**
+ * Requests that answer with an event stream; they take a slot before any work starts, so
+ * a refused install starts no workflow. A stream opened by a route not listed here is
+ * still counted (see `streamOpened`), it just cannot be refused before it starts.
+ */
+const STREAM_ROUTES: Array<[method: string, path: RegExp]> = [
+  ['POST', /^\/api\/vm\/install\/?$/i],
+  ['GET', /^\/api\/(?:workflows|vm\/install)\/[^/]+\/events\/?$/i],
+  ['POST', /^\/api\/vm\/[^/]+\/(?:start|reboot|rebuild|set\/node)\/?$/i],
+];
+
+export function isStreamRequest(req: Request): boolean {
+  return STREAM_ROUTES.some(([method, path]) => req.method === method && path.test(req.path));
+}
+
+const SLOT = Symbol('qemurun.sseSlot');
+type WithSlot = Response & { [SLOT]?: boolean };
+
+export interface SseLimiter {
+  /** Middleware: refuses a stream request past the cap with 429 before it does anything. */
+  gate: RequestHandler;
+  /** Counts a stream that did not pass through the gate (an unlisted route). */
+  track(req: Request, res: Response): void;
+  /** Open streams of one client (for tests and diagnostics). */
+  openFor(ip: string): number;
+}
+
+export function sseLimiter(opts: { maxPerClient: number; trustedProxies: string[] }): SseLimiter {
+  const open = new Map<string, number>();
+  const take = (ip: string, res: Response) => {
+    open.set(ip, (open.get(ip) ?? 0) + 1);
+    (res as WithSlot)[SLOT] = true;
+    res.once('close', () => {
+      const n = (open.get(ip) ?? 1) - 1;
+      if (n <= 0) open.delete(ip);
+      else open.set(ip, n);
+    });
+  };
+  return {
+    gate(req, res, next) {
+      if (opts.maxPerClient <= 0 || !isStreamRequest(req)) return next();
+      const ip = clientIp(req, opts.trustedProxies);
+      if ((open.get(ip) ?? 0) >= opts.maxPerClient) {
+        res
+          .status(429)
+          .set('Retry-After', '10')
+          .json({
+            success: false,
+            message: `too many open event streams: client ${ip} already has ${opts.maxPerClient} (SSE_MAX_PER_CLIENT); close one and retry`,
+          });
+        return;
+      }
+      take(ip, res);
+      next();
+    },
+    track(req, res) {
+      if (opts.maxPerClient <= 0 || (res as WithSlot)[SLOT]) return;
+      take(clientIp(req, opts.trustedProxies), res);
+    },
+    openFor: (ip) => open.get(ip) ?? 0,
+  };
+}
+
+/**
+ * Called by `openEventStream`: from here on the response is a long-lived stream, so the
+ * request deadline no longer applies, and it counts against the client's stream cap.
+ */
+export function streamOpened(res: Response): void {
+  const tracked = res as Tracked;
+  tracked[STREAMING] = true;
+  clearTimeout(tracked[TIMER]);
+  const limiter = res.app?.locals?.sseLimiter as SseLimiter | undefined;
+  if (res.req) limiter?.track(res.req, res);
+}
+
+// ---- strict JSON bodies ---------------------------------------------------------------
+
+/** A body error with a type the app's error handler maps to a JSON answer. */
+export class BodyError extends Error {
+  constructor(
+    message: string,
+    readonly type: 'qemurun.charset' | 'qemurun.utf8' | 'qemurun.duplicate.key',
+  ) {
+    super(message);
+  }
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * `verify` hook of express.json: the body must be UTF-8 (RFC 8259; a lenient decoder would
+ * turn invalid bytes into U+FFFD and carry on) and no object may repeat a key (parsers
+ * disagree on which one wins: a proxy could check one value and the API use another).
+ */
+export function verifyJsonBody(_req: unknown, _res: unknown, buf: Buffer, encoding: string | null): void {
+  if (encoding && !/^utf-?8$/i.test(encoding)) {
+    throw new BodyError(`Content-Type charset must be utf-8, not ${encoding}`, 'qemurun.charset');
+  }
+  let text: string;
+  try {
+    text = utf8.decode(buf);
+  } catch {
+    throw new BodyError('body is not valid UTF-8', 'qemurun.utf8');
+  }
+  let ok = true;
+  try {
+    JSON.parse(text);
+  } catch {
+    ok = false; // express.json reports it
+  }
+  const dup = ok ? findDuplicateKey(text) : undefined;
+  if (dup !== undefined) throw new BodyError(`body repeats the key "${dup.key}"${dup.path ? ` in ${dup.path}` : ''}`, 'qemurun.duplicate.key');
+}
+
+/**
+ * The first key that appears twice in one object of a valid JSON text, with the path of
+ * that object. Iterative, so a deeply nested body cannot exhaust the stack.
+ */
+export function findDuplicateKey(text: string): { key: string; path: string } | undefined {
+  type Frame = { keys?: Set<string>; expectKey: boolean; name: string };
+  const stack: Frame[] = [];
+  let pendingKey = '';
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '{' || c === '[') {
+      stack.push({ keys: c === '{' ? new Set() : undefined, expectKey: c === '{', name: pendingKey });
+      pendingKey = '';
+    } else if (c === '}' || c === ']') {
+      stack.pop();
+      pendingKey = '';
+    } else if (c === ',') {
+      pendingKey = '';
+      const top = stack.at(-1);
+      if (top?.keys) top.expectKey = true;
+    } else if (c === '"') {
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      const top = stack.at(-1);
+      if (top?.keys && top.expectKey) {
+        const key = JSON.parse(text.slice(i, j + 1)) as string;
+        if (top.keys.has(key)) {
+          const path = stack.map((f) => f.name).filter(Boolean).join('.');
+          return { key, path };
+        }
+        top.keys.add(key);
+        top.expectKey = false;
+        pendingKey = key;
+      }
+      i = j;
+    }
+  }
+  return undefined;
+}
+
+// ---- requests Node's HTTP parser refuses ----------------------------------------------
+
+/**
+ * `clientError` listener: Node answers a malformed request (a NUL or a bare CR in a header,
+ * headers over 16 KiB, headers or body too slow) with a bare status line; this answers
+ * with the API's JSON error instead, unless a response has already started on the socket.
+ */
+export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const [status, reason, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'Request Header Fields Too Large', 'request headers are larger than the server accepts (16 KiB)']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', 'request timed out: the request did not arrive in time']
+        : [400, 'Bad Request', `malformed HTTP request (${err.code ?? 'parse error'}): check the request line and headers for control characters`];
+  const body = JSON.stringify({ success: false, message });
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/**
+ * Node's own limits, for what happens before Express sees a request. `requestTimeout`
+ * covers receiving a request (headers and body) and stops once it is received, so event
+ * streams, whose requests are short, are not cut; it backs up `requestTimeout()` above.
+ */
+export function applyServerLimits(server: http.Server, opts: { requestTimeoutMs: number }): void {
+  const ms = opts.requestTimeoutMs;
+  server.headersTimeout = ms > 0 ? Math.min(30_000, ms) : 30_000;
+  server.requestTimeout = ms > 0 ? ms + 5_000 : 0;
+  server.on('clientError', answerClientError);
+}

@@ -1,0 +1,72 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+/**
+ * The cloud-init password as Proxmox stores it: SHA-256 crypt (`$5$<salt>$<hash>`, Ulrich
+ * Drepper's specification), what PVE::Tools::encrypt_pw makes of a plain `--cipassword`.
+ * qemu-server keeps a value that already is a crypt hash as given, so hashing here means
+ * the plain password never leaves the service: not in qm's argv on the node (readable in
+ * /proc by every local user while qm runs, and by process accounting), not in its stdin.
+ */
+
+const ITOA64 = './0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+const ROUNDS = 5000;
+
+function sha256(...parts: Buffer[]): Buffer {
+  const h = createHash('sha256');
+  for (const p of parts) h.update(p);
+  return h.digest();
+}
+
+/** `len` bytes made of `block` repeated (the specification's P and S sequences). */
+function repeatTo(block: Buffer, len: number): Buffer {
+  const out = Buffer.alloc(len);
+  for (let i = 0; i < len; i += block.length) block.copy(out, i, 0, Math.min(block.length, len - i));
+  return out;
+}
+
+/** SHA-256 crypt of `password` with `salt` (at most 16 characters, no `$`), 5000 rounds. */
+export function sha256Crypt(password: string, salt: string): string {
+  if (!/^[^$:\n]{1,16}$/.test(salt)) throw new Error('invalid salt');
+  const p = Buffer.from(password, 'utf8');
+  const s = Buffer.from(salt, 'utf8');
+
+  const b = sha256(p, s, p);
+  const a = createHash('sha256').update(p).update(s).update(repeatTo(b, p.length));
+  for (let n = p.length; n > 0; n >>= 1) a.update(n & 1 ? b : p);
+  const digestA = a.digest();
+
+  const pSeq = repeatTo(sha256(...Array.from({ length: p.length }, () => p)), p.length);
+  const sSeq = repeatTo(sha256(...Array.from({ length: 16 + digestA[0] }, () => s)), s.length);
+
+  let c = digestA;
+  for (let r = 0; r < ROUNDS; r++) {
+    const h = createHash('sha256');
+    h.update(r & 1 ? pSeq : c);
+    if (r % 3) h.update(sSeq);
+    if (r % 7) h.update(pSeq);
+    h.update(r & 1 ? c : pSeq);
+    c = h.digest();
+  }
+
+  const order: Array<[number, number, number, number]> = [
+    [0, 10, 20, 4], [21, 1, 11, 4], [12, 22, 2, 4], [3, 13, 23, 4], [24, 4, 14, 4],
+    [15, 25, 5, 4], [6, 16, 26, 4], [27, 7, 17, 4], [18, 28, 8, 4], [9, 19, 29, 4],
+  ];
+  let out = '';
+  const b64 = (w: number, n: number) => {
+    for (let i = 0; i < n; i++, w >>= 6) out += ITOA64[w & 0x3f];
+  };
+  for (const [x, y, z, n] of order) b64((c[x] << 16) | (c[y] << 8) | c[z], n);
+  b64((c[31] << 8) | c[30], 3);
+  return `$5$${salt}$${out}`;
+}
+
+/** Longer passwords are refused: the algorithm's cost grows with the square of the length. */
+export const MAX_CIPASSWORD_LENGTH = 1024;
+
+/** The hash for `qm set --cipassword`, with a fresh random 16-character salt. */
+export function hashCiPassword(password: string): string {
+  if (password.length > MAX_CIPASSWORD_LENGTH) throw new Error(`cipassword is longer than ${MAX_CIPASSWORD_LENGTH} characters`);
+  const salt = [...randomBytes(16)].map((v) => ITOA64[v & 63]).join('');
+  return sha256Crypt(password, salt);
+}

@@ -39,7 +39,9 @@ function portFree(port: number, host = '127.0.0.1'): Promise<boolean> {
 /** `count` consecutive free ports on 127.0.0.1 (random base, so parallel test files differ). */
 export async function freePorts(count: number): Promise<number> {
   for (let attempt = 0; attempt < 200; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * 30000);
+    // Below Linux's ephemeral range (32768+): a port free now could otherwise be taken by
+    // an outgoing connection before the sshd binds it.
+    const base = 12000 + Math.floor(Math.random() * 20000);
     let ok = true;
     for (let i = 0; i < count && ok; i++) ok = await portFree(base + i);
     if (ok) return base;

@@ -15,6 +15,7 @@ import { startService } from '../lib/service';
 import { startSandboxCluster } from '../sandbox/cluster';
 import { startImageServer } from '../test/support/imageServer';
 import { requestSse } from '../test/support/sse';
+import { freePorts } from '../sandbox/testkit';
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
@@ -27,7 +28,7 @@ async function main(): Promise<void> {
   const server = await startDevServer({ port: await freePort(), namespace: 'default', dbFile: path.join(dir, 't.db') });
   const images = await startImageServer();
   const vmSshPort = await freePort();
-  const sshPortBase = 30000 + Math.floor(Math.random() * 20000);
+  const sshPortBase = await freePorts(2);
   const config = loadConfig({
     PORT: '0',
     DATA_DIR: path.join(dir, 'data'),

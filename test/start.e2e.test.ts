@@ -5,6 +5,7 @@ import { execa, ResultPromise } from 'execa';
 import { freePort, LOCAL_CLI_PATH } from '../lib/temporal/devServer';
 import { startImageServer } from './support/imageServer';
 import { requestSse } from './support/sse';
+import { freePorts } from '../sandbox/testkit';
 
 /**
  * `npm start` on a machine with nothing configured: it must come up with its own
@@ -29,7 +30,7 @@ beforeAll(async () => {
     TEMPORAL_DEV_PORT: String(ports.temporal),
     TEMPORAL_UI_PORT: String(ports.ui),
     VM_SSH_PORT: String(await freePort()),
-    SANDBOX_SSH_PORT_BASE: String(40000 + Math.floor(Math.random() * 10000)),
+    SANDBOX_SSH_PORT_BASE: String(await freePorts(2)),
     SANDBOX_BOOT_DELAY_MS: '300',
     ...images.env,
   };

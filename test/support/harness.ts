@@ -7,6 +7,7 @@ import { ensureSshKey, SshKeyPair } from '../../lib/sshKey';
 import { startService, RunningService } from '../../lib/service';
 import { startSandboxCluster, SandboxCluster } from '../../sandbox/cluster';
 import { startImageServer } from './imageServer';
+import { freePorts } from '../../sandbox/testkit';
 
 export type ImageServer = Awaited<ReturnType<typeof startImageServer>>;
 
@@ -36,7 +37,8 @@ export async function startHarness(
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-e2e-'));
   const images = await startImageServer();
   const vmSshPort = await freePort();
-  const sshPortBase = 30000 + Math.floor(Math.random() * 20000);
+  // One sshd per sandbox node on consecutive ports (pve1, pve2, and any set in env).
+  const sshPortBase = await freePorts((env.SANDBOX_NODES ?? 'pve1,pve2').split(',').length);
 
   const config = loadConfig({
     PORT: '0',

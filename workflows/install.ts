@@ -29,15 +29,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   const owner = workflowInfo().workflowId;
   const compensations: Array<() => Promise<void>> = [];
 
-  /** Runs one pipeline step with the seed's processing/success/error events. */
-  async function step<T>(name: string, doing: string, fn: () => Promise<T>): Promise<T> {
-    progress.current = name;
-    const t0 = Date.now();
-    progress.info(name, doing);
-    const value = await fn();
-    progress.emit(name, 'success', `[+] ${doing} done (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
-    return value;
-  }
+  const step = progress.step.bind(progress);
 
   progress.emit('preparation > workflow', 'info', `[*] workflow id: ${owner}`);
   upsertSearchAttributes([

@@ -145,15 +145,7 @@ async function operation(
   const { workflowId, workflowType } = workflowInfo();
   progress.emit(`${stage} > workflow`, 'info', `[*] workflow id: ${workflowId}`);
 
-  const step: Step = async (name, doing, fn) => {
-    const full = `${stage} > ${name}`;
-    progress.current = full;
-    const t0 = Date.now();
-    progress.info(full, doing);
-    const value = await fn();
-    progress.emit(full, 'success', `[+] ${doing} done (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
-    return value;
-  };
+  const step: Step = (name, doing, fn) => progress.step(`${stage} > ${name}`, doing, fn);
 
   try {
     const { done, ...rest } = await body(step);

@@ -54,4 +54,18 @@ export class Progress {
   info(step: string, message: string): void {
     this.emit(step, 'processing', `[*] ${message}`);
   }
+
+  /**
+   * Runs one pipeline step with the seed's events: `[*] <doing>` while it runs,
+   * `[+] <doing> done (<seconds>s)` when it finished. Command output that activities
+   * stream meanwhile is attributed to it.
+   */
+  async step<T>(name: string, doing: string, fn: () => Promise<T>): Promise<T> {
+    this.current = name;
+    const t0 = Date.now();
+    this.info(name, doing);
+    const value = await fn();
+    this.emit(name, 'success', `[+] ${doing} done (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
+    return value;
+  }
 }

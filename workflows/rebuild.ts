@@ -42,14 +42,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
     for (const e of events) progress.emit(e.step, e.status === 'error' ? 'processing' : e.status, e.message);
   });
 
-  async function step<T>(name: string, doing: string, fn: () => Promise<T>): Promise<T> {
-    progress.current = name;
-    const t0 = Date.now();
-    progress.info(name, doing);
-    const value = await fn();
-    progress.emit(name, 'success', `[+] ${doing} done (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
-    return value;
-  }
+  const step = progress.step.bind(progress);
 
   progress.emit('VM rebuild > workflow', 'info', `[*] workflow id: ${workflowId}`);
   upsertSearchAttributes([

@@ -1,4 +1,4 @@
-import { connectGuest, execOnGuest } from '../lib/guestSsh';
+import { sshWorks } from './support/guest';
 import { startHarness, Harness } from './support/harness';
 import { requestSse } from './support/sse';
 import { utils } from 'ssh2';
@@ -23,17 +23,8 @@ function userKey() {
   return { publicKey: pair.public.trim(), privateKey: Buffer.from(pair.private) };
 }
 
-async function sshWorks(ip: string, user: string, privateKey: Buffer): Promise<boolean> {
-  try {
-    const conn = await connectGuest({ host: ip, port: h.config.vmSshPort, username: user, privateKey }, 5000);
-    try {
-      return (await execOnGuest(conn, 'true')) === 0;
-    } finally {
-      conn.end();
-    }
-  } catch {
-    return false;
-  }
+function canSsh(ip: string, user: string, privateKey: Buffer): Promise<boolean> {
+  return sshWorks(ip, h.config.vmSshPort, user, privateKey);
 }
 
 function finalEvents(events: Array<{ step: string; status: string; message: string }>) {
@@ -71,9 +62,9 @@ describe.each([
     expect(ids).toEqual(ids.map((_, i) => i + 1));
 
     // the request key and the main node key both work, as the cloud-init user
-    expect(await sshWorks(`127.0.0.${vmid}`, defaultUser, key.privateKey)).toBe(true);
-    expect(await sshWorks(`127.0.0.${vmid}`, defaultUser, h.key.privateKey)).toBe(true);
-    expect(await sshWorks(`127.0.0.${vmid}`, defaultUser, userKey().privateKey)).toBe(false);
+    expect(await canSsh(`127.0.0.${vmid}`, defaultUser, key.privateKey)).toBe(true);
+    expect(await canSsh(`127.0.0.${vmid}`, defaultUser, h.key.privateKey)).toBe(true);
+    expect(await canSsh(`127.0.0.${vmid}`, defaultUser, userKey().privateKey)).toBe(false);
 
     const conf = await h.sandbox.readConfig(vmid);
     expect(conf).toMatch(new RegExp(`^name: web-${vmid}$`, 'm'));

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { connectGuest, execOnGuest } from '../lib/guestSsh';
+import { sshWorks } from './support/guest';
 import { VM_ID, VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { startHarness, Harness } from './support/harness';
 import { requestSse, SseResponse } from './support/sse';
@@ -46,17 +46,8 @@ async function status(id: number | string): Promise<{ status: number; text: stri
   return { status: res.status, text: await res.text() };
 }
 
-async function sshWorks(id: number): Promise<boolean> {
-  try {
-    const conn = await connectGuest({ host: `127.0.0.${id}`, port: h.config.vmSshPort, username: 'debian', privateKey: h.key.privateKey }, 5000);
-    try {
-      return (await execOnGuest(conn, 'true')) === 0;
-    } finally {
-      conn.end();
-    }
-  } catch {
-    return false;
-  }
+function canSsh(id: number): Promise<boolean> {
+  return sshWorks(`127.0.0.${id}`, h.config.vmSshPort, 'debian', h.key.privateKey);
 }
 
 async function callsSince(n: number) {
@@ -173,7 +164,7 @@ describe('running VM', () => {
       'VM reboot > finalizing info',
     ]);
     expect((await callsSince(before)).map((c) => c.argv.slice(0, 3).join(' '))).toContain(`qm reboot ${vmid}`);
-    expect(await sshWorks(vmid)).toBe(true);
+    expect(await canSsh(vmid)).toBe(true);
   });
 
   test('a second operation while one runs is refused with 409 naming the first', async () => {
@@ -319,7 +310,7 @@ describe('migration', () => {
     expect((await callsSince(before)).filter((c) => c.argv[1] === 'start')).toEqual([
       { node: 'pve2', argv: ['qm', 'start', String(vmid)], exitCode: 0 },
     ]);
-    expect(await sshWorks(vmid)).toBe(true);
+    expect(await canSsh(vmid)).toBe(true);
     expect(await status(vmid)).toEqual({ status: 200, text: 'running' });
 
     before = (await h.sandbox.calls()).length;
@@ -328,7 +319,7 @@ describe('migration', () => {
       { node: 'pve2', argv: ['qm', 'stop', String(vmid)], exitCode: 0 },
     ]);
     expect(await status(vmid)).toEqual({ status: 200, text: 'stopped' });
-    expect(await sshWorks(vmid)).toBe(false);
+    expect(await canSsh(vmid)).toBe(false);
 
     before = (await h.sandbox.calls()).length;
     const back = await requestSse(`${h.api}/vm/${vmid}/set/node`, { body: { node: 'pve1' } });
@@ -350,7 +341,7 @@ describe('start and re-attach', () => {
     expect(rest.events[0].id).toBe(3);
     expect(rest.events.at(-1)).toMatchObject({ step: 'VM start > finalizing', status: 'info' });
     expect(rest.events.filter((e) => e.status === 'error')).toEqual([]);
-    expect(await sshWorks(vmid)).toBe(true);
+    expect(await canSsh(vmid)).toBe(true);
     expect(await status(vmid)).toEqual({ status: 200, text: 'running' });
   });
 

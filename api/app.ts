@@ -5,6 +5,7 @@ import type { PayloadCodec } from '@temporalio/common';
 import { cors, requireMutationAccess } from './guard';
 import { codecRouter } from './codec';
 import { installRoutes } from './install';
+import { initScriptRoutes } from './initScripts';
 import { workflowRoutes } from './workflows';
 import { requestTimeout, sseLimiter, verifyJsonBody } from './limits';
 import { checkResumePoint } from './sse';
@@ -71,6 +72,7 @@ export function createApp(deps: AppDeps): express.Express {
   api.use('/workflows/:workflowId', workflows);
   api.use('/vm/install/:workflowId', workflows);
   app.use('/api', api);
+  app.use(initScriptRoutes());
 
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ success: false, message: 'not found' });

@@ -1,0 +1,22 @@
+import { Router, Request, Response } from 'express';
+import { initScriptFor, listInitScripts } from '../lib/initScripts';
+
+/**
+ * The OS init scripts at /sh/<os>_<version>.sh, as the seed served them. Installs deliver
+ * the script over the SSH session instead (the VM need not reach the API); this is for
+ * operators who want to read or run one by hand. Settings and the root password are not
+ * in the text: they are environment variables (QEMURUN_*) the caller sets.
+ */
+export function initScriptRoutes(): Router {
+  const router = Router();
+  const byFile = new Map(listInitScripts().map((s) => [s.file, s]));
+  router.get('/sh/:file', (req: Request, res: Response) => {
+    const script = byFile.get(String(req.params.file));
+    if (!script) {
+      res.status(404).json({ success: false, message: `no init script ${req.params.file}; there are ${[...byFile.keys()].join(', ')}` });
+      return;
+    }
+    res.type('text/x-shellscript; charset=utf-8').send(initScriptFor(script.os, script.version));
+  });
+  return router;
+}

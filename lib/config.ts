@@ -206,13 +206,12 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     if (addr.success) nodes[m[1]] = addr.data;
     else problems.push(`${key}: ${addr.error.issues[0].message}`);
   }
-  if (parsed.success) {
-    const env = parsed.data;
-    if (env.MAIN_NODE !== undefined) {
-      if (!env.GATEWAY) problems.push('GATEWAY: required when MAIN_NODE is set');
-      if (!env.ASSIGN_STORAGE) problems.push('ASSIGN_STORAGE: required when MAIN_NODE is set');
-      if (!nodes[env.MAIN_NODE]) problems.push(`NODE_${env.MAIN_NODE}: required, the address of MAIN_NODE`);
-    }
+  // Checked on the raw values too, so one start-up names every problem at once.
+  const main = source.MAIN_NODE?.trim();
+  if (main) {
+    if (!source.GATEWAY) problems.push('GATEWAY: required when MAIN_NODE is set');
+    if (!source.ASSIGN_STORAGE) problems.push('ASSIGN_STORAGE: required when MAIN_NODE is set');
+    if (!source[`NODE_${main}`]) problems.push(`NODE_${main}: required, the address of MAIN_NODE`);
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   return buildConfig(parsed.data, nodes);

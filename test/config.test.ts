@@ -1,0 +1,42 @@
+import { ConfigError, loadConfig } from '../lib/config';
+
+test('a bad configuration names every bad or missing setting at once', () => {
+  let err: unknown;
+  try {
+    loadConfig({ MAIN_NODE: 'pve1', PORT: 'eighty', GATEWAY: '10.0.0', NODE_pve2: '10.0.0.12:ssh', VM_MAX_CPU: '-1' });
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(ConfigError);
+  const text = (err as ConfigError).message;
+  for (const name of ['PORT', 'GATEWAY', 'NODE_pve2', 'VM_MAX_CPU', 'ASSIGN_STORAGE', 'NODE_pve1']) expect(text).toContain(name);
+});
+
+test('a real cluster: nodes with optional SSH ports, the seed names, clamped VMID range', () => {
+  const c = loadConfig({
+    MAIN_NODE: 'pve1',
+    NODE_pve1: '10.0.0.11',
+    NODE_pve2: '10.0.0.12:2222',
+    NODE_ENV: 'production', // Node.js's own variable, not a cluster node
+    NODE_OPTIONS: '--max-old-space-size=512',
+    GATEWAY: '10.0.0.1',
+    ASSIGN_STORAGE: 'local-lvm',
+    ALLOW_IPS: '10.0.0.5, 10.0.0.6',
+    ASSIGN_IP_START: '50',
+    ASSIGN_IP_END: '300',
+  });
+  expect(c.sandbox).toBe(false);
+  expect(c.nodes).toEqual({ pve1: { host: '10.0.0.11', port: 22 }, pve2: { host: '10.0.0.12', port: 2222 } });
+  expect(c.allowIps).toEqual(['10.0.0.5', '10.0.0.6']);
+  expect(c.vmidRange).toEqual({ start: 100, end: 254 });
+});
+
+test('nothing configured: sandbox mode on loopback, local callers allowed', () => {
+  const c = loadConfig({});
+  expect(c.sandbox).toBe(true);
+  expect(c.mainNode).toBe('pve1');
+  expect(c.gateway).toBe('127.0.0.1');
+  expect(c.allowIps).toEqual(['127.0.0.1', '::1']);
+  expect(c.port).toBe(8080);
+  expect(c.temporal).toMatchObject({ address: undefined, namespace: 'default', taskQueue: 'qemurun', uiPort: 8233 });
+});

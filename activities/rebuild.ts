@@ -7,7 +7,8 @@ import { ownerOf, specOf } from '../lib/ownership';
 import { readDisabledVmids, stateFiles } from '../lib/stateFiles';
 import { OS_VERSIONS, type InstallSpec, type ProgressEvent } from '../lib/types';
 import { progressQuery } from '../workflows/progress';
-import { relayedProgressSignal, vmWorkflowId } from '../workflows/rebuildShared';
+import { relayedProgressSignal } from '../workflows/rebuildShared';
+import { vmWorkflowId } from '../lib/types';
 
 export interface RebuildDeps {
   config: Config;

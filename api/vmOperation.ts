@@ -13,6 +13,7 @@ import {
 import type { Workflow } from '@temporalio/common';
 import { VM_ID, VM_NODE, VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { progressQuery } from '../workflows/progress';
+import { vmWorkflowId } from '../lib/types';
 
 /**
  * Starting an operation on an existing VM, one at a time per VM across every API
@@ -22,7 +23,7 @@ import { progressQuery } from '../workflows/progress';
  * existing VM (a rebuild, too) should start through here.
  */
 
-export const vmWorkflowId = (vmid: number): string => `vm-${vmid}`;
+
 
 /** Another workflow holds the VM: the API answers 409 naming it. */
 export class VmBusyError extends Error {

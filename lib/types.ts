@@ -43,6 +43,14 @@ export interface InstallSecrets {
   rootPassword?: string;
 }
 
+/**
+ * Every per-VM operation (start, stop, destroy, rebuild, ...) runs under this workflow id
+ * with `workflowIdConflictPolicy: 'FAIL'`, so two operations on one VM never run at once.
+ */
+export function vmWorkflowId(vmid: number): string {
+  return `vm-${vmid}`;
+}
+
 export type EventStatus = 'processing' | 'success' | 'info' | 'error';
 
 /** One SSE event as the seed sent it, plus a sequence number for re-attaching. */

@@ -7,7 +7,7 @@ import {
   workflowInfo,
   log,
 } from '@temporalio/workflow';
-import type { InstallResult, InstallSecrets, InstallSpec } from '../lib/types';
+import { DEFAULT_USER, type InstallResult, type InstallSecrets, type InstallSpec } from '../lib/types';
 import { VM_ID, VM_NAME, VM_NODE, VM_OS, VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { Progress } from './progress';
 import { cleanup, guest, proxmox, transfer } from './activityOptions';
@@ -81,7 +81,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     }
     await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid }));
     await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip}`, () =>
-      guest.waitForSsh({ ip: vm.ip, user: defaultUserOf(spec) }),
+      guest.waitForSsh({ ip: vm.ip, user: DEFAULT_USER[spec.os] }),
     );
     await step('VM initialization > init script', `running the ${spec.os} ${spec.version} init script`, () =>
       guest.runInitScript({
@@ -94,7 +94,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     );
     await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid }));
     await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip} after reboot`, () =>
-      guest.waitForSsh({ ip: vm.ip, user: defaultUserOf(spec) }),
+      guest.waitForSsh({ ip: vm.ip, user: DEFAULT_USER[spec.os] }),
     );
 
     const elapsedSec = (Date.now() - started) / 1000;
@@ -155,10 +155,6 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     }
     throw ApplicationFailure.nonRetryable(`no free VMID after ${MAX_VMID_ATTEMPTS} attempts`, 'NoFreeVmidError');
   }
-}
-
-function defaultUserOf(spec: InstallSpec): string {
-  return { debian: 'debian', ubuntu: 'ubuntu', rockylinux: 'rocky' }[spec.os];
 }
 
 function failureType(err: unknown): string | undefined {

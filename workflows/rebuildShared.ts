@@ -6,14 +6,6 @@ import type { InstallResult, InstallSpec, ProgressEvent } from '../lib/types';
  * this module, so it must stay free of Node.js imports.
  */
 
-/**
- * Every per-VM operation (start, stop, destroy, rebuild, ...) runs under this workflow id
- * with `workflowIdConflictPolicy: 'FAIL'`, so two operations on one VM never run at once.
- */
-export function vmWorkflowId(vmid: number): string {
-  return `vm-${vmid}`;
-}
-
 export interface RebuildInput {
   vmid: number;
   /**

@@ -13,7 +13,8 @@ import { NON_RETRYABLE_ERRORS } from '../lib/failures';
 import { VM_ID, VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { Progress } from './progress';
 import { rootFailure, vmRebuild } from './rebuild';
-import { vmWorkflowId, type RebuildInput, type ScheduledRebuildResult } from './rebuildShared';
+import { vmWorkflowId } from '../lib/types';
+import { type RebuildInput, type ScheduledRebuildResult } from './rebuildShared';
 
 const quick = proxyActivities<Activities>({
   startToCloseTimeout: '30s',

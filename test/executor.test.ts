@@ -244,6 +244,33 @@ describe('SshExecutor', () => {
     expect((await exec.run(['echo', 'after'])).stdout).toBe('after\n');
   });
 
+  it('copies a file over SFTP into place, reporting progress', async () => {
+    const src = path.join(tmp, 'image-a');
+    await fs.writeFile(src, Buffer.alloc(3 * 1024 * 1024, 'a'));
+    const dest = path.join(tmp, 'staged', 'one.img');
+    await fs.mkdir(path.dirname(dest), { recursive: true });
+    const seen: number[] = [];
+    await sshExecutor().putFile(src, dest, { onProgress: (sent) => seen.push(sent) });
+    expect((await fs.readFile(dest)).equals(await fs.readFile(src))).toBe(true);
+    expect(seen.at(-1)).toBe(3 * 1024 * 1024);
+    expect(await fs.readdir(path.dirname(dest))).toEqual(['one.img']);
+  });
+
+  it('two copies to the same path at once leave one whole file, not a mix', async () => {
+    // Two workers staging the same image: each writes its own part file and renames it.
+    const a = path.join(tmp, 'image-a');
+    const b = path.join(tmp, 'image-b');
+    await fs.writeFile(a, Buffer.alloc(8 * 1024 * 1024, 'a'));
+    await fs.writeFile(b, Buffer.alloc(8 * 1024 * 1024, 'b'));
+    const dest = path.join(tmp, 'staged-twice', 'same.img');
+    await fs.mkdir(path.dirname(dest), { recursive: true });
+    await Promise.all([sshExecutor().putFile(a, dest), sshExecutor().putFile(b, dest)]);
+    const result = await fs.readFile(dest);
+    const whole = [await fs.readFile(a), await fs.readFile(b)].some((src) => src.equals(result));
+    expect(whole).toBe(true);
+    expect(await fs.readdir(path.dirname(dest))).toEqual(['same.img']);
+  });
+
   it('throws ExecutorUnreachableError when nothing listens', async () => {
     const exec = sshExecutor({ port: await freePort() });
     await expect(exec.run(['true'])).rejects.toBeInstanceOf(ExecutorUnreachableError);

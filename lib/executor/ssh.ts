@@ -1,4 +1,5 @@
 import { promises as fs } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { Client, type ClientChannel, type SFTPWrapper } from 'ssh2';
 import { shellCommand } from './quote';
@@ -87,14 +88,21 @@ export class SshExecutor implements NodeExecutor {
       const onAbort = () => sftp.end();
       opts.signal?.addEventListener('abort', onAbort, { once: true });
       try {
-        const part = `${remotePath}.part`;
-        await new Promise<void>((resolve, reject) =>
-          sftp.fastPut(localPath, part, { mode: 0o600, step: (sent, _chunk, total) => opts.onProgress?.(sent, total) }, (err) =>
-            err ? reject(err) : resolve(),
-          ),
-        );
-        // posix-rename replaces an existing file, like mv; plain SFTP rename refuses to.
-        await new Promise<void>((resolve, reject) => sftp.ext_openssh_rename(part, remotePath, (err) => (err ? reject(err) : resolve())));
+        // A name of its own per copy: two workers staging the same image at once must not
+        // write into one file; each renames a complete copy into place.
+        const part = `${remotePath}.${randomBytes(6).toString('hex')}.part`;
+        try {
+          await new Promise<void>((resolve, reject) =>
+            sftp.fastPut(localPath, part, { mode: 0o600, step: (sent, _chunk, total) => opts.onProgress?.(sent, total) }, (err) =>
+              err ? reject(err) : resolve(),
+            ),
+          );
+          // posix-rename replaces an existing file, like mv; plain SFTP rename refuses to.
+          await new Promise<void>((resolve, reject) => sftp.ext_openssh_rename(part, remotePath, (err) => (err ? reject(err) : resolve())));
+        } catch (err) {
+          await new Promise<void>((resolve) => sftp.unlink(part, () => resolve()));
+          throw err;
+        }
       } finally {
         opts.signal?.removeEventListener('abort', onAbort);
         sftp.end();

@@ -13,9 +13,6 @@ export interface ImageDeps {
   executors: Record<string, NodeExecutor>;
 }
 
-/** Where images copied to a remote main node are kept (qm importdisk reads them there). */
-export const NODE_IMAGE_DIR = '/var/tmp/qemurun-images';
-
 /** The official cloud image, cached and checksum-verified where `qm importdisk` reads it. */
 export function imageActivities({ config, client, executors }: ImageDeps) {
   return {
@@ -28,7 +25,7 @@ export function imageActivities({ config, client, executors }: ImageDeps) {
       const main = executors[config.mainNode];
       if (!main.putFile) return input.path;
       const ctx = Context.current();
-      const dir = `${NODE_IMAGE_DIR}/${input.sha.slice(0, 16)}`;
+      const dir = `${config.nodeImageDir}/${input.sha.slice(0, 16)}`;
       const remote = `${dir}/${path.basename(input.path)}`;
       const present = await main.run(['test', '-f', remote]);
       if (present.exitCode === 0) return remote;

@@ -71,6 +71,11 @@ const envSchema = z.object({
   DATA_DIR: z.string().optional(),
   SSH_KEY_PATH: z.string().optional(),
   NODE_SSH_USER: z.string().default('root'),
+  MAIN_NODE_IMAGE_DIR: z
+    .string()
+    .trim()
+    .default('/var/tmp/qemurun-images')
+    .refine((v) => path.posix.isAbsolute(v), 'must be an absolute path on the main node'),
 
   TEMPORAL_ADDRESS: z.string().trim().min(1).optional(),
   TEMPORAL_NAMESPACE: z.string().trim().default('default'),
@@ -150,6 +155,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     dataDir,
     sshKeyPath: env.SSH_KEY_PATH ?? path.join(os.homedir(), '.ssh', 'id_ed25519'),
     nodeSshUser: env.NODE_SSH_USER,
+    /** Where images are copied on a main node reached over SSH (qm importdisk reads them there). */
+    nodeImageDir: env.MAIN_NODE_IMAGE_DIR.replace(/\/+$/, '') || '/',
     temporal: {
       address: env.TEMPORAL_ADDRESS,
       namespace: env.TEMPORAL_NAMESPACE,

@@ -40,3 +40,9 @@ test('nothing configured: sandbox mode on loopback, local callers allowed', () =
   expect(c.port).toBe(8080);
   expect(c.temporal).toMatchObject({ address: undefined, namespace: 'default', taskQueue: 'qemurun', uiPort: 8233 });
 });
+
+test('the image directory on a main node reached over SSH: absolute, defaulted, no trailing slash', () => {
+  expect(loadConfig({}).nodeImageDir).toBe('/var/tmp/qemurun-images');
+  expect(loadConfig({ MAIN_NODE_IMAGE_DIR: '/srv/images/' }).nodeImageDir).toBe('/srv/images');
+  expect(() => loadConfig({ MAIN_NODE_IMAGE_DIR: 'images' })).toThrow(/MAIN_NODE_IMAGE_DIR: must be an absolute path/);
+});

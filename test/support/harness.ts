@@ -44,6 +44,9 @@ export async function startHarness(
     PORT: '0',
     DATA_DIR: path.join(dir, 'data'),
     SSH_KEY_PATH: path.join(dir, 'ssh', 'id_ed25519'),
+    // The "main node" is this machine: images staged for it stay in this harness's dir, so
+    // runs side by side never share (or clean up) each other's copies.
+    MAIN_NODE_IMAGE_DIR: path.join(dir, 'node-images'),
     ALLOW_IPS: '127.0.0.1',
     GATEWAY: '127.0.0.1',
     VM_SSH_PORT: String(vmSshPort),

@@ -6,6 +6,7 @@ import type { OsName } from '../lib/types';
 import path from 'node:path';
 import type { NodeExecutor } from '../lib/executor/types';
 import { outputStream } from './output';
+import { copyDir, pruneOlderCopies, touchCopy } from '../lib/images/nodeCopies';
 
 export interface ImageDeps {
   config: Config;
@@ -19,17 +20,22 @@ export function imageActivities({ config, client, executors }: ImageDeps) {
     /**
      * `qm importdisk` reads the image on the main node. When the service runs there, the
      * cached file is already in place; off the cluster (docker-compose) it is copied over
-     * SFTP once, under a name carrying its checksum, so a changed image is copied again.
+     * SFTP once, under a name carrying its checksum, so a changed image is copied again
+     * and the copies of earlier releases are pruned.
      */
     async stageImage(input: { path: string; sha: string }): Promise<string> {
       const main = executors[config.mainNode];
       if (!main.putFile) return input.path;
       const ctx = Context.current();
-      const dir = `${config.nodeImageDir}/${input.sha.slice(0, 16)}`;
-      const remote = `${dir}/${path.basename(input.path)}`;
+      const fileName = path.basename(input.path);
+      const dir = copyDir(config.nodeImageDir, input.sha);
+      const remote = `${dir}/${fileName}`;
       const present = await main.run(['test', '-f', remote]);
-      if (present.exitCode === 0) return remote;
-      await main.run(['mkdir', '-p', dir]);
+      if (present.exitCode === 0) {
+        await touchCopy(main, remote);
+        return remote;
+      }
+      await main.run(['mkdir', '-p', '--', dir]);
       const out = outputStream(client);
       let lastPercent = -1;
       try {
@@ -43,6 +49,8 @@ export function imageActivities({ config, client, executors }: ImageDeps) {
             }
           },
         });
+        const pruned = await pruneOlderCopies(main, config.nodeImageDir, input.sha, fileName);
+        if (pruned.length > 0) out.line(`[*] removed ${pruned.length} older cop${pruned.length === 1 ? 'y' : 'ies'} of ${fileName} from ${config.mainNode}`);
       } finally {
         await out.close();
       }

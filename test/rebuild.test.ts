@@ -3,16 +3,16 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { utils } from 'ssh2';
 import { WorkflowFailedError } from '@temporalio/client';
-import { connectGuest, execOnGuest } from '../lib/guestSsh';
 import { ownerOf, specOf } from '../lib/ownership';
 import { parseVmConfig } from '../lib/proxmox/vmConfig';
 import { stateFiles } from '../lib/stateFiles';
 import { VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../lib/temporal/searchAttributes';
 import { vmProcess } from '../sandbox/state/runtime';
-import { sha256Crypt } from '../sandbox/state/sha256crypt';
 import { vmRebuild } from '../workflows';
 import { startHarness, Harness } from './support/harness';
 import { requestSse, SseResponse } from './support/sse';
+import { apiCall } from './support/api';
+import { cipasswordMatches, runInGuest } from './support/guest';
 
 /**
  * `POST /api/vm/:id/rebuild` and the vmRebuild workflow end to end: real Temporal, the
@@ -38,33 +38,11 @@ afterAll(async () => {
   await h?.stop();
 });
 
-async function post(p: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${h.api}${p}`, {
-    method: 'POST',
-    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text.startsWith('{') ? JSON.parse(text) : text };
-}
+const post = (p: string, body?: unknown) => apiCall(h.api, 'POST', p, body);
 
 /** Runs a command in the guest as `user` with the request's key; its exit code. */
-async function inGuest(vmid: number, command: string, user = 'debian', key: Buffer = userKey.privateKey): Promise<number> {
-  const conn = await connectGuest({ host: `127.0.0.${vmid}`, port: h.config.vmSshPort, username: user, privateKey: key }, 5000);
-  try {
-    return await execOnGuest(conn, command);
-  } finally {
-    conn.end();
-  }
-}
-
-/** Whether the VM's cloud-init password hash (sha256-crypt) is that of `password`. */
-function cipasswordMatches(conf: string, password: string): boolean {
-  const hash = /^cipassword: (\$5\$.*)$/m.exec(conf)?.[1];
-  if (!hash) return false;
-  const salt = hash.split('$')[2];
-  return sha256Crypt(password, salt) === hash;
-}
+const inGuest = (vmid: number, command: string, user = 'debian', key: Buffer = userKey.privateKey) =>
+  runInGuest(`127.0.0.${vmid}`, h.config.vmSshPort, user, key, command);
 
 /**
  * Whether a workflow with this id started at or after `t0`. Workflow ids are namespace-wide

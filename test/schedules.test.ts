@@ -3,13 +3,13 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { utils } from 'ssh2';
 import { defineSearchAttributeKey, SearchAttributeType, TypedSearchAttributes } from '@temporalio/common';
-import { connectGuest, execOnGuest } from '../lib/guestSsh';
 import { stateFiles } from '../lib/stateFiles';
 import { VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../lib/temporal/searchAttributes';
 import { vmProcess } from '../sandbox/state/runtime';
-import { sha256Crypt } from '../sandbox/state/sha256crypt';
 import { startHarness, Harness } from './support/harness';
 import { requestSse } from './support/sse';
+import { apiCall } from './support/api';
+import { cipasswordMatches, runInGuest } from './support/guest';
 
 /**
  * Rebuild schedules end to end: the API over real Temporal Schedules on the dev server,
@@ -41,15 +41,7 @@ afterAll(async () => {
   await h?.stop();
 });
 
-async function call(method: string, p: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${h.api}${p}`, {
-    method,
-    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text.startsWith('{') ? JSON.parse(text) : text };
-}
+const call = (method: string, p: string, body?: unknown) => apiCall(h.api, method, p, body);
 const post = (p: string, body?: unknown) => call('POST', p, body);
 const show = async (id = ID) => (await call('GET', `/schedules/${id}`)).json.schedule;
 
@@ -80,19 +72,8 @@ async function vmIdle(vmid = VMID) {
     .catch(() => undefined);
 }
 
-async function inGuest(command: string, key: Buffer = userKey.privateKey, vmid = VMID): Promise<number> {
-  const conn = await connectGuest({ host: `127.0.0.${vmid}`, port: h.config.vmSshPort, username: 'debian', privateKey: key }, 5000);
-  try {
-    return await execOnGuest(conn, command);
-  } finally {
-    conn.end();
-  }
-}
-
-function cipasswordMatches(conf: string, password: string): boolean {
-  const hash = /^cipassword: (\$5\$.*)$/m.exec(conf)?.[1];
-  return hash !== undefined && sha256Crypt(password, hash.split('$')[2]) === hash;
-}
+const inGuest = (command: string, key: Buffer = userKey.privateKey, vmid = VMID) =>
+  runInGuest(`127.0.0.${vmid}`, h.config.vmSshPort, 'debian', key, command);
 
 async function qmCalls(since: number, sub: string, vmid = VMID) {
   return (await h.sandbox.calls()).slice(since).filter((c) => c.argv[0] === 'qm' && c.argv[1] === sub && c.argv[2] === String(vmid));

@@ -1,15 +1,26 @@
 import { connectGuest, execOnGuest } from '../../lib/guestSsh';
+import { sha256Crypt } from '../../sandbox/state/sha256crypt';
+
+/** Runs `command` in the guest at `ip` as `user`, logging in with `privateKey`; its exit code. */
+export async function runInGuest(ip: string, port: number, user: string, privateKey: Buffer, command: string): Promise<number> {
+  const conn = await connectGuest({ host: ip, port, username: user, privateKey }, 5000);
+  try {
+    return await execOnGuest(conn, command);
+  } finally {
+    conn.end();
+  }
+}
 
 /** Whether the guest at `ip` lets `user` in with `privateKey` and runs a command. */
 export async function sshWorks(ip: string, port: number, user: string, privateKey: Buffer): Promise<boolean> {
-  try {
-    const conn = await connectGuest({ host: ip, port, username: user, privateKey }, 5000);
-    try {
-      return (await execOnGuest(conn, 'true')) === 0;
-    } finally {
-      conn.end();
-    }
-  } catch {
-    return false;
-  }
+  return runInGuest(ip, port, user, privateKey, 'true').then(
+    (code) => code === 0,
+    () => false,
+  );
+}
+
+/** Whether a VM config's cloud-init password hash (sha256-crypt) is that of `password`. */
+export function cipasswordMatches(conf: string, password: string): boolean {
+  const hash = /^cipassword: (\$5\$.*)$/m.exec(conf)?.[1];
+  return hash !== undefined && sha256Crypt(password, hash.split('$')[2]) === hash;
 }

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
-import { Client, utils } from 'ssh2';
+import { Client } from 'ssh2';
+import { generateEd25519 } from './sshKeys';
 import { startSandboxCluster, type SandboxCluster, type SandboxClusterOptions } from './cluster';
 
 /**
@@ -21,7 +22,7 @@ export interface KeyPair {
 }
 
 export function makeKeyPair(dir: string, name: string, comment = `${name}@sandbox-test`): KeyPair {
-  const pair = utils.generateKeyPairSync('ed25519', { comment });
+  const pair = generateEd25519(comment);
   const file = path.join(dir, name);
   fs.writeFileSync(file, pair.private, { mode: 0o600 });
   fs.writeFileSync(`${file}.pub`, pair.public.trim() + '\n');

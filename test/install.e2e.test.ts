@@ -1,7 +1,6 @@
-import { sshWorks } from './support/guest';
+import { sshWorks, userKeyPair } from './support/guest';
 import { startHarness, Harness } from './support/harness';
 import { requestSse } from './support/sse';
-import { utils } from 'ssh2';
 
 /**
  * The install workflow end to end: real Temporal dev server, the Proxmox sandbox (pve1
@@ -18,10 +17,7 @@ afterAll(async () => {
   await h?.stop();
 });
 
-function userKey() {
-  const pair = utils.generateKeyPairSync('ed25519', { comment: 'user@laptop' });
-  return { publicKey: pair.public.trim(), privateKey: Buffer.from(pair.private) };
-}
+const userKey = () => userKeyPair('user@laptop');
 
 function canSsh(ip: string, user: string, privateKey: Buffer): Promise<boolean> {
   return sshWorks(ip, h.config.vmSshPort, user, privateKey);

@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
-import { utils } from 'ssh2';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ownerOf, specOf } from '../lib/ownership';
 import { parseVmConfig } from '../lib/proxmox/vmConfig';
@@ -12,7 +11,7 @@ import { vmRebuild } from '../workflows';
 import { startHarness, Harness } from './support/harness';
 import { requestSse, SseResponse } from './support/sse';
 import { apiCall } from './support/api';
-import { cipasswordMatches, runInGuest } from './support/guest';
+import { cipasswordMatches, runInGuest, userKeyPair } from './support/guest';
 
 /**
  * `POST /api/vm/:id/rebuild` and the vmRebuild workflow end to end: real Temporal, the
@@ -21,10 +20,7 @@ import { cipasswordMatches, runInGuest } from './support/guest';
 
 let h: Harness;
 const VMID = 131;
-const userKey = (() => {
-  const pair = utils.generateKeyPairSync('ed25519', { comment: 'owner@laptop' });
-  return { publicKey: pair.public.trim(), privateKey: Buffer.from(pair.private) };
-})();
+const userKey = userKeyPair('owner@laptop');
 
 beforeAll(async () => {
   h = await startHarness();
@@ -98,7 +94,7 @@ describe('rebuild through the API', () => {
     expect(await inGuest(VMID, 'test -e ~/marker')).not.toBe(0);
     // The recorded key (and the main node's) still log in; another key does not.
     expect(await inGuest(VMID, 'true', 'debian', h.key.privateKey)).toBe(0);
-    const stranger = Buffer.from(utils.generateKeyPairSync('ed25519').private);
+    const stranger = userKeyPair('stranger').privateKey;
     await expect(inGuest(VMID, 'true', 'debian', stranger)).rejects.toThrow();
 
     const confAfter = (await h.sandbox.readConfig(VMID))!;

@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
-import { utils } from 'ssh2';
 import { defineSearchAttributeKey, SearchAttributeType, TypedSearchAttributes } from '@temporalio/common';
 import { stateFiles } from '../lib/stateFiles';
 import { VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../lib/temporal/searchAttributes';
@@ -9,7 +8,7 @@ import { vmProcess } from '../sandbox/state/runtime';
 import { startHarness, Harness } from './support/harness';
 import { requestSse } from './support/sse';
 import { apiCall } from './support/api';
-import { cipasswordMatches, runInGuest } from './support/guest';
+import { cipasswordMatches, runInGuest, userKeyPair } from './support/guest';
 
 /**
  * Rebuild schedules end to end: the API over real Temporal Schedules on the dev server,
@@ -22,10 +21,7 @@ const VMID = 140;
 const ID = `rebuild-vm-${VMID}`;
 const SECRET = 'Sch3d-Secret';
 const SCHEDULED_BY = defineSearchAttributeKey('TemporalScheduledById', SearchAttributeType.KEYWORD);
-const userKey = (() => {
-  const pair = utils.generateKeyPairSync('ed25519', { comment: 'owner@laptop' });
-  return { publicKey: pair.public.trim(), privateKey: Buffer.from(pair.private) };
-})();
+const userKey = userKeyPair('owner@laptop');
 
 beforeAll(async () => {
   h = await startHarness();

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
-import { utils } from 'ssh2';
+import { generateEd25519 } from '../sandbox/sshKeys';
 import { startHarness, Harness } from './support/harness';
 import { requestSse, SseResponse } from './support/sse';
 import { send, sendRaw, RawAnswer } from './support/securityHttp';
@@ -168,7 +168,7 @@ interface Installed {
 }
 
 describe('accepted hostile values travel through installs as literal values', () => {
-  const userKey = utils.generateKeyPairSync('ed25519');
+  const userKey = generateEd25519();
   const keyComment = `$(touch ${canary('key-s')});'"\`touch ${canary('key-b')}\` && x`;
   const hostilePubkey = `${userKey.public.trim().split(' ').slice(0, 2).join(' ')} ${keyComment}`;
   // Every printable hostile password value, spread over two installs (128 characters each at most).

@@ -11,6 +11,7 @@ import { bootDisk } from '../state/boot';
 import { defaultUsers, guestOs } from './guestOs';
 import { prepareGuestRoot, type CloudInit } from './guestRoot';
 import { startGuestSsh } from './sshServer';
+import { generateEd25519 } from '../sshKeys';
 
 /**
  * The "QEMU" process of one running sandbox VM (`node tsrun.js vm/main.ts <dir> <vmid>`,
@@ -79,8 +80,9 @@ function cloudInit(conf: VmConf, users: string[]): CloudInit | undefined {
 function hostKey(): string {
   const file = paths.guestHostKey(vmid);
   const existing = readIfExists(file);
-  if (existing) return existing;
-  const pair = utils.generateKeyPairSync('ed25519');
+  // A key written by an older sandbox may be one of ssh2's unreadable ones (see sshKeys.ts).
+  if (existing && !(utils.parseKey(existing) instanceof Error)) return existing;
+  const pair = generateEd25519(`root@vm${vmid}`);
   fs.writeFileSync(file, pair.private, { mode: 0o600 });
   return pair.private;
 }

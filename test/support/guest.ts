@@ -1,5 +1,6 @@
 import { connectGuest, execOnGuest } from '../../lib/guestSsh';
 import { sha256Crypt } from '../../sandbox/state/sha256crypt';
+import { generateEd25519 } from '../../sandbox/sshKeys';
 
 /** Runs `command` in the guest at `ip` as `user`, logging in with `privateKey`; its exit code. */
 export async function runInGuest(ip: string, port: number, user: string, privateKey: Buffer, command: string): Promise<number> {
@@ -23,4 +24,10 @@ export async function sshWorks(ip: string, port: number, user: string, privateKe
 export function cipasswordMatches(conf: string, password: string): boolean {
   const hash = /^cipassword: (\$5\$.*)$/m.exec(conf)?.[1];
   return hash !== undefined && sha256Crypt(password, hash.split('$')[2]) === hash;
+}
+
+/** A user's key pair, as a request's `pubkey` and the matching private key. */
+export function userKeyPair(comment = 'user@laptop'): { publicKey: string; privateKey: Buffer } {
+  const pair = generateEd25519(comment);
+  return { publicKey: pair.public, privateKey: Buffer.from(pair.private) };
 }

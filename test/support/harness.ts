@@ -8,6 +8,7 @@ import { startService, RunningService } from '../../lib/service';
 import { startSandboxCluster, SandboxCluster } from '../../sandbox/cluster';
 import { startImageServer } from './imageServer';
 import { freePorts } from '../../sandbox/testkit';
+import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 
 export type ImageServer = Awaited<ReturnType<typeof startImageServer>>;
 
@@ -73,6 +74,7 @@ export async function startHarness(
   });
   config.nodes = sandbox.nodeAddresses;
 
+  quietWorkerLogs();
   const service = await startService({
     config,
     temporalAddress,
@@ -97,4 +99,17 @@ export async function startHarness(
       if (!process.env.KEEP_TEST_TMP) fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The SDK logs every worker state change at INFO and every expected activity failure of
+ * the fault-injection tests at WARN; in a test run that buries the failures that matter.
+ * TEST_LOG_LEVEL=INFO (or DEBUG) brings them back.
+ */
+function quietWorkerLogs(): void {
+  try {
+    Runtime.install({ logger: new DefaultLogger((process.env.TEST_LOG_LEVEL ?? 'ERROR') as LogLevel) });
+  } catch {
+    // Already installed (or instantiated) in this test file: keep it.
+  }
 }

@@ -9,6 +9,7 @@ import { startSandboxCluster, SandboxCluster } from '../../sandbox/cluster';
 import { startImageServer } from './imageServer';
 import { freePorts } from '../../sandbox/testkit';
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
+import { resolveEncryptionKeys } from '../../lib/temporal/encryptionKeys';
 
 export type ImageServer = Awaited<ReturnType<typeof startImageServer>>;
 
@@ -75,6 +76,8 @@ export async function startHarness(
   config.nodes = sandbox.nodeAddresses;
 
   quietWorkerLogs();
+  // The data dir's key file, made here so the service finds it instead of announcing it.
+  resolveEncryptionKeys({ ...config.encryption, dataDir: config.dataDir });
   const service = await startService({
     config,
     temporalAddress,

@@ -1,8 +1,8 @@
 import { execa } from 'execa';
-import { temporal } from '@temporalio/proto';
 import { LOCAL_CLI_PATH } from '../lib/temporal/devServer';
 import { startHarness, Harness } from './support/harness';
 import { requestSse, SseResponse } from './support/sse';
+import { activityAttempts as attemptsInHistory } from './support/history';
 
 /**
  * The install workflow's promises beyond the happy path, on the real Temporal server and
@@ -20,7 +20,6 @@ afterAll(async () => {
   await h?.stop();
 });
 
-const EventType = temporal.api.enums.v1.EventType;
 
 function install(body: Record<string, unknown>, opts: Parameters<typeof requestSse>[1] = {}): Promise<SseResponse> {
   return requestSse(`${h.api}/vm/install`, { body, ...opts });
@@ -40,22 +39,7 @@ async function vmIds(): Promise<number[]> {
 }
 
 /** Attempts of each activity type, from the real workflow history. */
-async function activityAttempts(workflowId: string): Promise<Record<string, number>> {
-  const history = await h.service.client.workflow.getHandle(workflowId).fetchHistory();
-  const typeByScheduled = new Map<string, string>();
-  const attempts: Record<string, number> = {};
-  for (const e of history.events ?? []) {
-    if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) {
-      typeByScheduled.set(String(e.eventId), e.activityTaskScheduledEventAttributes!.activityType!.name!);
-    }
-    if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED) {
-      const a = e.activityTaskStartedEventAttributes!;
-      const type = typeByScheduled.get(String(a.scheduledEventId))!;
-      attempts[type] = Math.max(attempts[type] ?? 0, a.attempt ?? 1);
-    }
-  }
-  return attempts;
-}
+const activityAttempts = (workflowId: string) => attemptsInHistory(h.service.client, workflowId);
 
 test('node pve2: the VM is migrated over SSH before its first boot and answers there', async () => {
   const res = await install({ os: 'debian', version: '12', node: 'pve2' });

@@ -6,6 +6,7 @@ import { ensureSshKey } from '../lib/sshKey';
 import { initScriptEnv, initScriptFor } from '../lib/initScripts';
 import { shellQuote } from '../lib/executor/quote';
 import { outputStream } from './output';
+import { keepAlive } from './keepAlive';
 
 export interface GuestDeps {
   config: Config;
@@ -61,11 +62,13 @@ export function guestActivities({ config, client }: GuestDeps) {
       const out = outputStream(client, [input.rootPassword ?? '', config.rootPassword ?? '']);
       const conn = await connectGuest({ host: input.ip, port: config.vmSshPort, username: input.user, privateKey: key() });
       try {
-        const code = await execOnGuest(conn, 'sudo bash -s', {
-          stdin: script,
-          signal: ctx.cancellationSignal,
-          onLine: (line) => out.line(line),
-        });
+        const code = await keepAlive(() =>
+          execOnGuest(conn, 'sudo bash -s', {
+            stdin: script,
+            signal: ctx.cancellationSignal,
+            onLine: (line) => out.line(line),
+          }),
+        );
         if (code !== 0) throw ApplicationFailure.retryable(`init script exited with code ${code}`, 'InitScriptError');
       } finally {
         conn.end();

@@ -6,6 +6,7 @@ import type { OsName } from '../lib/types';
 import path from 'node:path';
 import type { NodeExecutor } from '../lib/executor/types';
 import { outputStream } from './output';
+import { keepAlive } from './keepAlive';
 import { copyDir, pruneOlderCopies, touchCopy } from '../lib/images/nodeCopies';
 
 export interface ImageDeps {
@@ -39,16 +40,18 @@ export function imageActivities({ config, client, executors }: ImageDeps) {
       const out = outputStream(client);
       let lastPercent = -1;
       try {
-        await main.putFile(input.path, remote, {
-          signal: ctx.cancellationSignal,
-          onProgress: (sent, total) => {
-            const percent = Math.floor((sent / total) * 100);
-            if (percent >= lastPercent + 5) {
-              lastPercent = percent;
-              out.line(`[*] copying the image to ${config.mainNode}: ${percent}%`);
-            }
-          },
-        });
+        await keepAlive(() =>
+          main.putFile!(input.path, remote, {
+            signal: ctx.cancellationSignal,
+            onProgress: (sent, total) => {
+              const percent = Math.floor((sent / total) * 100);
+              if (percent >= lastPercent + 5) {
+                lastPercent = percent;
+                out.line(`[*] copying the image to ${config.mainNode}: ${percent}%`);
+              }
+            },
+          }),
+        );
         const pruned = await pruneOlderCopies(main, config.nodeImageDir, input.sha, fileName);
         if (pruned.length > 0) out.line(`[*] removed ${pruned.length} older cop${pruned.length === 1 ? 'y' : 'ies'} of ${fileName} from ${config.mainNode}`);
       } finally {
@@ -60,23 +63,22 @@ export function imageActivities({ config, client, executors }: ImageDeps) {
     async downloadImage(input: { os: OsName; version: string }): Promise<{ path: string; sha: string; downloaded: boolean }> {
       const ctx = Context.current();
       const out = outputStream(client);
-      // Hashing a cached image or waiting on another worker's download reports nothing;
-      // the heartbeat says this attempt is alive all the same.
-      const alive = setInterval(() => ctx.heartbeat(), 10_000);
       try {
-        const image = await ensureImage({
-          os: input.os,
-          version: input.version,
-          dataDir: config.dataDir,
-          bases: config.imageBase,
-          signal: ctx.cancellationSignal,
-          onProgress: (p) => out.line(`[*] downloading: ${p.percent === undefined ? `${p.receivedBytes} bytes` : `${p.percent.toFixed(0)}%`}`),
-          onWaitForLock: () => out.line('[*] another worker is downloading this image; waiting for it'),
-        });
+        // Hashing a cached image or waiting on another worker's download reports nothing.
+        const image = await keepAlive(() =>
+          ensureImage({
+            os: input.os,
+            version: input.version,
+            dataDir: config.dataDir,
+            bases: config.imageBase,
+            signal: ctx.cancellationSignal,
+            onProgress: (p) => out.line(`[*] downloading: ${p.percent === undefined ? `${p.receivedBytes} bytes` : `${p.percent.toFixed(0)}%`}`),
+            onWaitForLock: () => out.line('[*] another worker is downloading this image; waiting for it'),
+          }),
+        );
         out.line(image.downloaded ? `[*] ${image.url} downloaded and verified (${image.algorithm})` : `[*] cached image is current (${image.algorithm} verified)`);
         return { path: image.path, sha: image.sha, downloaded: image.downloaded };
       } finally {
-        clearInterval(alive);
         await out.close();
       }
     },

@@ -12,6 +12,7 @@ import { ensureSshKey } from '../lib/sshKey';
 import { ownerMarker, isOwnedBy, specMarker } from '../lib/ownership';
 import { vmIp } from '../lib/network';
 import { outputStream } from './output';
+import { keepAlive } from './keepAlive';
 
 export interface ProxmoxDeps {
   config: Config;
@@ -156,10 +157,12 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
       if (existing) return existing.volid;
       const out = outputStream(client);
       try {
-        return await node.importDisk(input.vmid, input.imagePath, config.storage, {
-          onProgress: (line) => out.line(line),
-          signal: Context.current().cancellationSignal,
-        });
+        return await keepAlive(() =>
+          node.importDisk(input.vmid, input.imagePath, config.storage, {
+            onProgress: (line) => out.line(line),
+            signal: Context.current().cancellationSignal,
+          }),
+        );
       } finally {
         await out.close();
       }
@@ -192,11 +195,14 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
       if (current === input.target) return; // done before a crash
       const out = outputStream(client);
       try {
-        await (await locateOrFail(input.vmid)).migrate(input.vmid, input.target, {
-          withLocalDisks: true,
-          onLine: (line) => out.line(line),
-          signal: Context.current().cancellationSignal,
-        });
+        const node = await locateOrFail(input.vmid);
+        await keepAlive(() =>
+          node.migrate(input.vmid, input.target, {
+            withLocalDisks: true,
+            onLine: (line) => out.line(line),
+            signal: Context.current().cancellationSignal,
+          }),
+        );
       } finally {
         await out.close();
       }

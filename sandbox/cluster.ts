@@ -28,6 +28,8 @@ export interface SandboxClusterOptions {
   bootDelayMs?: number;
   /** Lines the guests' apt-get/dnf print per call (default 0), for output-streaming tests. */
   packageOutputLines?: number;
+  /** Silence of a guest's first apt-get/dnf call (a slow mirror), in ms; default 0. */
+  packageSilenceMs?: number;
   /** Node sshd ports: base + index of the node in `nodes`. */
   sshPortBase: number;
   /** OpenSSH public key allowed as root on the node sshds. */
@@ -93,6 +95,7 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     vmSshPort: opts.vmSshPort,
     bootDelayMs: opts.bootDelayMs ?? 1000,
     packageOutputLines: opts.packageOutputLines ?? 0,
+    packageSilenceMs: opts.packageSilenceMs ?? 0,
   };
   let model: ClusterModel;
   if (fs.existsSync(paths.clusterJson)) {

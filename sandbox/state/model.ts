@@ -47,6 +47,11 @@ export interface ClusterModel {
    * hundreds): lets tests stream a noisy init script. 0 = quiet.
    */
   packageOutputLines?: number;
+  /**
+   * How long a guest's first package-manager call prints nothing (a slow mirror's
+   * metadata download): lets tests run an init script with a long silent phase. 0 = none.
+   */
+  packageSilenceMs?: number;
   macPrefix: string;
   qemuVersion: string;
   pveVersion: string;
@@ -97,6 +102,7 @@ export function defaultModel(o: {
   vmSshPort: number;
   bootDelayMs: number;
   packageOutputLines?: number;
+  packageSilenceMs?: number;
   nodeHost: string;
 }): ClusterModel {
   return {
@@ -105,6 +111,7 @@ export function defaultModel(o: {
     vmSshPort: o.vmSshPort,
     bootDelayMs: o.bootDelayMs,
     packageOutputLines: o.packageOutputLines,
+    packageSilenceMs: o.packageSilenceMs,
     macPrefix: 'BC:24:11',
     qemuVersion: '9.2.0',
     pveVersion: 'pve-manager/8.3.2/3e76eec21c4a14a7',

@@ -103,7 +103,7 @@ async function boot(): Promise<void> {
   const root = paths.guestRoot(vmid);
   fs.mkdirSync(root, { recursive: true });
   const firstBoot = !fs.existsSync(`${root}/etc/os-release`);
-  prepareGuestRoot(root, os, ci, { packageOutputLines: model.packageOutputLines });
+  prepareGuestRoot(root, os, ci, { packageOutputLines: model.packageOutputLines, packageSilenceMs: model.packageSilenceMs });
   if (ci && firstBoot && conf.props.ciupgrade !== '0') {
     // cloud-init's package_upgrade (PVE's ciupgrade, default on) runs at first boot.
     fs.appendFileSync(paths.guestLog(vmid), `${new Date().toISOString()} cloud-init: package_upgrade (${os.id === 'rocky' ? 'dnf -y upgrade' : 'apt-get -y dist-upgrade'})\n`);

@@ -98,11 +98,21 @@ record() {
 
 const PACKAGE_MANAGERS = ['apt-get', 'apt', 'dnf', 'yum'];
 
-export function shimScript(tool: string, def: ShimDef, outputLines = 0): string {
+/** Marks that the guest's slow first package-manager call has happened. */
+const SLOW_MIRROR_DONE = '/var/lib/sandbox/slow-mirror-done';
+
+export function shimScript(tool: string, def: ShimDef, opts: { outputLines?: number; silenceMs?: number } = {}): string {
   const rootOnly = def.rootOnlyWhen ?? 'true';
+  const isPackageManager = PACKAGE_MANAGERS.includes(tool);
+  const outputLines = Math.floor(opts.outputLines ?? 0);
+  const silenceSec = (opts.silenceMs ?? 0) / 1000;
+  const silence =
+    silenceSec > 0 && isPackageManager
+      ? `if [[ ! -e ${SLOW_MIRROR_DONE} ]]; then mkdir -p ${SLOW_MIRROR_DONE.replace(/\/[^/]+$/, '')}; : > ${SLOW_MIRROR_DONE}; sleep ${silenceSec}; fi`
+      : '';
   const noise =
-    outputLines > 0 && PACKAGE_MANAGERS.includes(tool)
-      ? `for ((i = 1; i <= ${Math.floor(outputLines)}; i++)); do printf 'Get:%d http://mirror.invalid/pool/main pkg%d 1.0-%d [%d kB]\\n' "$i" "$i" "$i" "$((i % 900 + 10))"; done`
+    outputLines > 0 && isPackageManager
+      ? `for ((i = 1; i <= ${outputLines}; i++)); do printf 'Get:%d http://mirror.invalid/pool/main pkg%d 1.0-%d [%d kB]\\n' "$i" "$i" "$i" "$((i % 900 + 10))"; done`
       : '';
   return `#!/bin/bash
 # Sandbox guest: records '${tool}' instead of running it (see sandbox/vm/shims.ts).
@@ -115,6 +125,7 @@ if [[ "$(id -u)" != 0 ]] && ${rootOnly}; then
   exit ${def.deniedCode ?? 1}
 fi
 ${def.after ?? ''}
+${silence}
 ${noise}
 exit 0
 `;

@@ -32,7 +32,7 @@ export interface Harness {
  */
 export async function startHarness(
   env: Record<string, string> = {},
-  sandboxOptions: { packageOutputLines?: number; mainNodeOverSsh?: boolean } = {},
+  sandboxOptions: { packageOutputLines?: number; packageSilenceMs?: number; mainNodeOverSsh?: boolean } = {},
 ): Promise<Harness> {
   const temporalAddress = process.env.TEST_TEMPORAL_ADDRESS;
   if (!temporalAddress) throw new Error('TEST_TEMPORAL_ADDRESS unset: run through jest (globalSetup starts Temporal)');
@@ -72,6 +72,7 @@ export async function startHarness(
     sshPortBase,
     rootAuthorizedKey: key.publicKey,
     packageOutputLines: sandboxOptions.packageOutputLines,
+    packageSilenceMs: sandboxOptions.packageSilenceMs,
   });
   config.nodes = sandbox.nodeAddresses;
 

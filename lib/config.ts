@@ -49,7 +49,7 @@ const csv = z
       .filter(Boolean),
   );
 
-const envSchema = z.object({
+export const envSchema = z.object({
   PORT: intFrom(8080),
   GATEWAY: ipv4.optional(),
   MAIN_NODE: z.string().trim().min(1).optional(),

@@ -1,4 +1,6 @@
-import { ConfigError, loadConfig } from '../lib/config';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ConfigError, envSchema, loadConfig } from '../lib/config';
 
 test('a bad configuration names every bad or missing setting at once', () => {
   let err: unknown;
@@ -45,4 +47,14 @@ test('the image directory on a main node reached over SSH: absolute, defaulted, 
   expect(loadConfig({}).nodeImageDir).toBe('/var/tmp/qemurun-images');
   expect(loadConfig({ MAIN_NODE_IMAGE_DIR: '/srv/images/' }).nodeImageDir).toBe('/srv/images');
   expect(() => loadConfig({ MAIN_NODE_IMAGE_DIR: 'images' })).toThrow(/MAIN_NODE_IMAGE_DIR: must be an absolute path/);
+});
+
+test('every setting the service reads is described in the README settings table', () => {
+  const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8');
+  // The first cell of each row of the Settings table names one or more variables.
+  const table = readme.slice(readme.indexOf('## Settings'), readme.indexOf('\n## ', readme.indexOf('## Settings') + 1));
+  const firstCells = [...table.matchAll(/^\| ([^|]+) \|/gm)].map((m) => m[1]);
+  const documented = new Set(firstCells.flatMap((cell) => [...cell.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((m) => m[1])));
+  const undocumented = Object.keys(envSchema.shape).filter((name) => !documented.has(name));
+  expect(undocumented).toEqual([]);
 });

@@ -98,12 +98,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     );
 
     const elapsedSec = (Date.now() - started) / 1000;
-    const done = 'VM initialization > finalizing';
-    progress.emit(done, 'success', `[+] VM installation completed in ${elapsedSec.toFixed(2)}s`);
-    progress.emit(done, 'success', `[*] VMID: ${vm.vmid}`);
-    progress.emit(done, 'success', `[*] IP: ${vm.ip}`);
-    progress.emit(done, 'success', `[*] User: ${spec.user}`);
-    progress.state = 'completed';
+    progress.finished('VM initialization > finalizing', `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, user: spec.user });
     return { vmid: vm.vmid, ip: vm.ip, user: spec.user, node: spec.node ?? mainNode, name: vm.name, elapsedSec };
   } catch (err) {
     const cancelled = isCancellation(err);

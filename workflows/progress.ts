@@ -68,4 +68,16 @@ export class Progress {
     this.emit(name, 'success', `[+] ${doing} done (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
     return value;
   }
+
+  /**
+   * The seed's four closing events of a VM that is up (elapsed time, VMID, IP, user),
+   * after which the stream ends.
+   */
+  finished(step: string, headline: string, vm: { vmid: number; ip: string; user: string }): void {
+    this.emit(step, 'success', `[+] ${headline}`);
+    this.emit(step, 'success', `[*] VMID: ${vm.vmid}`);
+    this.emit(step, 'success', `[*] IP: ${vm.ip}`);
+    this.emit(step, 'success', `[*] User: ${vm.user}`);
+    this.state = 'completed';
+  }
 }

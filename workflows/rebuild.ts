@@ -86,12 +86,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
     );
 
     const elapsedSec = (Date.now() - started) / 1000;
-    const done = 'VM rebuild > finalizing';
-    progress.emit(done, 'success', `[+] VM rebuild completed in ${elapsedSec.toFixed(2)}s`);
-    progress.emit(done, 'success', `[*] VMID: ${installed.vmid}`);
-    progress.emit(done, 'success', `[*] IP: ${installed.ip}`);
-    progress.emit(done, 'success', `[*] User: ${installed.user}`);
-    progress.state = 'completed';
+    progress.finished('VM rebuild > finalizing', `VM rebuild completed in ${elapsedSec.toFixed(2)}s`, installed);
     return { ...installed, elapsedSec, installWorkflowId: installId, replacedOwner };
   } catch (err) {
     const cancelled = isCancellation(err);

@@ -155,19 +155,24 @@ function oneTiming(body: { cron?: string; interval?: string }, ctx: z.Refinement
   }
 }
 
+/** What a schedule is made of, set at creation and changeable by an update. */
+const scheduleFields = {
+  /** A full install body (with `id`): runs rebuild that VM from it, and install it when it is missing. */
+  spec: z.unknown().optional(),
+  passwd: passwd.optional(),
+  cron: cron.optional(),
+  interval: interval.optional(),
+  timezone: timezone.optional(),
+  overlap: overlap.optional(),
+  paused: z.boolean({ error: 'paused must be true or false' }).optional(),
+  note: note.optional(),
+};
+
 export const createScheduleSchema = z
   .object({
     id: scheduleId.optional(),
     vmid: z.number({ error: 'vmid must be an integer' }).int('vmid must be an integer').min(100, 'vmid must be at least 100').max(999_999_999).optional(),
-    /** A full install body (with `id`): runs rebuild that VM from it, and install it when it is missing. */
-    spec: z.unknown().optional(),
-    passwd: passwd.optional(),
-    cron: cron.optional(),
-    interval: interval.optional(),
-    timezone: timezone.optional(),
-    overlap: overlap.optional(),
-    paused: z.boolean({ error: 'paused must be true or false' }).optional(),
-    note: note.optional(),
+    ...scheduleFields,
   })
   .strict()
   .superRefine((body, ctx) => {
@@ -183,16 +188,7 @@ export const createScheduleSchema = z
 export type CreateScheduleBody = z.infer<typeof createScheduleSchema>;
 
 export const updateScheduleSchema = z
-  .object({
-    spec: z.unknown().optional(),
-    passwd: passwd.optional(),
-    cron: cron.optional(),
-    interval: interval.optional(),
-    timezone: timezone.optional(),
-    overlap: overlap.optional(),
-    paused: z.boolean({ error: 'paused must be true or false' }).optional(),
-    note: note.optional(),
-  })
+  .object(scheduleFields)
   .strict()
   .superRefine((body, ctx) => oneTiming(body, ctx, false));
 

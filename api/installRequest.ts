@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { describeIssues } from './issues';
 import type { Config } from '../lib/config';
+import { keyBlobType } from '../lib/sshKey';
 import { DEFAULT_USER, OS_VERSIONS, OsName, InstallSecrets, InstallSpec } from '../lib/types';
 
 /**
@@ -18,10 +19,7 @@ const OPENSSH_KEY_TYPES = [
 export function isOpenSshPublicKey(line: string): boolean {
   const m = /^(\S+) ([A-Za-z0-9+/]+={0,2})(?: ([\x20-\x7e]{0,200}))?$/.exec(line);
   if (!m || !OPENSSH_KEY_TYPES.includes(m[1])) return false;
-  const blob = Buffer.from(m[2], 'base64');
-  if (blob.length < 4) return false;
-  const len = blob.readUInt32BE(0);
-  return blob.subarray(4, 4 + len).toString('latin1') === m[1];
+  return keyBlobType(Buffer.from(m[2], 'base64')) === m[1];
 }
 
 const int = (field: string, min: number, max: number) =>

@@ -35,3 +35,10 @@ export function ensureSshKey(keyPath: string): SshKeyPair {
     publicKey: fs.readFileSync(`${found}.pub`, 'utf8').trim(),
   };
 }
+
+/** The key type an SSH public key blob names: its first string (uint32 length + bytes). */
+export function keyBlobType(blob: Buffer): string | undefined {
+  if (blob.length < 4) return undefined;
+  const len = blob.readUInt32BE(0);
+  return blob.subarray(4, 4 + len).toString('latin1');
+}

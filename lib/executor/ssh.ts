@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { Client, type ClientChannel, type SFTPWrapper } from 'ssh2';
 import { shellCommand } from './quote';
+import { keyBlobType } from '../sshKey';
 import {
   ExecutorTimeoutError,
   ExecutorUnreachableError,
@@ -377,7 +378,8 @@ const knownHostsLocks = new Map<string, Promise<unknown>>();
 async function checkHostKey(file: string, node: string, host: string, key: Buffer): Promise<void> {
   const previous = knownHostsLocks.get(file) ?? Promise.resolve();
   const task = previous.catch(() => undefined).then(async () => {
-    const type = keyType(key);
+    const type = keyBlobType(key);
+    if (!type) throw new ExecutorUnreachableError(node, `host ${host} offered a malformed host key`);
     const blob = key.toString('base64');
     const text = await fs.readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT') return '';
@@ -399,12 +401,6 @@ async function checkHostKey(file: string, node: string, host: string, key: Buffe
   });
   knownHostsLocks.set(file, task);
   await task;
-}
-
-/** The key type is the first string of an SSH public key blob (uint32 length + bytes). */
-function keyType(key: Buffer): string {
-  const len = key.readUInt32BE(0);
-  return key.subarray(4, 4 + len).toString('latin1');
 }
 
 const SIGNALS: Record<string, number> = { HUP: 1, INT: 2, QUIT: 3, ABRT: 6, KILL: 9, USR1: 10, SEGV: 11, USR2: 12, PIPE: 13, ALRM: 14, TERM: 15 };

@@ -26,7 +26,8 @@ export function imageActivities({ config, client, executors }: ImageDeps) {
      */
     async stageImage(input: { path: string; sha: string }): Promise<string> {
       const main = executors[config.mainNode];
-      if (!main.putFile) return input.path;
+      const putFile = main.putFile?.bind(main);
+      if (!putFile) return input.path;
       const ctx = Context.current();
       const fileName = path.basename(input.path);
       const dir = copyDir(config.nodeImageDir, input.sha);
@@ -41,7 +42,7 @@ export function imageActivities({ config, client, executors }: ImageDeps) {
       let lastPercent = -1;
       try {
         await keepAlive(() =>
-          main.putFile!(input.path, remote, {
+          putFile(input.path, remote, {
             signal: ctx.cancellationSignal,
             onProgress: (sent, total) => {
               const percent = Math.floor((sent / total) * 100);

@@ -1,6 +1,5 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { LocalExecutor } from '../lib/executor/local';
@@ -8,20 +7,10 @@ import { SshExecutor } from '../lib/executor/ssh';
 import { shellCommand, shellQuote } from '../lib/executor/quote';
 import { ExecutorTimeoutError, ExecutorUnreachableError, type NodeExecutor } from '../lib/executor/types';
 import { startNodeSshd, type NodeSshd } from '../sandbox/nodeSshd';
+import { freePort } from '../lib/temporal/devServer';
 
 /** Prints its arguments as a JSON array: shows exactly how argv arrived. */
 const PRINT_ARGV = ['node', '-e', 'console.log(JSON.stringify(process.argv.slice(1)))', '--'];
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 let tmp: string;
 let keyPath: string;

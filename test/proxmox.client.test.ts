@@ -1,6 +1,5 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { LocalExecutor } from '../lib/executor/local';
@@ -9,6 +8,7 @@ import type { CommandResult, NodeExecutor, RunOptions } from '../lib/executor/ty
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { ParameterError, ProxmoxCommandError, VmLockedError, VmStateError, VmidTakenError } from '../lib/proxmox/errors';
 import { startNodeSshd, type NodeSshd } from '../sandbox/nodeSshd';
+import { freePort } from '../lib/temporal/devServer';
 import { sha256Crypt } from '../lib/proxmox/cipassword';
 
 /** The password as qm receives it: its SHA-256 crypt hash, which must verify against it. */
@@ -209,12 +209,7 @@ console.log('update VM ' + args[1] + ': ...');
     );
     const keyPath = path.join(tmp, 'id_ed25519');
     execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', keyPath]);
-    const port = await new Promise<number>((resolve) => {
-      const srv = net.createServer().listen(0, '127.0.0.1', () => {
-        const p = (srv.address() as net.AddressInfo).port;
-        srv.close(() => resolve(p));
-      });
-    });
+    const port = await freePort();
     sshd = await startNodeSshd({
       node: 'pve2',
       host: '127.0.0.1',

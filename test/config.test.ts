@@ -49,10 +49,9 @@ test('the image directory on a main node reached over SSH: absolute, defaulted, 
   expect(() => loadConfig({ MAIN_NODE_IMAGE_DIR: 'images' })).toThrow(/MAIN_NODE_IMAGE_DIR: must be an absolute path/);
 });
 
-test('every setting the service reads is described in the README settings table', () => {
-  const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8');
-  // The first cell of each row of the Settings table names one or more variables.
-  const table = readme.slice(readme.indexOf('## Settings'), readme.indexOf('\n## ', readme.indexOf('## Settings') + 1));
+test('every setting the service reads is described in the settings table of docs/configuration.md', () => {
+  // The first cell of each row of the settings table names one or more variables.
+  const table = fs.readFileSync(path.join(__dirname, '..', 'docs', 'configuration.md'), 'utf8');
   const firstCells = [...table.matchAll(/^\| ([^|]+) \|/gm)].map((m) => m[1]);
   const documented = new Set(firstCells.flatMap((cell) => [...cell.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((m) => m[1])));
   const undocumented = Object.keys(envSchema.shape).filter((name) => !documented.has(name));

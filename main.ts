@@ -10,6 +10,7 @@ import { ConfigError, loadConfig, Config } from './lib/config';
 import { startDevServer, DevServer } from './lib/temporal/devServer';
 import { startService } from './lib/service';
 import { ensureSshKey } from './lib/sshKey';
+import { StartupError } from './lib/startupError';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 
 // The worker's start-up chatter (webpack's bundle report) would bury the banner below.
@@ -17,6 +18,8 @@ Runtime.install({ logger: new DefaultLogger((process.env.LOG_LEVEL as 'WARN' | u
 
 async function startSandbox(config: Config) {
   const { startSandboxCluster } = await import('./sandbox/cluster');
+  const { ensureSandboxTools } = await import('./sandbox/requirements');
+  const tools = await ensureSandboxTools({ toolsPath: config.sandboxOptions.toolsPath });
   const key = ensureSshKey(config.sshKeyPath);
   const cluster = await startSandboxCluster({
     dir: path.join(config.dataDir, 'sandbox'),
@@ -27,10 +30,20 @@ async function startSandbox(config: Config) {
     bootDelayMs: config.sandboxOptions.bootDelayMs,
     sshPortBase: config.sandboxOptions.sshPortBase,
     rootAuthorizedKey: key.publicKey,
+    sshdPath: tools.sshd,
   });
   // The nodes the rest of the service talks to are the sandbox's.
   config.nodes = cluster.nodeAddresses;
   return cluster;
+}
+
+/** Sandbox mode's own images, unless IMAGE_BASE_* name a source: a first run needs no network. */
+async function startImages(config: Config) {
+  if (!config.imageMirror) return undefined;
+  const { startImageMirror } = await import('./sandbox/mirror/server');
+  const mirror = await startImageMirror();
+  config.imageBase = mirror.baseUrls;
+  return mirror;
 }
 
 async function main(): Promise<void> {
@@ -52,6 +65,8 @@ async function main(): Promise<void> {
 
   const sandbox = config.sandbox ? await startSandbox(config) : undefined;
   if (sandbox) stops.unshift(() => sandbox.stop());
+  const mirror = await startImages(config);
+  if (mirror) stops.push(() => mirror.stop());
 
   let devServer: DevServer | undefined;
   let temporalAddress = config.temporal.address;
@@ -82,6 +97,9 @@ async function main(): Promise<void> {
       ? `*** SANDBOX MODE: MAIN_NODE is not set, so VMs are created on a simulated Proxmox cluster (${Object.keys(config.nodes).join(', ')}) in ${sandbox.dir}. Nothing touches a real Proxmox. ***`
       : `Proxmox cluster: main node ${config.mainNode}, nodes ${Object.keys(config.nodes).join(', ')}`,
     `API:         http://127.0.0.1:${config.port}/api  (health: /api/health)`,
+    mirror
+      ? `Images:      built-in mirror at ${mirror.origin}: small stand-in images of every OS version, served locally (set IMAGE_BASE_* for real ones)`
+      : `Images:      ${config.imageBase.debian}, ${config.imageBase.ubuntu}, ${config.imageBase.rockylinux}`,
     devServer
       ? `Temporal:    embedded dev server at ${devServer.address} (${devServer.source}), history in ${path.join(config.dataDir, 'temporal.db')}`
       : `Temporal:    ${temporalAddress}, namespace ${config.temporal.namespace}`,
@@ -103,6 +121,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
+  if (err instanceof StartupError) {
+    console.error(err.message);
+    process.exit(err.exitCode);
+  }
   console.error(err);
   process.exit(1);
 });

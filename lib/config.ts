@@ -84,9 +84,10 @@ export const envSchema = z.object({
   TEMPORAL_DEV_PORT: intFrom(7233),
   TEMPORAL_CLI_PATH: z.string().optional(),
 
-  IMAGE_BASE_DEBIAN: z.string().url().default('https://cloud.debian.org/images/cloud'),
-  IMAGE_BASE_UBUNTU: z.string().url().default('https://cloud-images.ubuntu.com/releases'),
-  IMAGE_BASE_ROCKYLINUX: z.string().url().default('https://dl.rockylinux.org/pub/rocky'),
+  // No default here: whether any is set decides if sandbox mode serves its own images.
+  IMAGE_BASE_DEBIAN: z.string().url().optional(),
+  IMAGE_BASE_UBUNTU: z.string().url().optional(),
+  IMAGE_BASE_ROCKYLINUX: z.string().url().optional(),
 
   INIT_MIRROR: z.string().trim().optional(),
   INIT_TIMEZONE: z.string().trim().default('UTC'),
@@ -102,7 +103,15 @@ export const envSchema = z.object({
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
   SANDBOX_SSH_PORT_BASE: intFrom(2200),
+  SANDBOX_TOOLS_PATH: z.string().optional(),
 });
+
+/** Where the cloud images come from unless IMAGE_BASE_* say otherwise. */
+export const UPSTREAM_IMAGE_BASES = {
+  debian: 'https://cloud.debian.org/images/cloud',
+  ubuntu: 'https://cloud-images.ubuntu.com/releases',
+  rockylinux: 'https://dl.rockylinux.org/pub/rocky',
+} as const;
 
 /** NODE_<name> shares its prefix with Node.js's own variables; those are not cluster nodes. */
 const NODE_JS_VARIABLES = new Set([
@@ -166,10 +175,19 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       cliPath: env.TEMPORAL_CLI_PATH,
     },
     imageBase: {
-      debian: env.IMAGE_BASE_DEBIAN.replace(/\/+$/, ''),
-      ubuntu: env.IMAGE_BASE_UBUNTU.replace(/\/+$/, ''),
-      rockylinux: env.IMAGE_BASE_ROCKYLINUX.replace(/\/+$/, ''),
+      debian: (env.IMAGE_BASE_DEBIAN ?? UPSTREAM_IMAGE_BASES.debian).replace(/\/+$/, ''),
+      ubuntu: (env.IMAGE_BASE_UBUNTU ?? UPSTREAM_IMAGE_BASES.ubuntu).replace(/\/+$/, ''),
+      rockylinux: (env.IMAGE_BASE_ROCKYLINUX ?? UPSTREAM_IMAGE_BASES.rockylinux).replace(/\/+$/, ''),
     },
+    /**
+     * Sandbox mode with no IMAGE_BASE_* set serves its own small images (sandbox/mirror),
+     * so a first run needs no network; any IMAGE_BASE_* means the operator chose a source.
+     */
+    imageMirror:
+      env.MAIN_NODE === undefined &&
+      env.IMAGE_BASE_DEBIAN === undefined &&
+      env.IMAGE_BASE_UBUNTU === undefined &&
+      env.IMAGE_BASE_ROCKYLINUX === undefined,
     encryption: { keys: env.ENCRYPTION_KEYS, keyFile: env.ENCRYPTION_KEY_FILE },
     /** Browser origins of the Temporal UI allowed to call the codec endpoint. */
     codecUiOrigins:
@@ -192,6 +210,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       bootDelayMs: env.SANDBOX_BOOT_DELAY_MS,
       nodes: env.SANDBOX_NODES.split(',').map((s) => s.trim()).filter(Boolean),
       sshPortBase: env.SANDBOX_SSH_PORT_BASE,
+      /** Where sandbox mode looks for sshd, bwrap...; unset: PATH and the system dirs. */
+      toolsPath: env.SANDBOX_TOOLS_PATH,
     },
   };
 }

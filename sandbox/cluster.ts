@@ -34,6 +34,8 @@ export interface SandboxClusterOptions {
   sshPortBase: number;
   /** OpenSSH public key allowed as root on the node sshds. */
   rootAuthorizedKey: string;
+  /** The node sshd binary; default /usr/sbin/sshd. */
+  sshdPath?: string;
 }
 
 export interface SandboxCall {
@@ -127,6 +129,7 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
         stateDir: path.join(dir, 'sandbox', 'sshd', n.name),
         authorizedKeys: [opts.rootAuthorizedKey],
         env: envFor(n.name),
+        sshdPath: opts.sshdPath,
       });
       sshds.push(sshd);
       nodeAddresses[n.name] = { host: sshd.host, port: sshd.port };

@@ -27,9 +27,11 @@ export interface NodeSshdOptions {
   authorizedKeys: string[];
   /** Set for every session (SetEnv): PATH with the sandbox bin dir first, PVE_SANDBOX_*. */
   env: Record<string, string>;
+  /** Default /usr/sbin/sshd; sandbox/requirements finds it. */
+  sshdPath?: string;
 }
 
-const SSHD = '/usr/sbin/sshd';
+const DEFAULT_SSHD = '/usr/sbin/sshd';
 const SSH_KEYGEN = 'ssh-keygen';
 /** sshd refuses to start without its privilege-separation directory. */
 const PRIVSEP_DIR = '/run/sshd';
@@ -38,7 +40,7 @@ const START_TIMEOUT_MS = 10_000;
 const execFileAsync = promisify(execFile);
 
 /**
- * Starts `/usr/sbin/sshd -D` for one node and resolves once its port accepts connections.
+ * Starts `sshd -D` for one node and resolves once its port accepts connections.
  * The host key in stateDir is kept across restarts, as a real node keeps its own. stop()
  * kills sshd and every session it forked, dropping open connections like a reboot would.
  */
@@ -72,7 +74,7 @@ export async function startNodeSshd(opts: NodeSshdOptions): Promise<NodeSshd> {
   );
 
   // -D: stay in the foreground so this process owns it; -E: log to a file in stateDir.
-  const child = spawn(SSHD, ['-D', '-f', configPath, '-E', logFile], { stdio: 'ignore' });
+  const child = spawn(opts.sshdPath ?? DEFAULT_SSHD, ['-D', '-f', configPath, '-E', logFile], { stdio: 'ignore' });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   // A test run that dies without stop() must not leave the port taken.
   const killOnExit = () => child.kill('SIGKILL');

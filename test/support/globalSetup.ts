@@ -3,12 +3,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { freePort, startDevServer, DevServer } from '../../lib/temporal/devServer';
+import { ensureSandboxTools } from '../../sandbox/requirements';
 
 /**
  * One real Temporal dev server for the whole test run, on free loopback ports, and the
  * workflow code bundled once (bundling takes seconds; every test worker reuses it).
  */
 export default async function globalSetup(): Promise<void> {
+  // The same check (and, as root with apt-get, the same install) as `npm start`.
+  await ensureSandboxTools();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-test-'));
   const port = await freePort();
   const uiPort = await freePort();

@@ -7,9 +7,10 @@ import { freePorts } from '../sandbox/testkit';
 import { docBlocks, parseCurlAnswer, withStatus, type CurlAnswer, type DocCommand } from './support/docExamples';
 
 /**
- * A newcomer's first run: `npm start` with nothing configured and no network (its own
- * network namespace, loopback only, when this machine allows one; the default ports are
- * then free too), then the curl examples of README.md and docs/*.md, as written: only
+ * A newcomer's first run: a fresh checkout (the files git knows, nothing ignored: no
+ * data/, no .env), `npm start` there with nothing configured and no network (a network
+ * namespace of its own, loopback only, when this machine allows one; the default ports
+ * are then free too), then the curl examples of README.md and docs/*.md, as written: only
  * the VMID the install printed replaces the docs' 120 (and, without a namespace, free
  * ports replace the default ones). The install must end with the seed's four events and
  * every other example must get the answer the docs promise.
@@ -25,6 +26,7 @@ const ran = new Set<string>();
 
 let dir: string;
 let home: string;
+let checkout: string;
 let child: ResultPromise;
 let output = () => '';
 let servicePid = 0;
@@ -32,16 +34,34 @@ let base = DOC;
 let vmid = 0;
 
 async function netnsAvailable(): Promise<boolean> {
-  const r = await execa('unshare', ['--net', 'true'], { reject: false }).catch(() => undefined);
+  const r = await execa('unshare', ['--net', 'ip', 'link', 'set', 'lo', 'up'], { reject: false }).catch(() => undefined);
   return r?.exitCode === 0;
+}
+
+/**
+ * The working tree's files as a clone would have them; node_modules and the Temporal CLI
+ * (.tools) are linked in, as `npm install` and the first `npm start` would make them.
+ */
+async function freshCheckout(dest: string): Promise<void> {
+  const { stdout } = await execa('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: REPO });
+  for (const file of stdout.split('\0').filter(Boolean)) {
+    const src = path.join(REPO, file);
+    if (!fs.existsSync(src)) continue; // deleted, not yet committed
+    fs.mkdirSync(path.dirname(path.join(dest, file)), { recursive: true });
+    fs.copyFileSync(src, path.join(dest, file));
+  }
+  fs.symlinkSync(path.join(REPO, 'node_modules'), path.join(dest, 'node_modules'));
+  if (fs.existsSync(path.join(REPO, '.tools'))) fs.symlinkSync(fs.realpathSync(path.join(REPO, '.tools')), path.join(dest, '.tools'));
 }
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-docs-'));
   home = path.join(dir, 'home');
   fs.mkdirSync(home);
-  // What a newcomer's shell has, and a data dir of the test's own; boot delay short for time.
-  const env: Record<string, string> = { PATH: process.env.PATH!, HOME: home, DATA_DIR: path.join(dir, 'data'), SANDBOX_BOOT_DELAY_MS: '300' };
+  checkout = path.join(dir, 'qemurun');
+  await freshCheckout(checkout);
+  // What a newcomer's shell has; only the guests' boot delay is cut short, for time.
+  const env: Record<string, string> = { PATH: process.env.PATH!, HOME: home, SANDBOX_BOOT_DELAY_MS: '300' };
   let argv = ['bash', '-c', 'exec npm start'];
   if (await netnsAvailable()) {
     argv = ['unshare', '--net', '--fork', '--kill-child=SIGTERM', 'bash', '-c', 'ip link set lo up && exec npm start'];
@@ -56,7 +76,7 @@ beforeAll(async () => {
       SANDBOX_SSH_PORT_BASE: String(await freePorts(2)),
     });
   }
-  child = execa(argv[0], argv.slice(1), { cwd: REPO, env, extendEnv: false, all: true, reject: false });
+  child = execa(argv[0], argv.slice(1), { cwd: checkout, env, extendEnv: false, all: true, reject: false });
   let out = '';
   child.all!.on('data', (c: Buffer) => (out += c.toString()));
   output = () => out;
@@ -129,7 +149,7 @@ test("README's install example completes offline with the seed's four final even
   ]);
   vmid = id;
   // The product's own download code fetched it, from the built-in mirror.
-  expect(fs.existsSync(path.join(dir, 'data', 'images', 'ubuntu-24.04', 'ubuntu-24.04-server-cloudimg-amd64.img'))).toBe(true);
+  expect(fs.existsSync(path.join(checkout, 'data', 'images', 'ubuntu-24.04', 'ubuntu-24.04-server-cloudimg-amd64.img'))).toBe(true);
   expect(a.events.map((e) => e.step)).toContain('OS preparation > download');
 }, 180_000);
 

@@ -105,3 +105,27 @@ test('a failed apt-get is a start-up error with its last line', async () => {
   expect(err).toBeInstanceOf(StartupError);
   expect((err as Error).message).toContain('`apt-get install` failed (E: Unable to locate package bubblewrap)');
 });
+
+test('the real apt-get call: install, and on failure update the package lists and install again', async () => {
+  const bin = machine('bin', without('bwrap'));
+  const apt = machine('apt', []);
+  const calls = path.join(dir, 'apt-calls');
+  // A fresh container's apt-get: install fails until `update` has fetched the lists.
+  fs.writeFileSync(
+    path.join(apt, 'apt-get'),
+    `#!/bin/bash
+echo "$DEBIAN_FRONTEND $*" >> '${calls}'
+if [[ $1 == update ]]; then touch '${dir}/lists'; exit 0; fi
+if [[ ! -e '${dir}/lists' ]]; then echo 'E: Unable to locate package bubblewrap' >&2; exit 100; fi
+printf '#!/bin/sh\\n' > '${bin}/bwrap'; chmod 755 '${bin}/bwrap'
+`,
+    { mode: 0o755 },
+  );
+  const tools = await ensureSandboxTools({ path: `${bin}:${apt}`, systemDirs: [], isRoot: true, log: () => {} });
+  expect(tools.bwrap).toBe(path.join(bin, 'bwrap'));
+  expect(fs.readFileSync(calls, 'utf8').trim().split('\n')).toEqual([
+    'noninteractive install -y -qq --no-install-recommends bubblewrap',
+    'noninteractive update -qq',
+    'noninteractive install -y -qq --no-install-recommends bubblewrap',
+  ]);
+});

@@ -115,7 +115,8 @@ export async function ensureSandboxTools(o: EnsureToolsOptions = {}): Promise<Sa
   const packages = packagesOf(first.missing);
   const isRoot = o.isRoot ?? process.getuid?.() === 0;
   const command = `${isRoot ? '' : 'sudo '}apt-get install -y ${packages.join(' ')}`;
-  const needs = `sandbox mode needs ${commandsOf(first.missing)} (Debian ${packages.length > 1 ? 'packages' : 'package'} ${packages.join(' ')})`;
+  const commands = commandsOf(first.missing);
+  const needs = `sandbox mode needs ${commands} (Debian ${packages.length > 1 ? 'packages' : 'package'} ${packages.join(' ')})`;
   if (o.toolsPath !== undefined) {
     throw new StartupError(`${needs}, not found in SANDBOX_TOOLS_PATH=${o.toolsPath}: install with \`${command}\` and unset SANDBOX_TOOLS_PATH, or point it at them.`);
   }
@@ -124,7 +125,7 @@ export async function ensureSandboxTools(o: EnsureToolsOptions = {}): Promise<Sa
     throw new StartupError(`${needs}: install ${packages.length > 1 ? 'them' : 'it'} with \`${command}\`, then start again.`);
   }
 
-  (o.log ?? console.log)(`Installing ${packages.join(' ')} with apt-get: ${needs.replace(/ \(Debian .*\)$/, '')}.`);
+  (o.log ?? console.log)(`Installing ${packages.join(' ')} with apt-get: sandbox mode needs ${commands}.`);
   try {
     await (o.install ?? aptGetInstall)(aptGet, packages);
   } catch (err) {

@@ -13,6 +13,8 @@ import { promisify } from 'node:util';
 export interface NodeSshd {
   host: string;
   port: number;
+  /** The listener's pid, for the service's run records. */
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -89,6 +91,7 @@ export async function startNodeSshd(opts: NodeSshdOptions): Promise<NodeSshd> {
   return {
     host: opts.host,
     port: opts.port,
+    pid: child.pid!,
     async stop() {
       await stopTree(child, exited);
     },

@@ -1,8 +1,9 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { promises as fs } from 'node:fs';
+import { promises as fs, constants as fsConstants } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { StartupError } from '../lib/startupError';
 
 /*
  * A real OpenSSH server standing in for one Proxmox node's management SSH. The sandbox
@@ -48,6 +49,10 @@ export async function startNodeSshd(opts: NodeSshdOptions): Promise<NodeSshd> {
   // Otherwise a leftover listener would answer the readiness probe for an sshd that
   // failed to bind.
   if (await canConnect(opts.host, opts.port)) throw new Error(`${opts.host}:${opts.port} is already in use`);
+  // spawn() reports a missing program as an 'error' event, which would crash the caller.
+  if (!(await isExecutable(SSHD))) {
+    throw new StartupError(`${SSHD} is missing: the sandbox's nodes need OpenSSH's server (apt-get install openssh-server)`);
+  }
   const stateDir = path.resolve(opts.stateDir);
   await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
   await fs.chmod(stateDir, 0o700);
@@ -148,6 +153,13 @@ async function isSecurePath(file: string): Promise<boolean> {
     if (parent === dir) return true;
     dir = parent;
   }
+}
+
+async function isExecutable(p: string): Promise<boolean> {
+  return fs.access(p, fsConstants.X_OK).then(
+    () => true,
+    () => false,
+  );
 }
 
 async function exists(p: string): Promise<boolean> {

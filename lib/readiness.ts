@@ -56,6 +56,23 @@ export function nodeCheck(executor: NodeExecutor): ReadinessCheck {
   };
 }
 
+/**
+ * The readiness endpoint needs no credentials, so callers arriving together share one round
+ * of checks, and a report is reused for `maxAgeMs`: polling it cannot flood the nodes.
+ */
+export function readinessProbe(checks: ReadinessCheck[], maxAgeMs = 1000): () => Promise<ReadinessReport> {
+  let last: { at: number; report: Promise<ReadinessReport> } | undefined;
+  return () => {
+    if (!last || Date.now() - last.at > maxAgeMs) {
+      const round = { at: Infinity, report: checkReadiness(checks) };
+      // Fresh from when it ends: a slow round is not reused as if it were new.
+      void round.report.then(() => (round.at = Date.now()));
+      last = round;
+    }
+    return last.report;
+  };
+}
+
 export async function checkReadiness(checks: ReadinessCheck[]): Promise<ReadinessReport> {
   const results = await Promise.all(
     checks.map(async (c) => {

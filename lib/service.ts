@@ -11,7 +11,7 @@ import { createApp } from '../api/app';
 import { applyServerLimits } from '../api/limits';
 import { EncryptionCodec, dataConverterFor } from './temporal/codec';
 import { resolveEncryptionKeys } from './temporal/encryptionKeys';
-import { checkReadiness, nodeCheck, temporalCheck, workerCheck } from './readiness';
+import { readinessProbe, nodeCheck, temporalCheck, workerCheck } from './readiness';
 import { StartupError, reason } from './startupError';
 import { portHolder } from './run/ports';
 
@@ -97,7 +97,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     knownNodes: Object.keys(executors),
     executors,
     codec,
-    readiness: () => checkReadiness(checks),
+    readiness: readinessProbe(checks),
   });
   // Node checks its header and request deadlines every connectionsCheckingInterval.
   const server = http.createServer({ connectionsCheckingInterval: 1000 }, app);

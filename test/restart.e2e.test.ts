@@ -134,6 +134,8 @@ test('the embedded dev server killed mid-install is restarted on the same databa
   const frozen = record('temporal-dev-server').pid;
   process.kill(frozen, 'SIGSTOP');
   try {
+    // Past the age a readiness report is reused for.
+    await new Promise((r) => setTimeout(r, 1500));
     const down = await fetch(`${api}/health/ready`);
     expect(down.status).toBe(503);
     const body = (await down.json()) as { message: string; checks: Record<string, string> };

@@ -1,14 +1,33 @@
 # The QemuRun API and worker, for running off the cluster (docker-compose.yml): every
 # qm/pvesh/pvesm command then goes over SSH to the nodes, the main node included.
-FROM node:20-bookworm-slim
+#
+# The first stage compiles (npm run build: tsc to dist/ and the prebuilt workflow bundle)
+# and drops the build tools; the image ships only what runs: node_modules without
+# devDependencies, dist/, the OS init scripts. Node.js 24, the current LTS line.
+
+FROM node:24-bookworm-slim AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY . .
+RUN npm run build \
+ && npm prune --omit=dev --no-audit --no-fund \
+ && rm -rf dist/test dist/.tsbuildinfo
+
+FROM node:24-bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openssh-client ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund
-COPY . .
-ENV DATA_DIR=/data
+COPY --from=build /src/package.json ./
+COPY --from=build /src/node_modules ./node_modules
+COPY --from=build /src/dist ./dist
+COPY --from=build /src/init-scripts ./init-scripts
+ENV NODE_ENV=production DATA_DIR=/data
 VOLUME /data
 EXPOSE 8080
-CMD ["npm", "start"]
+# Readiness, not liveness: "healthy" once Temporal, the worker and every node answer.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=60s \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/api/health/ready').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# Exit 78 is a set-up error (a setting, a port, a key file): restarting will not fix it.
+CMD ["node", "--enable-source-maps", "dist/main.js"]

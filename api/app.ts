@@ -14,6 +14,8 @@ import { listRoutes } from './list';
 import { clusterRoutes } from './cluster';
 import { rebuildRoutes } from './rebuild';
 import { scheduleRoutes } from './schedules';
+import { healthRoutes } from './health';
+import type { ReadinessReport } from '../lib/readiness';
 import type { NodeExecutor } from '../lib/executor/types';
 
 export interface AppDeps {
@@ -27,6 +29,8 @@ export interface AppDeps {
   executors: Record<string, NodeExecutor>;
   /** The subnets CORS admits origins from; default: the server's own (tests inject their own). */
   corsSubnets?: Array<{ address: string; bits: number }>;
+  /** Answers /api/health/ready; without it the API reports itself ready. */
+  readiness?: () => Promise<ReadinessReport>;
 }
 
 /** A body in another format is refused outright instead of being read as "no fields". */
@@ -59,9 +63,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(express.json({ limit: '64kb', verify: verifyJsonBody }));
 
   const api = express.Router();
-  api.get('/health', (_req, res) => {
-    res.type('text/plain').send('ok');
-  });
+  api.use(healthRoutes(deps.readiness));
   api.use(installRoutes(deps));
   api.use(listRoutes(deps));
   api.use(vmRoutes(deps));

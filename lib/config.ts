@@ -1,6 +1,7 @@
 import path from 'node:path';
 import os from 'node:os';
 import { z } from 'zod';
+import { StartupError } from './startupError';
 
 /**
  * Settings, read once from the environment (and `.env`, loaded by the entry point).
@@ -127,8 +128,8 @@ export interface NodeAddress {
 
 export type Config = ReturnType<typeof buildConfig>;
 
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
+export class ConfigError extends StartupError {
+  override name = 'ConfigError';
   constructor(readonly problems: string[]) {
     super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
   }

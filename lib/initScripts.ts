@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { OS_VERSIONS } from './types';
+import { REPO_ROOT } from './repoRoot';
 
 /**
  * The OS init scripts (init-scripts/<os>_<version>.sh). Each one sources shared files from
@@ -20,7 +21,7 @@ export interface InitScriptSettings {
   swapSize: string;
 }
 
-const SCRIPT_DIR = path.join(__dirname, '..', 'init-scripts');
+const SCRIPT_DIR = path.join(REPO_ROOT, 'init-scripts');
 const INCLUDE_LINE = /^source "\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)\/(lib\/[A-Za-z0-9._-]+\.sh)" # qemurun:include$/gm;
 const VERSION_LINE = /^QR_SCRIPT_VERSION=dev # qemurun:version.*$/m;
 

@@ -11,6 +11,9 @@ import { createApp } from '../api/app';
 import { applyServerLimits } from '../api/limits';
 import { EncryptionCodec, dataConverterFor } from './temporal/codec';
 import { resolveEncryptionKeys } from './temporal/encryptionKeys';
+import { readinessProbe, nodeCheck, temporalCheck, workerCheck } from './readiness';
+import { StartupError, reason } from './startupError';
+import { portHolder } from './run/ports';
 
 export interface ServiceOptions {
   config: Config;
@@ -36,18 +39,34 @@ export interface RunningService {
 /** Wires executors, activities, a worker and the HTTP API to one Temporal namespace. */
 export async function startService(opts: ServiceOptions): Promise<RunningService> {
   const { config } = opts;
-  const keys = resolveEncryptionKeys({ ...config.encryption, dataDir: config.dataDir });
+  let keys: ReturnType<typeof resolveEncryptionKeys>;
+  try {
+    keys = resolveEncryptionKeys({ ...config.encryption, dataDir: config.dataDir });
+  } catch (err) {
+    // Its messages name the setting and the entry (never key material).
+    throw new StartupError(`payload encryption keys: ${reason(err)}`, undefined, { cause: err });
+  }
   if (keys.created) {
     console.warn(`created the payload encryption key file ${keys.created}: back it up, history cannot be read without it`);
   }
   const codec = new EncryptionCodec(keys);
   const dataConverter = dataConverterFor(codec);
-  const temporal = await connectTemporal({
-    address: opts.temporalAddress,
-    namespace: config.temporal.namespace,
-    dataConverter,
-  });
-  await ensureSearchAttributes(temporal.connection, config.temporal.namespace);
+  let temporal: Awaited<ReturnType<typeof connectTemporal>>;
+  try {
+    temporal = await connectTemporal({
+      address: opts.temporalAddress,
+      namespace: config.temporal.namespace,
+      dataConverter,
+    });
+    await ensureSearchAttributes(temporal.connection, config.temporal.namespace);
+  } catch (err) {
+    throw new StartupError(
+      `cannot reach Temporal at ${opts.temporalAddress} (namespace ${config.temporal.namespace}): ${reason(err).split('\n')[0]}\n` +
+        'start that server, fix TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE, or unset TEMPORAL_ADDRESS to run the embedded dev server',
+      undefined,
+      { cause: err },
+    );
+  }
 
   const executors = createExecutors(
     config,
@@ -67,13 +86,44 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     workerDone = worker.run();
   }
 
-  const app = createApp({ config, client: temporal.client, knownNodes: Object.keys(executors), executors, codec });
+  const checks = [
+    temporalCheck(temporal.client, opts.temporalAddress),
+    ...(worker ? [workerCheck(worker)] : []),
+    ...Object.values(executors).map(nodeCheck),
+  ];
+  const app = createApp({
+    config,
+    client: temporal.client,
+    knownNodes: Object.keys(executors),
+    executors,
+    codec,
+    readiness: readinessProbe(checks),
+  });
   // Node checks its header and request deadlines every connectionsCheckingInterval.
   const server = http.createServer({ connectionsCheckingInterval: 1000 }, app);
   // Deadlines for receiving requests, and JSON answers to requests Node refuses. Answers
   // have their own deadline (api/limits.ts); SSE streams are exempt from it.
   applyServerLimits(server, config.http);
-  await new Promise<void>((resolve) => server.listen(config.port, opts.host ?? '0.0.0.0', resolve));
+  const host = opts.host ?? '0.0.0.0';
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    if (worker && worker.getState() === 'RUNNING') worker.shutdown();
+    await workerDone?.catch(() => undefined);
+    await Promise.all(Object.values(executors).map((e) => e.close()));
+    await temporal.close();
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') {
+      throw new StartupError(`${host}:${config.port} (the API) is in use by ${portHolder(config.port)}: stop it or set PORT to a free port`);
+    }
+    throw err;
+  }
   const { port } = server.address() as AddressInfo;
 
   return {

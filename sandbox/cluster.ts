@@ -56,6 +56,8 @@ export interface SandboxCluster {
    * the main node runs its commands locally with `envFor(mainNode)` instead.
    */
   nodeAddresses: Record<string, { host: string; port: number }>;
+  /** The pid of each node's sshd. */
+  sshdPids: Record<string, number>;
   injectFault(f: FaultSpec): Promise<void>;
   clearFaults(): Promise<void>;
   calls(): Promise<SandboxCall[]>;
@@ -63,8 +65,12 @@ export interface SandboxCluster {
   readConfig(vmid: number): Promise<string | undefined>;
   /** The VM's privileged.log: what its privileged tools were asked to do. */
   guestLog(vmid: number): Promise<string>;
-  /** Kills VM processes and node sshds; the state directory stays. */
-  stop(): Promise<void>;
+  /**
+   * Kills node sshds and, unless `keepVms`, VM processes; the state directory stays. The
+   * service keeps VMs running across its own restarts, as a real cluster does: a later
+   * start over the same directory finds them running.
+   */
+  stop(opts?: { keepVms?: boolean }): Promise<void>;
 }
 
 const NODE_HOST = '127.0.0.1';
@@ -80,7 +86,8 @@ function checkOptions(o: SandboxClusterOptions, nodes: string[], mainNode: strin
 
 /**
  * Starts (or restarts over an existing directory: VMs and configs are kept) a sandbox
- * cluster. Running VMs of a previous run are not restarted.
+ * cluster. VMs of a previous run that are still running (their processes are detached)
+ * stay running; those that died are not restarted.
  */
 export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<SandboxCluster> {
   const dir = path.resolve(opts.dir);
@@ -145,6 +152,7 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     mainNode,
     envFor,
     nodeAddresses,
+    sshdPids: Object.fromEntries(model.nodes.map((n, i) => [n.name, sshds[i].pid])),
     injectFault: async (f) => addFault(dir, f),
     clearFaults: async () => clearFaults(dir),
     calls: async () => readCalls(dir).map(({ node, argv, exitCode }) => ({ node, argv, exitCode })),
@@ -153,8 +161,8 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
       return vm ? readIfExists(paths.conf(vm.node, vmid)) : undefined;
     },
     guestLog: async (vmid) => readIfExists(paths.guestLog(vmid)) ?? '',
-    stop: async () => {
-      for (const vmid of runningVmids(dir)) {
+    stop: async ({ keepVms = false } = {}) => {
+      for (const vmid of keepVms ? [] : runningVmids(dir)) {
         signalVm(dir, vmid, 'SIGKILL', 5000);
         clearVmProcess(dir, vmid);
       }

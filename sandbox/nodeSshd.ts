@@ -1,8 +1,9 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { promises as fs } from 'node:fs';
+import { promises as fs, constants as fsConstants } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { StartupError } from '../lib/startupError';
 
 /*
  * A real OpenSSH server standing in for one Proxmox node's management SSH. The sandbox
@@ -13,6 +14,8 @@ import { promisify } from 'node:util';
 export interface NodeSshd {
   host: string;
   port: number;
+  /** The listener's pid, for the service's run records. */
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -48,6 +51,11 @@ export async function startNodeSshd(opts: NodeSshdOptions): Promise<NodeSshd> {
   // Otherwise a leftover listener would answer the readiness probe for an sshd that
   // failed to bind.
   if (await canConnect(opts.host, opts.port)) throw new Error(`${opts.host}:${opts.port} is already in use`);
+  // spawn() reports a missing program as an 'error' event, which would crash the caller.
+  const sshd = opts.sshdPath ?? DEFAULT_SSHD;
+  if (!(await isExecutable(sshd))) {
+    throw new StartupError(`${sshd} is missing: the sandbox's nodes need OpenSSH's server (apt-get install openssh-server)`);
+  }
   const stateDir = path.resolve(opts.stateDir);
   await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
   await fs.chmod(stateDir, 0o700);
@@ -74,7 +82,7 @@ export async function startNodeSshd(opts: NodeSshdOptions): Promise<NodeSshd> {
   );
 
   // -D: stay in the foreground so this process owns it; -E: log to a file in stateDir.
-  const child = spawn(opts.sshdPath ?? DEFAULT_SSHD, ['-D', '-f', configPath, '-E', logFile], { stdio: 'ignore' });
+  const child = spawn(sshd, ['-D', '-f', configPath, '-E', logFile], { stdio: 'ignore' });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   // A test run that dies without stop() must not leave the port taken.
   const killOnExit = () => child.kill('SIGKILL');
@@ -91,6 +99,7 @@ export async function startNodeSshd(opts: NodeSshdOptions): Promise<NodeSshd> {
   return {
     host: opts.host,
     port: opts.port,
+    pid: child.pid!,
     async stop() {
       await stopTree(child, exited);
     },
@@ -147,6 +156,13 @@ async function isSecurePath(file: string): Promise<boolean> {
     if (parent === dir) return true;
     dir = parent;
   }
+}
+
+async function isExecutable(p: string): Promise<boolean> {
+  return fs.access(p, fsConstants.X_OK).then(
+    () => true,
+    () => false,
+  );
 }
 
 async function exists(p: string): Promise<boolean> {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ensureSandboxTools, SANDBOX_TOOLS } from '../sandbox/requirements';
-import { EXIT_STARTUP, StartupError } from '../lib/startupError';
+import { EXIT_STARTUP_ERROR, StartupError } from '../lib/startupError';
 
 /**
  * The tools check on made-up machines: directories holding some of the programs, and an
@@ -45,7 +45,7 @@ test('with SANDBOX_TOOLS_PATH set, a missing tool is one message naming package,
   const install = jest.fn();
   const err = await ensureSandboxTools({ toolsPath: bin, isRoot: true, install }).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(StartupError);
-  expect((err as StartupError).exitCode).toBe(EXIT_STARTUP);
+  expect((err as StartupError).exitCode).toBe(EXIT_STARTUP_ERROR);
   const msg = (err as Error).message;
   expect(msg).not.toContain('\n');
   expect(msg).toContain('sandbox mode needs sshd, bwrap (Debian packages openssh-server bubblewrap)');

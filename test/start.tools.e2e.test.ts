@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { freePort } from '../lib/temporal/devServer';
-import { EXIT_STARTUP } from '../lib/startupError';
+import { EXIT_STARTUP_ERROR } from '../lib/startupError';
 import { findSandboxTools } from '../sandbox/requirements';
 
 /**
@@ -45,7 +45,7 @@ test('sshd missing: one line naming openssh-server and the install command, exit
     timeout: 90_000,
   });
   const out = result.all ?? '';
-  expect(result.exitCode).toBe(EXIT_STARTUP);
+  expect(result.exitCode).toBe(EXIT_STARTUP_ERROR);
   const ours = out.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('>') && !l.startsWith('npm '));
   expect(ours).toEqual([
     expect.stringMatching(/SANDBOX MODE/),

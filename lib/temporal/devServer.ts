@@ -5,6 +5,7 @@ import { spawn, ChildProcess } from 'node:child_process';
 import { Connection } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import { ALL_SEARCH_ATTRIBUTES } from './searchAttributes';
+import { REPO_ROOT } from '../repoRoot';
 
 /**
  * Runs a local Temporal dev server (`temporal server start-dev`) when no TEMPORAL_ADDRESS
@@ -18,6 +19,8 @@ export interface DevServer {
   uiUrl?: string;
   /** Where the CLI binary came from, for the start-up banner. */
   source: string;
+  /** The server process now running (it changes when a supervised server is restarted). */
+  readonly pid?: number;
   stop(): Promise<void>;
 }
 
@@ -34,9 +37,14 @@ export interface DevServerOptions {
   codecEndpoint?: string;
   logFile?: string;
   readyTimeoutMs?: number;
+  /** Restart the server whenever it exits unasked (main's embedded server). */
+  supervise?: boolean;
+  /** Called with the pid of every server process started, for the run records. */
+  onSpawn?: (pid: number) => void;
+  /** Where the supervisor reports restarts. */
+  log?: (line: string) => void;
 }
 
-const REPO_ROOT = path.resolve(__dirname, '..', '..');
 export const LOCAL_CLI_PATH = path.join(REPO_ROOT, '.tools', 'bin', 'temporal');
 
 const SA_TYPE_NAMES: Record<string, string> = {
@@ -130,12 +138,20 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   else args.push('--ui-port', String(opts.uiPort));
   if (opts.codecEndpoint) args.push('--ui-codec-endpoint', opts.codecEndpoint);
 
-  const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
-  const child = spawn(found.path, args, { stdio: ['ignore', out, out], detached: false });
-  if (typeof out === 'number') fs.closeSync(out);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const launch = () => {
+    const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
+    const child = spawn(found.path, args, { stdio: ['ignore', out, out], detached: false });
+    if (typeof out === 'number') fs.closeSync(out);
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    if (child.pid !== undefined) opts.onSpawn?.(child.pid);
+    return { child, exited };
+  };
+  let current = launch();
+  let stopping = false;
 
   const stop = async () => {
+    stopping = true;
+    const { child, exited } = current;
     if (child.exitCode !== null || child.signalCode !== null) return;
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
@@ -143,15 +159,48 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
     clearTimeout(timer);
   };
   try {
-    await waitForFrontend(address, child, opts.readyTimeoutMs ?? 60_000);
+    await waitForFrontend(address, current.child, opts.readyTimeoutMs ?? 60_000);
   } catch (err) {
     await stop();
     throw err;
   }
+  if (opts.supervise) void supervise();
+
+  /**
+   * Restarts the server whenever it exits without stop(): on the same database file and
+   * port, so history is intact and the worker and clients, which retry, reconnect by
+   * themselves. A restart that fails (the port taken meanwhile) is retried with backoff.
+   */
+  async function supervise(): Promise<void> {
+    let backoffMs = 500;
+    for (;;) {
+      await current.exited;
+      if (stopping) return;
+      const { exitCode, signalCode } = current.child;
+      opts.log?.(`Temporal dev server exited (${signalCode ?? `code ${exitCode}`}); restarting it on the same database`);
+      await new Promise((r) => setTimeout(r, backoffMs));
+      if (stopping) return;
+      current = launch();
+      try {
+        await waitForFrontend(address, current.child, opts.readyTimeoutMs ?? 60_000);
+        opts.log?.(`Temporal dev server is back at ${address}`);
+        backoffMs = 500;
+      } catch (err) {
+        if (stopping) return;
+        opts.log?.(`Temporal dev server did not come back: ${(err as Error).message}`);
+        if (current.child.exitCode === null && current.child.signalCode === null) current.child.kill('SIGKILL');
+        backoffMs = Math.min(backoffMs * 2, 10_000);
+      }
+    }
+  }
+
   return {
     address,
     uiUrl: opts.uiPort === undefined ? undefined : `http://${ip}:${opts.uiPort}`,
     source: found.source,
+    get pid() {
+      return current.child.pid;
+    },
     stop,
   };
 }

@@ -1,0 +1,22 @@
+import type { Config } from '../config';
+import type { PlannedPort } from './ports';
+
+/** Every port `npm start` will listen on with this configuration, with its setting. */
+export function servicePorts(config: Config): PlannedPort[] {
+  const ports: PlannedPort[] = [{ host: '0.0.0.0', port: config.port, setting: 'PORT', what: 'the API' }];
+  if (!config.temporal.address) {
+    ports.push({ host: '127.0.0.1', port: config.temporal.devPort, setting: 'TEMPORAL_DEV_PORT', what: 'the Temporal dev server' });
+    ports.push({ host: '127.0.0.1', port: config.temporal.uiPort, setting: 'TEMPORAL_UI_PORT', what: 'the Temporal UI' });
+  }
+  if (config.sandbox) {
+    config.sandboxOptions.nodes.forEach((node, i) => {
+      ports.push({
+        host: '127.0.0.1',
+        port: config.sandboxOptions.sshPortBase + i,
+        setting: 'SANDBOX_SSH_PORT_BASE',
+        what: `sandbox node ${node}'s sshd`,
+      });
+    });
+  }
+  return ports;
+}

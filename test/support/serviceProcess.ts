@@ -1,0 +1,49 @@
+import path from 'node:path';
+import { execa, type ResultPromise } from 'execa';
+
+/**
+ * The service as an operator runs it: the compiled runtime (dist/main.js) in a process of
+ * its own, built first when stale, as `npm start` does. Preloading forbidTypeScript.js makes
+ * loading a TypeScript compiler in that process an error.
+ */
+
+export const REPO = path.resolve(__dirname, '..', '..');
+export const FORBID_TYPESCRIPT = path.join(REPO, 'test', 'fixtures', 'forbidTypeScript.js');
+
+export async function buildIfStale(): Promise<void> {
+  await execa(process.execPath, ['scripts/build.js', '--if-stale'], { cwd: REPO });
+}
+
+export interface ServiceProcess {
+  child: ResultPromise<{ all: true; reject: false }>;
+  pid: number;
+  output(): string;
+}
+
+/** Starts dist/main.js with only `env` (and PATH, HOME); does not wait for it. */
+export function spawnService(env: Record<string, string>, nodeArgs: string[] = []): ServiceProcess {
+  const child = execa(process.execPath, [...nodeArgs, '--enable-source-maps', 'dist/main.js'], {
+    cwd: REPO,
+    env: { PATH: process.env.PATH!, HOME: process.env.HOME!, ...env },
+    extendEnv: false,
+    all: true,
+    reject: false,
+  });
+  let out = '';
+  child.all.on('data', (c: Buffer) => (out += c.toString()));
+  return { child, pid: child.pid!, output: () => out };
+}
+
+/** Starts dist/main.js and waits for the last banner line (the task queue). */
+export async function startServiceProcess(env: Record<string, string>, nodeArgs: string[] = []): Promise<ServiceProcess> {
+  const service = spawnService(env, nodeArgs);
+  const deadline = Date.now() + 120_000;
+  while (!service.output().includes('Task queue:')) {
+    if (service.child.exitCode !== null || Date.now() > deadline) {
+      service.child.kill('SIGKILL');
+      throw new Error(`the service did not come up:\n${service.output()}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return service;
+}

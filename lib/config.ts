@@ -98,6 +98,7 @@ export const envSchema = z.object({
   CODEC_UI_ORIGINS: csv,
   REQUEST_TIMEOUT_MS: intFrom(30_000),
   SSE_MAX_PER_CLIENT: intFrom(20),
+  SSE_MAX_TOTAL: intFrom(100),
 
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
@@ -187,6 +188,7 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     http: {
       requestTimeoutMs: Math.max(0, env.REQUEST_TIMEOUT_MS),
       sseMaxPerClient: Math.max(0, env.SSE_MAX_PER_CLIENT),
+      sseMaxTotal: Math.max(0, env.SSE_MAX_TOTAL),
     },
     sandboxOptions: {
       bootDelayMs: env.SANDBOX_BOOT_DELAY_MS,

@@ -5,6 +5,7 @@ import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { VmidTakenError } from '../lib/proxmox/errors';
+import type { StorageStatus } from '../lib/proxmox/parse';
 import { FALLBACK_CPU_TYPE, clusterBaseline, cpuLevel, meetsLevel } from '../lib/proxmox/cpu';
 import type { InstallSpec, OsName } from '../lib/types';
 import { readAdminKeys, readCachedCpuBaseline, writeCachedCpuType } from '../lib/stateFiles';
@@ -63,7 +64,8 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
   }
 
   return {
-    async checkStorage(): Promise<void> {
+    /** The storage exists, can hold disks, is active, and (given a size) has room for the disk. */
+    async checkStorage(input: { diskGb?: number } = {}): Promise<void> {
       const storages = await main().storageStatus();
       const s = storages.find((x) => x.name === config.storage);
       if (!s) throw ApplicationFailure.nonRetryable(`storage '${config.storage}' does not exist`, 'StorageError');
@@ -76,6 +78,8 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
       if (s.status !== 'active') {
         throw ApplicationFailure.nonRetryable(`storage '${config.storage}' is ${s.status}, not active`, 'StorageError');
       }
+      const tooBig = input.diskGb === undefined ? undefined : diskTooBig(input.diskGb, s);
+      if (tooBig) throw ApplicationFailure.nonRetryable(tooBig, 'StorageError');
     },
 
     /**
@@ -299,6 +303,17 @@ export async function cpuBaseline(
 
 function sameList(a: string[], b: string[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/**
+ * Why a disk of `diskGb` GiB does not fit in a storage, or undefined when it does. Thin
+ * storages would accept it and fail later, when the guest fills it; refusing up front is the
+ * answer a client can act on.
+ */
+export function diskTooBig(diskGb: number, storage: Pick<StorageStatus, 'name' | 'availableBytes'>): string | undefined {
+  if (diskGb * 1024 ** 3 <= storage.availableBytes) return undefined;
+  const free = Math.floor(storage.availableBytes / 1024 ** 3);
+  return `disk: ${diskGb}G is more than the free space of storage '${storage.name}' (${free}G free)`;
 }
 
 /** SPEC: with VM_BALLOON_MIN set and RAM ≥ min + 1024, balloon RAM-min (RAM ≥ 64 GiB: 48 GiB). */

@@ -180,7 +180,7 @@ export function streamOpened(res: Response): void {
 export class BodyError extends Error {
   constructor(
     message: string,
-    readonly type: 'qemurun.charset' | 'qemurun.utf8' | 'qemurun.duplicate.key',
+    readonly type: 'qemurun.charset' | 'qemurun.utf8' | 'qemurun.duplicate.key' | 'qemurun.bom',
   ) {
     super(message);
   }
@@ -196,6 +196,11 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 export function verifyJsonBody(_req: unknown, _res: unknown, buf: Buffer, encoding: string | null): void {
   if (encoding && !/^utf-?8$/i.test(encoding)) {
     throw new BodyError(`Content-Type charset must be utf-8, not ${encoding}`, 'qemurun.charset');
+  }
+  // RFC 8259 §8.1: a sender must not add one. TextDecoder drops it silently, so a body with
+  // one would pass here and might not in a stricter parser behind a proxy.
+  if (buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) {
+    throw new BodyError('body starts with a byte order mark (U+FEFF); send the JSON without it', 'qemurun.bom');
   }
   let text: string;
   try {

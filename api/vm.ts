@@ -14,6 +14,7 @@ import { openEventStream, streamProgress } from './sse';
 import { streamOpened } from './limits';
 import { VmBusyError, httpFailure, startVmOperation } from './vmOperation';
 import { describeIssues } from './issues';
+import { parseVmid, vmidProblem } from './rebuildCheck';
 
 /**
  * `/vm/:id/...`: the state of one VM, and the operations on it. Every check that can fail
@@ -100,10 +101,10 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
     return new ProxmoxNode(exec);
   };
 
-  function parseVmid(req: Request): number {
+  function vmidOf(req: Request): number {
     const raw = String(req.params.id);
-    const vmid = /^\d{1,9}$/.test(raw) ? Number(raw) : NaN;
-    if (!Number.isSafeInteger(vmid) || vmid < 1) throw invalid('id: must be a positive integer VMID');
+    const vmid = parseVmid(raw);
+    if (vmid === undefined) throw invalid(vmidProblem(raw));
     return vmid;
   }
 
@@ -200,7 +201,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
       `/vm/:id/${path}`,
       guard,
       handle(async (req, res) => {
-        const vmid = parseVmid(req);
+        const vmid = vmidOf(req);
         refuseDisabled(vmid);
         const body = schema ? parseBody(schema, req.body) : undefined;
         const vm = await preconditions(vmid, needs);
@@ -232,7 +233,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
       `/vm/:id/${path}`,
       guard,
       handle(async (req, res) => {
-        const vmid = parseVmid(req);
+        const vmid = vmidOf(req);
         refuseDisabled(vmid);
         const body = schema ? parseBody(schema, req.body) : undefined;
         const vm = await preconditions(vmid, needs);
@@ -246,7 +247,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
   router.get(
     '/vm/:id/status',
     handle(async (req, res) => {
-      const vm = await lookUp(parseVmid(req));
+      const vm = await lookUp(vmidOf(req));
       res.type('text/plain').send(vm.state);
     }),
   );

@@ -68,7 +68,7 @@ export function createApp(deps: AppDeps): express.Express {
   api.use(clusterRoutes(deps));
   api.use(rebuildRoutes(deps));
   api.use(scheduleRoutes(deps));
-  const workflows = workflowRoutes(deps.client, requireMutationAccess(deps.config));
+  const workflows = workflowRoutes(deps.client, requireMutationAccess(deps.config), deps.config.temporal.taskQueue);
   api.use('/workflows/:workflowId', workflows);
   api.use('/vm/install/:workflowId', workflows);
   app.use('/api', api);

@@ -4,8 +4,8 @@ import { send } from './support/securityHttp';
 import { requestSse } from './support/sse';
 
 /**
- * Careless clients (issue: security, round two): each request of the issue, the new
- * answer, and nothing started or changed on the cluster.
+ * Careless clients and other applications' workflows (issue: security, round two): each
+ * request of the issue, the new answer, and nothing started or changed on the cluster.
  */
 
 let h: Harness;
@@ -29,7 +29,34 @@ async function changesSince(n: number) {
   return (await h.sandbox.calls()).slice(n).filter((c) => c.argv[0] === 'qm' && !['config', 'status', 'list'].includes(c.argv[1]));
 }
 
-describe('Idempotency-Key', () => {
+describe("only QemuRun's own workflows", () => {
+  const FOREIGN = 'foreign-wf-1';
+  const OTHER_QUEUE = `someone-else-${process.pid}`;
+
+  beforeAll(async () => {
+    // Another application's workflow in the same namespace: no worker of ours polls its queue.
+    await h.service.client.workflow.start('someoneElsesWorkflow', { taskQueue: OTHER_QUEUE, workflowId: FOREIGN, args: [] });
+    // Even one that borrows our type name, on its own queue.
+    await h.service.client.workflow.start('installVm', { taskQueue: OTHER_QUEUE, workflowId: 'foreign-wf-2', args: [] });
+  });
+
+  afterAll(async () => {
+    for (const id of [FOREIGN, 'foreign-wf-2']) await h.service.client.workflow.getHandle(id).terminate('test over').catch(() => undefined);
+  });
+
+  test.each([FOREIGN, 'foreign-wf-2'])('%s: read, events and cancel are 404, and it is not cancel-requested', async (id) => {
+    expect(await apiCall(h.api, 'GET', `/workflows/${id}`)).toEqual({ status: 404, json: { success: false, message: `no workflow ${id}` } });
+    expect((await send(h.service.url, { path: `/api/workflows/${id}/events` })).status).toBe(404);
+    for (const p of [`/vm/install/${id}/cancel`, `/workflows/${id}/cancel`]) {
+      expect(await apiCall(h.api, 'POST', p)).toEqual({ status: 404, json: { success: false, message: `no workflow ${id}` } });
+    }
+    const history = await h.service.client.workflow.getHandle(id).fetchHistory();
+    expect(history.events?.some((e) => e.workflowExecutionCancelRequestedEventAttributes)).toBe(false);
+    expect((await h.service.client.workflow.getHandle(id).describe()).status.name).toBe('RUNNING');
+  });
+});
+
+describe('Idempotency-Key and finished workflows', () => {
   const key = `careless-${Date.now()}`;
   const body = { os: 'debian', version: '12', name: 'careless', passwd: 'first-Passw0rd' };
   let workflowId: string;
@@ -64,6 +91,16 @@ describe('Idempotency-Key', () => {
     expect(again.status).toBe(200);
     expect(again.headers['x-workflow-id']).toBe(workflowId);
     expect(again.closed).toBe(true);
+  });
+
+  test('cancelling a completed install is 409; nothing is cancel-requested', async () => {
+    const res = await apiCall(h.api, 'POST', `/vm/install/${workflowId}/cancel`);
+    expect(res).toEqual({
+      status: 409,
+      json: { success: false, message: `workflow ${workflowId} has already finished (COMPLETED); there is nothing to cancel`, status: 'COMPLETED' },
+    });
+    // Ours, so still readable.
+    expect(await apiCall(h.api, 'GET', `/workflows/${workflowId}`)).toMatchObject({ status: 200, json: { type: 'installVm', status: 'COMPLETED' } });
   });
 });
 

@@ -5,6 +5,7 @@ import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { VmidTakenError } from '../lib/proxmox/errors';
+import type { StorageStatus } from '../lib/proxmox/parse';
 import { FALLBACK_CPU_TYPE, clusterBaseline, cpuLevel, meetsLevel } from '../lib/proxmox/cpu';
 import type { InstallSpec, OsName } from '../lib/types';
 import { readAdminKeys, readCachedCpuBaseline, writeCachedCpuType } from '../lib/stateFiles';
@@ -13,6 +14,7 @@ import { ownerMarker, isOwnedBy, specMarker } from '../lib/ownership';
 import { vmIp } from '../lib/network';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
+import { requireManaged } from './managedSet';
 
 export interface ProxmoxDeps {
   config: Config;
@@ -43,10 +45,13 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
     return vms.find((r) => r.vmid === vmid && r.type === 'qemu')?.node;
   }
 
+  /** The node of a VM that exists and is in the managed set (activities/managedSet.ts). */
   async function locateOrFail(vmid: number): Promise<ProxmoxNode> {
-    const node = await locate(vmid);
-    if (!node) throw ApplicationFailure.nonRetryable(`VM ${vmid} does not exist in the cluster`, 'VmNotFoundError');
-    return onNode(node);
+    const where = await locate(vmid);
+    if (!where) throw ApplicationFailure.nonRetryable(`VM ${vmid} does not exist in the cluster`, 'VmNotFoundError');
+    const node = onNode(where);
+    await requireManaged(config, node, vmid);
+    return node;
   }
 
   async function sshAnswers(ip: string): Promise<boolean> {
@@ -63,7 +68,8 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
   }
 
   return {
-    async checkStorage(): Promise<void> {
+    /** The storage exists, can hold disks, is active, and (given a size) has room for the disk. */
+    async checkStorage(input: { diskGb?: number } = {}): Promise<void> {
       const storages = await main().storageStatus();
       const s = storages.find((x) => x.name === config.storage);
       if (!s) throw ApplicationFailure.nonRetryable(`storage '${config.storage}' does not exist`, 'StorageError');
@@ -76,6 +82,8 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
       if (s.status !== 'active') {
         throw ApplicationFailure.nonRetryable(`storage '${config.storage}' is ${s.status}, not active`, 'StorageError');
       }
+      const tooBig = input.diskGb === undefined ? undefined : diskTooBig(input.diskGb, s);
+      if (tooBig) throw ApplicationFailure.nonRetryable(tooBig, 'StorageError');
     },
 
     /**
@@ -299,6 +307,17 @@ export async function cpuBaseline(
 
 function sameList(a: string[], b: string[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/**
+ * Why a disk of `diskGb` GiB does not fit in a storage, or undefined when it does. Thin
+ * storages would accept it and fail later, when the guest fills it; refusing up front is the
+ * answer a client can act on.
+ */
+export function diskTooBig(diskGb: number, storage: Pick<StorageStatus, 'name' | 'availableBytes'>): string | undefined {
+  if (diskGb * 1024 ** 3 <= storage.availableBytes) return undefined;
+  const free = Math.floor(storage.availableBytes / 1024 ** 3);
+  return `disk: ${diskGb}G is more than the free space of storage '${storage.name}' (${free}G free)`;
 }
 
 /** SPEC: with VM_BALLOON_MIN set and RAM ≥ min + 1024, balloon RAM-min (RAM ≥ 64 GiB: 48 GiB). */

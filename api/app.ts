@@ -47,9 +47,9 @@ export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   // First of all: a deadline for every answer but event streams, and a cap on streams.
-  const limits = deps.config.http ?? { requestTimeoutMs: 30_000, sseMaxPerClient: 20 };
+  const limits = deps.config.http ?? { requestTimeoutMs: 30_000, sseMaxPerClient: 20, sseMaxTotal: 100 };
   app.use(requestTimeout(limits.requestTimeoutMs));
-  const sse = sseLimiter({ maxPerClient: limits.sseMaxPerClient, trustedProxies: deps.config.trustedProxies });
+  const sse = sseLimiter({ maxPerClient: limits.sseMaxPerClient, maxTotal: limits.sseMaxTotal, trustedProxies: deps.config.trustedProxies });
   app.locals.sseLimiter = sse;
   // Before the API's CORS and body limit: the Temporal UI (another origin, e.g.
   // localhost:8233) posts whole history pages here.
@@ -70,7 +70,7 @@ export function createApp(deps: AppDeps): express.Express {
   api.use(clusterRoutes(deps));
   api.use(rebuildRoutes(deps));
   api.use(scheduleRoutes(deps));
-  const workflows = workflowRoutes(deps.client, requireMutationAccess(deps.config));
+  const workflows = workflowRoutes(deps.client, requireMutationAccess(deps.config), deps.config.temporal.taskQueue);
   api.use('/workflows/:workflowId', workflows);
   api.use('/vm/install/:workflowId', workflows);
   app.use('/api', api);

@@ -1,5 +1,6 @@
 import express, { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Payload, PayloadCodec } from '@temporalio/common';
+import { verifyJsonBody } from './limits';
 
 /**
  * The codec server: lets the Temporal Web UI and `temporal --codec-endpoint <base>/codec`
@@ -131,6 +132,9 @@ function bodyErrors(err: Error & { type?: string; status?: number }, _req: Reque
     res.status(400).json({ success: false, message: 'please check your input: body is not valid JSON' });
   } else if (err.type === 'entity.too.large') {
     res.status(413).json({ success: false, message: 'please check your input: body is too large' });
+  } else if (err.type?.startsWith('qemurun.')) {
+    // verifyJsonBody: the same strict reading as every other body (UTF-8, no repeated key, no BOM).
+    res.status(err.type === 'qemurun.charset' ? 415 : 400).json({ success: false, message: `please check your input: ${err.message}` });
   } else {
     next(err);
   }
@@ -140,7 +144,7 @@ export function codecRouter(codec: PayloadCodec, opts: CodecRouterOptions): expr
   const router = express.Router();
   // Its own parser and limit: history pages are far larger than API requests, and this
   // router is meant to be mounted before the app-wide JSON parser.
-  const json = express.json({ limit: opts.bodyLimit ?? '8mb' });
+  const json = express.json({ limit: opts.bodyLimit ?? '8mb', verify: verifyJsonBody });
   router.use('/codec', corsFor(opts.allowedOrigins));
   router.post('/codec/decode', opts.authorize, json, handler(codec, 'decode'));
   router.post('/codec/encode', opts.authorize, json, handler(codec, 'encode'));

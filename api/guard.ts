@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
 import type { NextFunction, Request, Response } from 'express';
@@ -34,12 +35,25 @@ export function requireMutationAccess(config: Config) {
       res.status(403).json({ success: false, message: `client ${ip} is not in ALLOW_IPS` });
       return;
     }
-    if (config.apiToken && req.get('Authorization') !== `Bearer ${config.apiToken}`) {
+    if (config.apiToken && !tokenMatches(bearerToken(req.get('Authorization')), config.apiToken)) {
       res.status(401).json({ success: false, message: 'missing or wrong bearer token' });
       return;
     }
     next();
   };
+}
+
+/** The credentials of `Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 9110 §11.1). */
+export function bearerToken(header: string | undefined): string | undefined {
+  return /^bearer[ \t]+([^\s]+)[ \t]*$/i.exec(header ?? '')?.[1];
+}
+
+/** Compared in constant time, so the answer's timing does not leak how much of a guess was right. */
+function tokenMatches(given: string | undefined, expected: string): boolean {
+  if (given === undefined) return false;
+  const a = crypto.createHash('sha256').update(given).digest();
+  const b = crypto.createHash('sha256').update(expected).digest();
+  return crypto.timingSafeEqual(a, b);
 }
 
 function ipv4ToInt(ip: string): number {

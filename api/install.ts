@@ -8,11 +8,31 @@ import { VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../lib/temporal/se
 import { InvalidRequestError, toInstallSpec } from './installRequest';
 import { openEventStream, streamProgress } from './sse';
 import { requireMutationAccess } from './guard';
+import type { NodeExecutor } from '../lib/executor/types';
+import { ProxmoxNode } from '../lib/proxmox/client';
+import { diskTooBig } from '../activities/proxmox';
+import { checkSameRequest, IdempotencyKeyReused } from './idempotency';
 
 export interface InstallRouteDeps {
   config: Config;
   client: Client;
   knownNodes: string[];
+  /** The main node's executor reads the target storage's free space before anything starts. */
+  executors?: Record<string, NodeExecutor>;
+}
+
+/**
+ * A disk larger than ASSIGN_STORAGE's free space, as the 400 message; undefined when it fits
+ * or the storage cannot be read now (the workflow's storage step checks again and says why).
+ */
+async function diskProblem(config: Config, executors: Record<string, NodeExecutor> | undefined, diskGb: number): Promise<string | undefined> {
+  const exec = executors?.[config.mainNode];
+  if (!exec) return undefined;
+  const storage = await new ProxmoxNode(exec)
+    .storageStatus({ storage: config.storage })
+    .then((list) => list.find((s) => s.name === config.storage))
+    .catch(() => undefined);
+  return storage ? diskTooBig(diskGb, storage) : undefined;
 }
 
 /** A client-chosen key becomes a stable workflow id without trusting its characters. */
@@ -22,7 +42,7 @@ function workflowIdFor(req: Request): string {
   return `install-key-${crypto.createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
 }
 
-export function installRoutes({ config, client, knownNodes }: InstallRouteDeps): Router {
+export function installRoutes({ config, client, knownNodes, executors }: InstallRouteDeps): Router {
   const router = Router();
   const guard = requireMutationAccess(config);
 
@@ -39,6 +59,11 @@ export function installRoutes({ config, client, knownNodes }: InstallRouteDeps):
       throw err;
     }
     const { spec } = input;
+    const noRoom = await diskProblem(config, executors, spec.diskGb);
+    if (noRoom) {
+      res.status(400).json({ success: false, message: `please check your input: ${noRoom}` });
+      return;
+    }
     const workflowId = workflowIdFor(req);
     let handle;
     try {
@@ -63,6 +88,16 @@ export function installRoutes({ config, client, knownNodes }: InstallRouteDeps):
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
       handle = client.workflow.getHandle(workflowId);
+    }
+    const key = req.get('Idempotency-Key');
+    if (key) {
+      try {
+        await checkSameRequest(client, key, workflowId, input);
+      } catch (err) {
+        if (!(err instanceof IdempotencyKeyReused)) throw err;
+        res.status(422).json({ success: false, message: err.message, workflowId });
+        return;
+      }
     }
     openEventStream(res, workflowId);
     await streamProgress(req, res, handle, 0);

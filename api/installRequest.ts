@@ -57,6 +57,8 @@ export const installBodySchema = z
     pubkey: z
       .string({ error: 'pubkey must be a string' })
       .max(16_384, 'pubkey is too long')
+      // An empty string is a client that meant to send a key and did not: say so.
+      .refine((v) => v.trim() !== '', 'pubkey must not be empty: send an OpenSSH public key, or leave the field out')
       .refine(
         (v) => v.split('\n').map((l) => l.trim()).filter(Boolean).every(isOpenSshPublicKey),
         'pubkey must be one or more OpenSSH public keys, one per line',

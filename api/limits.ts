@@ -94,20 +94,32 @@ const SLOT = Symbol('qemurun.sseSlot');
 type WithSlot = Response & { [SLOT]?: boolean };
 
 export interface SseLimiter {
-  /** Middleware: refuses a stream request past the cap with 429 before it does anything. */
+  /** Middleware: refuses a stream request past either cap (429 per client, 503 in total) before it does anything. */
   gate: RequestHandler;
   /** Counts a stream that did not pass through the gate (an unlisted route). */
   track(req: Request, res: Response): void;
   /** Open streams of one client (for tests and diagnostics). */
   openFor(ip: string): number;
+  /** Open streams of all clients. */
+  openTotal(): number;
 }
 
-export function sseLimiter(opts: { maxPerClient: number; trustedProxies: string[] }): SseLimiter {
+/**
+ * Two caps: per client address (`maxPerClient`, one client cannot take every slot) and in
+ * total (`maxTotal`, many addresses together cannot load the server: every open stream
+ * costs a Temporal query loop). 0 turns a cap off.
+ */
+export function sseLimiter(opts: { maxPerClient: number; maxTotal?: number; trustedProxies: string[] }): SseLimiter {
   const open = new Map<string, number>();
+  let total = 0;
+  const maxTotal = opts.maxTotal ?? 0;
+  const counting = () => opts.maxPerClient > 0 || maxTotal > 0;
   const take = (ip: string, res: Response) => {
     open.set(ip, (open.get(ip) ?? 0) + 1);
+    total++;
     (res as WithSlot)[SLOT] = true;
     res.once('close', () => {
+      total--;
       const n = (open.get(ip) ?? 1) - 1;
       if (n <= 0) open.delete(ip);
       else open.set(ip, n);
@@ -115,9 +127,20 @@ export function sseLimiter(opts: { maxPerClient: number; trustedProxies: string[
   };
   return {
     gate(req, res, next) {
-      if (opts.maxPerClient <= 0 || !isStreamRequest(req)) return next();
+      if (!counting() || !isStreamRequest(req)) return next();
       const ip = clientIp(req, opts.trustedProxies);
-      if ((open.get(ip) ?? 0) >= opts.maxPerClient) {
+      if (maxTotal > 0 && total >= maxTotal) {
+        // The server is full, not this client at fault: 503, as for any overload.
+        res
+          .status(503)
+          .set('Retry-After', '10')
+          .json({
+            success: false,
+            message: `too many open event streams: the server already serves ${maxTotal} (SSE_MAX_TOTAL); retry later`,
+          });
+        return;
+      }
+      if (opts.maxPerClient > 0 && (open.get(ip) ?? 0) >= opts.maxPerClient) {
         res
           .status(429)
           .set('Retry-After', '10')
@@ -131,10 +154,11 @@ export function sseLimiter(opts: { maxPerClient: number; trustedProxies: string[
       next();
     },
     track(req, res) {
-      if (opts.maxPerClient <= 0 || (res as WithSlot)[SLOT]) return;
+      if (!counting() || (res as WithSlot)[SLOT]) return;
       take(clientIp(req, opts.trustedProxies), res);
     },
     openFor: (ip) => open.get(ip) ?? 0,
+    openTotal: () => total,
   };
 }
 
@@ -156,7 +180,7 @@ export function streamOpened(res: Response): void {
 export class BodyError extends Error {
   constructor(
     message: string,
-    readonly type: 'qemurun.charset' | 'qemurun.utf8' | 'qemurun.duplicate.key',
+    readonly type: 'qemurun.charset' | 'qemurun.utf8' | 'qemurun.duplicate.key' | 'qemurun.bom',
   ) {
     super(message);
   }
@@ -172,6 +196,11 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 export function verifyJsonBody(_req: unknown, _res: unknown, buf: Buffer, encoding: string | null): void {
   if (encoding && !/^utf-?8$/i.test(encoding)) {
     throw new BodyError(`Content-Type charset must be utf-8, not ${encoding}`, 'qemurun.charset');
+  }
+  // RFC 8259 §8.1: a sender must not add one. TextDecoder drops it silently, so a body with
+  // one would pass here and might not in a stricter parser behind a proxy.
+  if (buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) {
+    throw new BodyError('body starts with a byte order mark (U+FEFF); send the JSON without it', 'qemurun.bom');
   }
   let text: string;
   try {

@@ -8,7 +8,7 @@ import { describeIssues, installBodySchema } from './installRequest';
 import { openEventStream, streamProgress } from './sse';
 import { requireMutationAccess } from './guard';
 import { startVmOperation, VmBusyError } from './vmOperation';
-import { checkRebuildTarget, parseVmid, RebuildRefused } from './rebuildCheck';
+import { checkRebuildTarget, parseVmid, RebuildRefused, vmidProblem } from './rebuildCheck';
 
 export interface RebuildRouteDeps {
   config: Config;
@@ -34,7 +34,7 @@ export function rebuildRoutes({ config, client, executors }: RebuildRouteDeps): 
 
   router.post('/vm/:id/rebuild', requireMutationAccess(config), async (req: Request, res: Response) => {
     const vmid = parseVmid(String(req.params.id));
-    if (vmid === undefined) return badInput(res, 'id: must be a positive integer VMID');
+    if (vmid === undefined) return badInput(res, vmidProblem(String(req.params.id)));
     const body = rebuildBodySchema.safeParse(req.body ?? {}, { reportInput: true });
     if (!body.success) return badInput(res, describeIssues(body.error, req.body ?? {}));
 

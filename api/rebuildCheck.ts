@@ -27,10 +27,18 @@ const STATUS_BY_TYPE: Record<RebuildRefusal['type'], number> = {
   VmNotFoundError: 404,
 };
 
-/** A VMID in a path, read as the other VM endpoints read it (api/vm.ts). */
+/**
+ * A VMID in a path, read as the other VM endpoints read it (api/vm.ts). Leading zeros are
+ * refused: `0240` is not how anyone writes VM 240, so it is more likely a mistake than a name.
+ */
 export function parseVmid(raw: string): number | undefined {
-  const n = /^\d{1,9}$/.test(raw) ? Number(raw) : NaN;
-  return Number.isSafeInteger(n) && n >= 1 ? n : undefined;
+  const n = /^[1-9]\d{0,8}$/.test(raw) ? Number(raw) : NaN;
+  return Number.isSafeInteger(n) ? n : undefined;
+}
+
+/** The 400 message for a path VMID parseVmid refused. */
+export function vmidProblem(raw: string): string {
+  return /^0+\d/.test(raw) ? 'id: must be a VMID without leading zeros' : 'id: must be a positive integer VMID';
 }
 
 /**

@@ -8,17 +8,20 @@ import { ProxmoxNode } from '../lib/proxmox/client';
 import { readDisabledVmids } from '../lib/stateFiles';
 import { vmIp } from '../lib/network';
 import { DEFAULT_USER, OS_VERSIONS, OsName } from '../lib/types';
-import { vmDestroy, vmMigrate, vmReboot, vmSetCpu, vmSetDisk, vmSetMemory, vmShutdown, vmStart, vmStop } from '../workflows';
-import { requireMutationAccess } from './guard';
+import { vmAdopt, vmDestroy, vmMigrate, vmReboot, vmSetCpu, vmSetDisk, vmSetMemory, vmShutdown, vmStart, vmStop } from '../workflows';
+import { clientIp, requireMutationAccess } from './guard';
+import { isManaged, notManagedMessage, ownerOf } from '../lib/ownership';
 import { openEventStream, streamProgress } from './sse';
 import { streamOpened } from './limits';
 import { VmBusyError, httpFailure, startVmOperation } from './vmOperation';
 import { describeIssues } from './issues';
+import { parseVmid, vmidProblem } from './rebuildCheck';
 
 /**
  * `/vm/:id/...`: the state of one VM, and the operations on it. Every check that can fail
  * fast runs here, before a workflow starts (SPEC table), in this order: a malformed VMID,
- * a disabled VMID, a malformed body → 400; a VMID the cluster does not know → 404; the
+ * a disabled VMID, a malformed body → 400; a VMID the cluster does not know → 404; a VM
+ * outside the managed set (no owner marker, unless MANAGE_ALL_VMS) → 409; the
  * wrong power state → 400 with the seed's "VM is running" / "VM is not running"; another
  * operation or an install holding the VM → 409. Then the operation runs as a short workflow; SSE
  * operations stream it, the others answer `ok` when it has finished.
@@ -82,6 +85,8 @@ const diskBody = z
     }),
   })
   .strict();
+/** Adoption takes no options: an empty body or `{}`. */
+const adoptBody = z.object({}).strict();
 const nodeBody = z.object({ node: z.string({ error: 'must be the name of a cluster node' }).min(1, 'must be the name of a cluster node') }).strict();
 
 function parseBody<T>(schema: z.ZodType<T>, raw: unknown): T {
@@ -100,10 +105,10 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
     return new ProxmoxNode(exec);
   };
 
-  function parseVmid(req: Request): number {
+  function vmidOf(req: Request): number {
     const raw = String(req.params.id);
-    const vmid = /^\d{1,9}$/.test(raw) ? Number(raw) : NaN;
-    if (!Number.isSafeInteger(vmid) || vmid < 1) throw invalid('id: must be a positive integer VMID');
+    const vmid = parseVmid(raw);
+    if (vmid === undefined) throw invalid(vmidProblem(raw));
     return vmid;
   }
 
@@ -134,9 +139,27 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
     }
   }
 
-  /** The VM exists and is in the power state the operation needs. */
+  /** The VM's description, from `qm config` on its node. */
+  async function descriptionOf(vm: VmFacts): Promise<{ description?: string; name?: string }> {
+    try {
+      return await onNode(vm.node).config(vm.vmid);
+    } catch (err) {
+      if (err instanceof HttpError) throw err;
+      throw new HttpError(502, `could not read the config of VM ${vm.vmid} on ${vm.node}: ${(err as Error).message}`);
+    }
+  }
+
+  /** The managed set (docs/security.md): unless MANAGE_ALL_VMS, only VMs with the owner marker. */
+  async function refuseUnmanaged(vm: VmFacts): Promise<void> {
+    if (config.manageAllVms) return;
+    const conf = await descriptionOf(vm);
+    if (!isManaged(conf.description)) throw new HttpError(409, notManagedMessage(vm.vmid, conf.name), { type: 'NotManagedError' });
+  }
+
+  /** The VM exists, is in the managed set, and is in the power state the operation needs. */
   async function preconditions(vmid: number, needs: 'running' | 'stopped'): Promise<VmFacts> {
     const vm = await lookUp(vmid);
+    await refuseUnmanaged(vm);
     if (needs === 'stopped' && vm.running) throw new HttpError(400, 'VM is running', { state: vm.state });
     if (needs === 'running' && !vm.running) throw new HttpError(400, 'VM is not running', { state: vm.state });
     return vm;
@@ -200,7 +223,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
       `/vm/:id/${path}`,
       guard,
       handle(async (req, res) => {
-        const vmid = parseVmid(req);
+        const vmid = vmidOf(req);
         refuseDisabled(vmid);
         const body = schema ? parseBody(schema, req.body) : undefined;
         const vm = await preconditions(vmid, needs);
@@ -232,7 +255,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
       `/vm/:id/${path}`,
       guard,
       handle(async (req, res) => {
-        const vmid = parseVmid(req);
+        const vmid = vmidOf(req);
         refuseDisabled(vmid);
         const body = schema ? parseBody(schema, req.body) : undefined;
         const vm = await preconditions(vmid, needs);
@@ -243,10 +266,49 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
     );
   }
 
+  /**
+   * Adoption: a VM made elsewhere joins the managed set on purpose. Runs as the workflow
+   * `vmAdopt` under `vm-<vmid>` (so it is in history, and waits for no other operation), and
+   * answers once the marker is written.
+   */
+  router.post(
+    '/vm/:id/adopt',
+    guard,
+    handle(async (req, res) => {
+      const vmid = vmidOf(req);
+      refuseDisabled(vmid);
+      parseBody(adoptBody, req.body);
+      const vm = await lookUp(vmid);
+      const conf = await descriptionOf(vm);
+      const owner = ownerOf(conf.description);
+      if (owner !== undefined) {
+        throw new HttpError(409, `VM ${vmid} is already managed by QemuRun (qemurun-owner=${owner}); there is nothing to adopt`, {
+          type: 'AlreadyManagedError',
+        });
+      }
+      const h = await start(vm, {
+        workflow: vmAdopt,
+        args: [{ vmid, by: clientIp(req, config.trustedProxies) }],
+        operation: 'adopt',
+        summary: `adopt VM ${vmid}${conf.name ? ` (${conf.name})` : ''} on ${vm.node} into the managed set`,
+      });
+      res.set('X-Workflow-Id', h.workflowId);
+      try {
+        await h.result();
+      } catch (err) {
+        const f = httpFailure(err);
+        res.status(f.status).json({ success: false, message: f.message, type: f.type, workflowId: h.workflowId });
+        return;
+      }
+      const adopted = await descriptionOf(vm).catch(() => undefined);
+      res.json({ success: true, message: `VM ${vmid} is now managed by QemuRun`, vmid, owner: ownerOf(adopted?.description), workflowId: h.workflowId });
+    }),
+  );
+
   router.get(
     '/vm/:id/status',
     handle(async (req, res) => {
-      const vm = await lookUp(parseVmid(req));
+      const vm = await lookUp(vmidOf(req));
       res.type('text/plain').send(vm.state);
     }),
   );

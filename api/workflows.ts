@@ -1,66 +1,87 @@
 import { Router, Request, Response, RequestHandler } from 'express';
-import { Client, WorkflowNotFoundError } from '@temporalio/client';
+import { Client, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
 import { lastEventId, openEventStream, streamProgress } from './sse';
 import { progressQuery } from '../workflows/progress';
+import * as qemurunWorkflows from '../workflows';
+
+/** The workflow types the worker registers: nothing else in the namespace is this API's business. */
+const OWN_TYPES: ReadonlySet<string> = new Set(Object.keys(qemurunWorkflows));
 
 /**
  * Every operation (install, start, migrate, rebuild, ...) is a workflow with the same
  * progress query, so one set of routes reads, re-attaches to and cancels any of them.
  * Mounted at /workflows/:workflowId and, for the seed's clients, /vm/install/:workflowId.
+ *
+ * Only QemuRun's own workflows (a registered type on the service's task queue) are shown
+ * or cancelled: another application's workflow in the same namespace gets the same `404`
+ * as one that does not exist (and is never queried: with no worker of ours to answer, a
+ * query would wait until it timed out).
  */
-export function workflowRoutes(client: Client, guard: RequestHandler): Router {
+export function workflowRoutes(client: Client, guard: RequestHandler, taskQueue: string): Router {
   const router = Router({ mergeParams: true });
   const notFound = (res: Response, id: string) => res.status(404).json({ success: false, message: `no workflow ${id}` });
 
-  router.get('/events', async (req: Request, res: Response) => {
-    const id = String(req.params.workflowId);
-    const handle = client.workflow.getHandle(id);
+  /** The workflow's description when it is one of ours; undefined (answer 404) otherwise. */
+  async function describeOwn(id: string): Promise<WorkflowExecutionDescription | undefined> {
     try {
-      await handle.describe();
+      const d = await client.workflow.getHandle(id).describe();
+      return OWN_TYPES.has(d.type) && d.taskQueue === taskQueue ? d : undefined;
     } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return void notFound(res, id);
+      if (err instanceof WorkflowNotFoundError) return undefined;
       throw err;
     }
+  }
+
+  router.get('/events', async (req: Request, res: Response) => {
+    const id = String(req.params.workflowId);
+    if (!(await describeOwn(id))) return void notFound(res, id);
     openEventStream(res, id);
-    await streamProgress(req, res, handle, lastEventId(req));
+    await streamProgress(req, res, client.workflow.getHandle(id), lastEventId(req));
   });
 
   router.get('/', async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
+    const d = await describeOwn(id);
+    if (!d) return void notFound(res, id);
     const handle = client.workflow.getHandle(id);
-    try {
-      const d = await handle.describe();
-      const status = d.status.name;
-      const page = await handle.query(progressQuery, 0).catch(() => undefined);
-      const result = status === 'COMPLETED' ? await handle.result() : undefined;
-      const error = status === 'COMPLETED' ? undefined : page?.events.filter((e) => e.status === 'error').at(-1)?.message;
-      res.json({
-        success: true,
-        workflowId: id,
-        runId: d.runId,
-        type: d.type,
-        status,
-        startTime: d.startTime,
-        closeTime: d.closeTime,
-        events: page?.lastSeq,
-        result,
-        error,
-      });
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return void notFound(res, id);
-      throw err;
-    }
+    const status = d.status.name;
+    const page = await handle.query(progressQuery, 0).catch(() => undefined);
+    const result = status === 'COMPLETED' ? await handle.result() : undefined;
+    const error = status === 'COMPLETED' ? undefined : page?.events.filter((e) => e.status === 'error').at(-1)?.message;
+    res.json({
+      success: true,
+      workflowId: id,
+      runId: d.runId,
+      type: d.type,
+      status,
+      startTime: d.startTime,
+      closeTime: d.closeTime,
+      events: page?.lastSeq,
+      result,
+      error,
+    });
   });
 
   router.post('/cancel', guard, async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
+    const d = await describeOwn(id);
+    if (!d) return void notFound(res, id);
+    if (d.status.name !== 'RUNNING') {
+      res.status(409).json({
+        success: false,
+        message: `workflow ${id} has already finished (${d.status.name}); there is nothing to cancel`,
+        status: d.status.name,
+      });
+      return;
+    }
     try {
-      await client.workflow.getHandle(id).cancel();
-      res.status(202).json({ success: true, message: 'cancellation requested; a VM the operation created will be removed' });
+      // The run just described: a newer run under the same id (the next operation on a VM) is not what was asked about.
+      await client.workflow.getHandle(id, d.runId).cancel();
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return void notFound(res, id);
       throw err;
     }
+    res.status(202).json({ success: true, message: 'cancellation requested; a VM the operation created will be removed' });
   });
 
   return router;

@@ -62,6 +62,18 @@ describe('API_TOKEN', () => {
     expect(install.status).toBe(401);
     const refresh = await call('POST', '/cluster/cpu/refresh', viaProxy());
     expect(refresh.status).toBe(401);
+    const adopt = await call('POST', '/vm/9999/adopt', viaProxy());
+    expect(adopt.status).toBe(401);
+  });
+
+  test('the scheme is case-insensitive (RFC 9110): bearer, BEARER pass; other schemes and a wrong token do not', async () => {
+    for (const scheme of ['bearer', 'BEARER', 'bEaReR', 'Bearer']) {
+      const res = await call('POST', '/vm/9999/stop', viaProxy({ Authorization: `${scheme} ${TOKEN}` }));
+      expect([scheme, res.status]).toEqual([scheme, 404]); // past the guard: VM 9999 does not exist
+    }
+    for (const auth of [`Basic ${TOKEN}`, `bearer  ${TOKEN}x`, `bearer${TOKEN}`, `bearer ${TOKEN} extra`]) {
+      expect([auth, (await call('POST', '/vm/9999/stop', viaProxy({ Authorization: auth }))).status]).toEqual([auth, 401]);
+    }
   });
 
   test('the token opens every mutating endpoint', async () => {

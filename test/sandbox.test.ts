@@ -173,6 +173,23 @@ describe('disks', () => {
     expect(list.stdout).toMatch(/^local-lvm:vm-220-disk-0\s+raw\s+images\s+17179869184 220$/m);
   });
 
+  test('storages are thin: pvesm counts what a disk holds, not its virtual size', async () => {
+    const usedKiB = async (storage: string) => Number((await run('pve1', ['pvesm', 'status', '--storage', storage])).stdout.split('\n')[1].split(/\s+/)[4]);
+    await qm('pve1', 'create', '225', ...CREATE);
+    const before = await usedKiB('local');
+    const image = await qcow2('thin.qcow2', '40G'); // a few hundred KiB of metadata
+    expect((await qm('pve1', 'importdisk', '225', image, 'local')).exitCode).toBe(0);
+    const imported = await usedKiB('local');
+    expect(imported - before).toBe(Math.trunc(fs.statSync(image).size / 1024));
+    // A new 32G disk and growing the imported one by 100G take no space until written.
+    expect((await qm('pve1', 'set', '225', '--scsi1', 'local:32')).exitCode).toBe(0);
+    expect((await qm('pve1', 'set', '225', '--scsi0', 'local:225/vm-225-disk-0.raw')).exitCode).toBe(0);
+    expect((await qm('pve1', 'resize', '225', 'scsi0', '+100G')).exitCode).toBe(0);
+    expect(await usedKiB('local')).toBe(imported);
+    expect((await qm('pve1', 'destroy', '225', '--purge', '1')).exitCode).toBe(0);
+    expect(await usedKiB('local')).toBe(before);
+  });
+
   test('qm disk import: raw files, --target-disk, file storage naming, errors', async () => {
     await qm('pve1', 'create', '221', ...CREATE);
     const raw = path.join(t.tmp, 'disk.raw');

@@ -241,8 +241,9 @@ describe('accepted hostile values travel through installs as literal values', ()
     const { res, key } = installs[node];
     const expected = `install-key-${crypto.createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
     expect(res.headers['x-workflow-id']).toBe(expected);
+    // The very same request: the same key with another body is refused (422).
     const again = await requestSse(`${h.api}/vm/install`, {
-      body: { os: 'debian', version: '12', name: `hostile-${node}`, node, passwd: installs[node].passwd },
+      body: { os: 'debian', version: '12', name: `hostile-${node}`, node, passwd: installs[node].passwd, ...(node === 'pve2' ? { pubkey: hostilePubkey } : {}) },
       headers: { 'Idempotency-Key': key },
     });
     expect(again.headers['x-workflow-id']).toBe(expected);

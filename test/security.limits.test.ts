@@ -13,6 +13,7 @@ import { findDuplicateKey, requestTimeout } from '../api/limits';
 
 const TIMEOUT_MS = 1500;
 const MAX_STREAMS = 3;
+const MAX_TOTAL = 5;
 
 let h: Harness;
 
@@ -20,6 +21,7 @@ beforeAll(async () => {
   h = await startHarness({
     REQUEST_TIMEOUT_MS: String(TIMEOUT_MS),
     SSE_MAX_PER_CLIENT: String(MAX_STREAMS),
+    SSE_MAX_TOTAL: String(MAX_TOTAL),
     // Guests take long to boot, so an install's stream stays open while the tests watch it.
     SANDBOX_BOOT_DELAY_MS: '45000',
   });
@@ -38,12 +40,14 @@ interface OpenStream {
 }
 
 /** Opens an event stream (GET, or POST with a JSON body) and keeps it open until `close()`. */
-function openStream(path: string, body?: unknown): Promise<OpenStream> {
+function openStream(path: string, body?: unknown, from?: string): Promise<OpenStream> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = http.request(`${h.service.url}${path}`, {
       method: payload ? 'POST' : 'GET',
       agent: false,
+      // Another loopback address is another client.
+      localAddress: from,
       headers: payload ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) } : {},
     });
     req.on('response', (res) => {
@@ -67,10 +71,10 @@ function openStream(path: string, body?: unknown): Promise<OpenStream> {
 }
 
 /** A stream closed by the client frees its slot when the server sees the socket close: soon. */
-async function openWhenFree(path: string): Promise<OpenStream> {
+async function openWhenFree(path: string, from?: string): Promise<OpenStream> {
   for (let i = 0; ; i++) {
-    const s = await openStream(path);
-    if (s.status !== 429 || i >= 30) return s;
+    const s = await openStream(path, undefined, from);
+    if ((s.status !== 429 && s.status !== 503) || i >= 30) return s;
     s.close();
     await sleep(100);
   }
@@ -237,6 +241,38 @@ describe('event streams', () => {
     }
     await sleep(1000);
     expect(await workflowCount()).toBe(1); // the install the streams watch, nothing else
+  });
+
+  test(`past ${MAX_TOTAL} open streams in total (SSE_MAX_TOTAL), any client gets 503 JSON, whatever its address`, async () => {
+    const streams: OpenStream[] = [];
+    try {
+      // 127.0.0.1 holds the install's stream and two more (its own cap), 127.0.0.2 two.
+      for (let i = 1; i < MAX_STREAMS; i++) streams.push(await openWhenFree(eventsPath()));
+      for (let i = 0; i < MAX_TOTAL - MAX_STREAMS; i++) streams.push(await openWhenFree(eventsPath(), '127.0.0.2'));
+      expect(streams.map((s) => s.status)).toEqual(Array(MAX_TOTAL - 1).fill(200));
+
+      // A third address, under its own cap, finds the server full.
+      const refused = await openStream(eventsPath(), undefined, '127.0.0.3');
+      refused.close();
+      expect(refused.status).toBe(503);
+      const full = await send(h.service.url, { path: eventsPath() });
+      expect(full.status).toBe(503);
+      expect(full.headers['retry-after']).toBe('10');
+      expect(full.json).toEqual({
+        success: false,
+        message: `too many open event streams: the server already serves ${MAX_TOTAL} (SSE_MAX_TOTAL); retry later`,
+      });
+      // Requests that are not streams still pass.
+      expect((await send(h.service.url, { path: '/api/health' })).status).toBe(200);
+
+      // One stream closed anywhere frees a slot for anyone.
+      streams.pop()!.close();
+      const again = await openWhenFree(eventsPath(), '127.0.0.3');
+      expect(again.status).toBe(200);
+      streams.push(again);
+    } finally {
+      for (const s of streams) s.close();
+    }
   });
 });
 

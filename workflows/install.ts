@@ -39,7 +39,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   ]);
 
   try {
-    await step('preparation > storage', 'checking storage pool', () => proxmox.checkStorage());
+    await step('preparation > storage', 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb }));
     const cpuType = await step('preparation > CPU baseline', 'detecting cluster CPU baseline', () =>
       proxmox.clusterCpuType({ os: spec.os, version: spec.version }),
     );

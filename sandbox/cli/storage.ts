@@ -23,7 +23,8 @@ export function requireActive(s: StorageDef): void {
 
 export function usedBytes(ctx: Ctx, s: StorageDef, node: string): number {
   if (!s.active) return 0;
-  return s.baseUsedBytes + listVolumes(ctx.dir, node, s.id).reduce((sum, v) => sum + v.sizeBytes, 0);
+  // What the volumes hold, not their virtual size: pvesm reports a thin storage's real use.
+  return s.baseUsedBytes + listVolumes(ctx.dir, node, s.id).reduce((sum, v) => sum + (v.dataBytes ?? v.sizeBytes), 0);
 }
 
 /** The lines the storage tools print when a volume is created. */

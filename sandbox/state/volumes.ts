@@ -17,6 +17,13 @@ export interface Volume {
   vmid: number;
   format: 'raw' | 'qcow2' | 'vmdk';
   sizeBytes: number;
+  /**
+   * Bytes the volume occupies on its storage. Every storage the sandbox has is thin (dir
+   * files are sparse, lvmthin allocates on write), so a new disk takes nothing, an imported
+   * one what its image holds, and growing it adds nothing until the guest writes. Records
+   * written before this field existed count their whole size.
+   */
+  dataBytes?: number;
   /** The image a disk was imported from (lets a guest know what OS it runs). */
   source?: string;
 }
@@ -69,10 +76,20 @@ export function allocVolume(
       vmid,
       format,
       sizeBytes: allocatedSize(storage, sizeBytes),
+      // A cloud-init drive is written in full; a disk holds what was imported into it.
+      dataBytes: opts.cloudinit ? allocatedSize(storage, sizeBytes) : opts.source ? fileBytes(opts.source) : 0,
       ...(opts.source ? { source: opts.source } : {}),
     };
     if (createExclusive(recordPath(dir, node, storage.id, volname), JSON.stringify(vol))) return vol;
     if (opts.cloudinit) throw new Error(`volume '${vol.volid}' already exists`);
+  }
+}
+
+function fileBytes(file: string): number {
+  try {
+    return fs.statSync(file).size;
+  } catch {
+    return 0;
   }
 }
 

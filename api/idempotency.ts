@@ -1,0 +1,46 @@
+import type { Client } from '@temporalio/client';
+import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow';
+import type { InstallInput } from '../workflows/install';
+
+/**
+ * `Idempotency-Key` on an install: a repeat of the same request attaches to the install the
+ * first one started; the same key with another body is a client bug (it would silently get
+ * the first install), answered `422` naming the key. The request the key was first used for
+ * is read back from the workflow's own start event (decoded in process like any history),
+ * so nothing about it, secrets included, has to be stored anywhere else.
+ */
+
+export class IdempotencyKeyReused extends Error {
+  override readonly name = 'IdempotencyKeyReused';
+  constructor(
+    readonly key: string,
+    readonly workflowId: string,
+  ) {
+    super(`Idempotency-Key "${key.length > 100 ? `${key.slice(0, 100)}…` : key}" was already used for another install request (workflow ${workflowId}); use a new key for a different request`);
+  }
+}
+
+/** What makes two install requests the same: the validated spec and the cloud-init password. */
+function fingerprint(input: InstallInput): string {
+  return canonical({ spec: input.spec, passwd: input.secrets?.passwd });
+}
+
+/** JSON with sorted keys and without undefined members, so equal values compare equal. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** Throws IdempotencyKeyReused when the install under `workflowId` was started with another request. */
+export async function checkSameRequest(client: Client, key: string, workflowId: string, input: InstallInput): Promise<void> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
+  const first = await decodeFromPayloadsAtIndex<InstallInput>(client.options.loadedDataConverter, 0, started?.input?.payloads);
+  if (fingerprint(first) !== fingerprint(input)) throw new IdempotencyKeyReused(key, workflowId);
+}

@@ -3,6 +3,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { PayloadCodec } from '@temporalio/common';
 import { cors, requireMutationAccess } from './guard';
+import { refuseCrossSite } from './crossSite';
 import { codecRouter } from './codec';
 import { installRoutes } from './install';
 import { initScriptRoutes } from './initScripts';
@@ -53,6 +54,7 @@ export function createApp(deps: AppDeps): express.Express {
     app.use(codecRouter(deps.codec, { authorize: requireMutationAccess(deps.config), allowedOrigins: deps.config.codecUiOrigins }));
   }
   app.use(cors(deps.corsSubnets));
+  app.use(refuseCrossSite(deps.corsSubnets));
   app.use(sse.gate);
   app.use(checkResumePoint);
   app.use(requireJsonBody);

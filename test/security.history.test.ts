@@ -203,6 +203,6 @@ test('a schedule that carries a passwd: neither `temporal schedule describe` nor
     const decoded = await temporalCli(['schedule', 'describe', '--schedule-id', id, '--output', 'json', '--codec-endpoint', `${h.service.url}/codec`]);
     expect(findSecret(decoded.stdout, SCHEDULE_PASSWD).length).toBeGreaterThan(0);
   } finally {
-    await fetch(`${h.api}/schedules/${id}`, { method: 'DELETE' });
+    await fetch(`${h.api}/schedules/${id}`, { method: 'DELETE', headers: { 'Content-Type': 'application/json' } });
   }
 });

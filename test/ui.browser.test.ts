@@ -128,7 +128,7 @@ suite('the Temporal UI shows what QemuRun did', () => {
 
   test('a scheduled run is found by its schedule, with its rebuild child', async () => {
     const t0 = Date.now() - 1000;
-    expect((await fetch(`${h.api}/schedules/${SCHEDULE}/trigger`, { method: 'POST' })).status).toBe(202);
+    expect((await fetch(`${h.api}/schedules/${SCHEDULE}/trigger`, { method: 'POST', headers: { 'Content-Type': 'application/json' } })).status).toBe(202);
     type Run = { workflowId: string; outcome: string; startedAt: string };
     let run: Run | undefined;
     for (const until = Date.now() + 90_000; !run || run.outcome === 'running'; ) {

@@ -3,6 +3,8 @@ import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { balloonFor } from './proxmox';
+import { checkedInput } from './checkInput';
+import { workflowInputs } from '../lib/inputs';
 
 export interface LifecycleDeps {
   config: Config;
@@ -58,6 +60,7 @@ export function lifecycleActivities({ config, executors }: LifecycleDeps) {
     },
 
     async setCpu(input: { vmid: number; cores: number }): Promise<void> {
+      checkedInput(workflowInputs.setCpu, input, 'setCpu');
       await (await vmNodeOrFail(input.vmid)).qmSet(input.vmid, { cores: input.cores });
     },
 
@@ -67,6 +70,7 @@ export function lifecycleActivities({ config, executors }: LifecycleDeps) {
      * removed first, since Proxmox refuses a balloon larger than the memory.
      */
     async setMemory(input: { vmid: number; memoryMb: number }): Promise<void> {
+      checkedInput(workflowInputs.setMemory, input, 'setMemory');
       const node = await vmNodeOrFail(input.vmid);
       const balloon = balloonFor(input.memoryMb, config.balloonMinMb);
       if (balloon !== undefined) {

@@ -64,6 +64,10 @@ export const envSchema = z.object({
   VM_MAX_DISK: optionalInt,
   VM_BALLOON_MIN: optionalInt,
   VM_ROOT_PASSWORD: z.string().optional(),
+  UNSAFE_DEFAULT_PASSWORDS: z
+    .enum(['0', '1', 'true', 'false', ''], { error: 'must be 1 or 0' })
+    .optional()
+    .transform((v) => v === '1' || v === 'true'),
   VM_SSH_PORT: intFrom(22),
   VM_BRIDGE: z.string().trim().default('vmbr0'),
   SSH_WAIT_TIMEOUT: intFrom(600),
@@ -111,6 +115,10 @@ const NODE_JS_VARIABLES = new Set([
   'VERSION', 'MODULE_VERSION',
 ]);
 
+/** The seed's defaults, printed in its README: known to everyone, so used only on request. */
+const SEED_ROOT_PASSWORD = '0123456789';
+const SEED_CI_PASSWORD = 'passwd';
+
 export interface NodeAddress {
   host: string;
   port: number;
@@ -148,7 +156,13 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     vmidRange: { start: Math.min(ipStart, ipEnd), end: Math.max(ipStart, ipEnd) },
     limits: { maxCpu: env.VM_MAX_CPU, maxRamMb: env.VM_MAX_RAM, maxDiskGb: env.VM_MAX_DISK },
     balloonMinMb: env.VM_BALLOON_MIN,
-    rootPassword: env.VM_ROOT_PASSWORD,
+    /**
+     * Without VM_ROOT_PASSWORD root's password is locked, and without a request `passwd`
+     * the cloud-init user has none: keys only. UNSAFE_DEFAULT_PASSWORDS brings back the
+     * seed's well-known defaults for operators who depend on them.
+     */
+    rootPassword: env.VM_ROOT_PASSWORD || (env.UNSAFE_DEFAULT_PASSWORDS ? SEED_ROOT_PASSWORD : undefined),
+    defaultCiPassword: env.UNSAFE_DEFAULT_PASSWORDS ? SEED_CI_PASSWORD : undefined,
     vmSshPort: env.VM_SSH_PORT,
     bridge: env.VM_BRIDGE,
     sshWaitTimeoutSec: env.SSH_WAIT_TIMEOUT,

@@ -87,6 +87,10 @@ export const envSchema = z.object({
   TEMPORAL_UI_PORT: intFrom(8233),
   TEMPORAL_DEV_PORT: intFrom(7233),
   TEMPORAL_CLI_PATH: z.string().optional(),
+  TEMPORAL_TLS_CERT: z.string().trim().optional(),
+  TEMPORAL_TLS_KEY: z.string().trim().optional(),
+  TEMPORAL_TLS_CA: z.string().trim().optional(),
+  TEMPORAL_TLS_SERVER_NAME: z.string().trim().optional(),
 
   IMAGE_BASE_DEBIAN: z.string().url().default('https://cloud.debian.org/images/cloud'),
   IMAGE_BASE_UBUNTU: z.string().url().default('https://cloud-images.ubuntu.com/releases'),
@@ -178,6 +182,13 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       uiPort: env.TEMPORAL_UI_PORT,
       devPort: env.TEMPORAL_DEV_PORT,
       cliPath: env.TEMPORAL_CLI_PATH,
+      /** mTLS to an external server (lib/temporal/tls.ts): PEM file paths. */
+      tls: {
+        cert: env.TEMPORAL_TLS_CERT || undefined,
+        key: env.TEMPORAL_TLS_KEY || undefined,
+        ca: env.TEMPORAL_TLS_CA || undefined,
+        serverName: env.TEMPORAL_TLS_SERVER_NAME || undefined,
+      },
     },
     imageBase: {
       debian: env.IMAGE_BASE_DEBIAN.replace(/\/+$/, ''),

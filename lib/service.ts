@@ -4,6 +4,7 @@ import type { Worker } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
 import type { Config } from './config';
 import { connectTemporal, ensureSearchAttributes } from './temporal/connect';
+import { temporalTls } from './temporal/tls';
 import { createExecutors } from './executor';
 import { createActivities } from '../activities';
 import { createWorker } from '../worker/worker';
@@ -46,6 +47,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     address: opts.temporalAddress,
     namespace: config.temporal.namespace,
     dataConverter,
+    tls: temporalTls(config.temporal.tls),
   });
   await ensureSearchAttributes(temporal.connection, config.temporal.namespace);
 

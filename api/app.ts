@@ -22,7 +22,7 @@ export interface AppDeps {
   client: Client;
   /** Node names of the cluster, for validating `node` in requests. */
   knownNodes: string[];
-  /** Serves /codec/decode and /codec/encode for the Temporal UI and CLI. */
+  /** Serves /codec/decode (for display, secrets redacted) to the Temporal UI and CLI. */
   codec?: PayloadCodec;
   /** One executor per node: the API's fast reads (preconditions, /vm/list) go through them. */
   executors: Record<string, NodeExecutor>;

@@ -4,7 +4,7 @@ import { displayCodec } from '../lib/temporal/displayCodec';
 
 /**
  * The codec server: lets the Temporal Web UI and `temporal --codec-endpoint <base>/codec`
- * show encrypted history in clear text. Both call `<endpoint>/decode` and `<endpoint>/encode`
+ * show encrypted history in clear text. Both call `<endpoint>/decode` (and `/encode`, refused here)
  * with Payloads in proto-JSON form: `{ payloads: [{ metadata: { k: base64 }, data: base64 }] }`.
  *
  * The Web UI calls it from the user's browser, not from the UI server, so it needs CORS

@@ -66,6 +66,21 @@ test('a rebuild with no body keeps the VM\'s password hash', async () => {
   expect((await h.sandbox.readConfig(BARE))!).not.toMatch(/^cipassword:/m);
 });
 
+test('a password like "error" or "p" leaves the error message whole: secrets are kept out, not substituted', async () => {
+  for (const [vmid, passwd] of [[143, 'error'], [144, 'p']] as const) {
+    const stderr = '400 Parameter verification failed.\nsshkeys: unexpected error in cloudinit config: SSH public key rejected';
+    await h.sandbox.injectFault({ command: `qm set ${vmid}`, stderr, times: 1 });
+    const res = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: vmid, passwd } });
+    const failed = res.events.at(-1)!;
+    expect(failed.status).toBe('error');
+    expect(failed.message).toContain('unexpected error in cloudinit config: SSH public key rejected');
+    expect(res.body).not.toContain('<hidden>ublic');
+    expect(res.body).not.toMatch(/unexpected <hidden>/);
+    // Nothing half-built is left.
+    expect(await h.sandbox.readConfig(vmid)).toBeUndefined();
+  }
+});
+
 test('the seed\'s defaults come back only with UNSAFE_DEFAULT_PASSWORDS=1', () => {
   const safe = loadConfig({});
   expect(safe.rootPassword).toBeUndefined();

@@ -7,6 +7,8 @@ import { initScriptEnv, initScriptFor } from '../lib/initScripts';
 import { shellQuote } from '../lib/executor/quote';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
+import { checkedInput } from './checkInput';
+import { field } from '../lib/inputs';
 
 export interface GuestDeps {
   config: Config;
@@ -53,6 +55,7 @@ export function guestActivities({ config, client }: GuestDeps) {
      * a dropped connection is harmless.
      */
     async runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string }): Promise<void> {
+      checkedInput(field.user, input.user, 'runInitScript');
       const ctx = Context.current();
       const env = initScriptEnv(config.initScript, input.rootPassword ?? config.rootPassword);
       const exports = Object.entries(env)

@@ -5,6 +5,8 @@ import { ProxmoxNode } from '../lib/proxmox/client';
 import { balloonFor } from './proxmox';
 import { requireManaged } from './managedSet';
 import { adoptedDescription, ownerOf } from '../lib/ownership';
+import { checkedInput } from './checkInput';
+import { workflowInputs } from '../lib/inputs';
 
 export interface LifecycleDeps {
   config: Config;
@@ -63,6 +65,7 @@ export function lifecycleActivities({ config, executors }: LifecycleDeps) {
     },
 
     async setCpu(input: { vmid: number; cores: number }): Promise<void> {
+      checkedInput(workflowInputs.setCpu, input, 'setCpu');
       await (await vmNodeOrFail(input.vmid)).qmSet(input.vmid, { cores: input.cores });
     },
 
@@ -72,6 +75,7 @@ export function lifecycleActivities({ config, executors }: LifecycleDeps) {
      * removed first, since Proxmox refuses a balloon larger than the memory.
      */
     async setMemory(input: { vmid: number; memoryMb: number }): Promise<void> {
+      checkedInput(workflowInputs.setMemory, input, 'setMemory');
       const node = await vmNodeOrFail(input.vmid);
       const balloon = balloonFor(input.memoryMb, config.balloonMinMb);
       if (balloon !== undefined) {

@@ -15,6 +15,8 @@ import { vmIp } from '../lib/network';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { requireManaged } from './managedSet';
+import { checkedInput } from './checkInput';
+import { field, installSpecSchema, installSecretsSchema } from '../lib/inputs';
 
 export interface ProxmoxDeps {
   config: Config;
@@ -128,7 +130,8 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
 
     /** `qm create` on the main node; finding our own VM already there counts as done. */
     async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string }> {
-      const { vmid, spec } = input;
+      const { vmid } = input;
+      const spec = checkedInput(installSpecSchema, input.spec, 'qmCreate');
       const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
       try {
         await main().qmCreate(vmid, {
@@ -177,14 +180,25 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
     },
 
     /** Cloud-init, disks, boot order and network in the seed's order; every step absolute. */
-    async configureVm(input: { vmid: number; volid: string; spec: InstallSpec; ip: string; mainKey: string; passwd: string }): Promise<void> {
-      const { vmid, spec } = input;
+    async configureVm(input: {
+      vmid: number;
+      volid: string;
+      spec: InstallSpec;
+      ip: string;
+      mainKey: string;
+      /** Neither: the user gets no usable password (login with the injected keys only). */
+      passwd?: string;
+      passwdHash?: string;
+    }): Promise<void> {
+      const { vmid } = input;
+      const spec = checkedInput(installSpecSchema, input.spec, 'configureVm');
+      const { passwd, passwdHash } = checkedInput(installSecretsSchema, { passwd: input.passwd, passwdHash: input.passwdHash }, 'configureVm');
       const node = main();
       const keys = [input.mainKey, ...readAdminKeys(config.dataDir), ...(spec.pubkey ? spec.pubkey.split('\n') : [])];
       const conf = await node.config(vmid);
       await node.qmSet(vmid, {
         sshkeys: `${keys.join('\n')}\n`,
-        cipassword: input.passwd,
+        ...(passwd !== undefined ? { cipassword: passwd } : passwdHash !== undefined ? { cipasswordHash: passwdHash } : {}),
         ciuser: spec.user,
         ciupgrade: 0,
         tags: spec.os,
@@ -199,6 +213,7 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
     },
 
     async migrateVm(input: { vmid: number; target: string }): Promise<void> {
+      checkedInput(field.node, input.target, 'migrateVm');
       const current = await locate(input.vmid);
       if (current === input.target) return; // done before a crash
       const out = outputStream(client);

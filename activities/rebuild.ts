@@ -161,6 +161,19 @@ export function rebuildActivities({ config, executors, client }: RebuildDeps) {
       return true;
     },
 
+    /**
+     * The cloud-init password the re-created VM gets when the rebuild names none: the hash
+     * the VM has now (`qm cloudinit dump`: qm config shows only stars), so a rebuild never
+     * resets a password; with none there, no usable password (or the seed's default, with
+     * UNSAFE_DEFAULT_PASSWORDS). Read before the VM is destroyed.
+     */
+    async keptCiPassword(input: { vmid: number; node?: string }): Promise<{ passwdHash?: string; passwd?: string }> {
+      const exec = input.node ? executors[input.node] : undefined;
+      const hash = exec ? await new ProxmoxNode(exec).ciPasswordHash(input.vmid) : undefined;
+      if (hash) return { passwdHash: hash };
+      return config.defaultCiPassword ? { passwd: config.defaultCiPassword } : {};
+    },
+
     /** The root password for the OS init script, read when the rebuild runs (never stored in a schedule). */
     async initRootPassword(): Promise<{ rootPassword?: string }> {
       return config.rootPassword ? { rootPassword: config.rootPassword } : {};

@@ -3,6 +3,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { PayloadCodec } from '@temporalio/common';
 import { cors, requireMutationAccess } from './guard';
+import { refuseCrossSite } from './crossSite';
 import { codecRouter } from './codec';
 import { installRoutes } from './install';
 import { initScriptRoutes } from './initScripts';
@@ -23,7 +24,7 @@ export interface AppDeps {
   client: Client;
   /** Node names of the cluster, for validating `node` in requests. */
   knownNodes: string[];
-  /** Serves /codec/decode and /codec/encode for the Temporal UI and CLI. */
+  /** Serves /codec/decode (for display, secrets redacted) to the Temporal UI and CLI. */
   codec?: PayloadCodec;
   /** One executor per node: the API's fast reads (preconditions, /vm/list) go through them. */
   executors: Record<string, NodeExecutor>;
@@ -57,6 +58,7 @@ export function createApp(deps: AppDeps): express.Express {
     app.use(codecRouter(deps.codec, { authorize: requireMutationAccess(deps.config), allowedOrigins: deps.config.codecUiOrigins }));
   }
   app.use(cors(deps.corsSubnets));
+  app.use(refuseCrossSite(deps.corsSubnets));
   app.use(sse.gate);
   app.use(checkResumePoint);
   app.use(requireJsonBody);

@@ -1,14 +1,17 @@
 import express, { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { verifyJsonBody } from './limits';
+import { displayCodec } from '../lib/temporal/displayCodec';
 
 /**
  * The codec server: lets the Temporal Web UI and `temporal --codec-endpoint <base>/codec`
- * show encrypted history in clear text. Both call `<endpoint>/decode` and `<endpoint>/encode`
+ * show encrypted history in clear text. Both call `<endpoint>/decode` (and `/encode`, refused here)
  * with Payloads in proto-JSON form: `{ payloads: [{ metadata: { k: base64 }, data: base64 }] }`.
  *
  * The Web UI calls it from the user's browser, not from the UI server, so it needs CORS
- * for the UI's origin. The answer is plaintext history, so POSTs sit behind `authorize`.
+ * for the UI's origin. The answer is plaintext history, so POSTs sit behind `authorize`,
+ * and it serves people: secrets come back as "<redacted>" and nothing is encoded
+ * (lib/temporal/displayCodec.ts). Workers decode in full with the codec, in process.
  */
 
 export interface CodecRouterOptions {
@@ -145,9 +148,12 @@ export function codecRouter(codec: PayloadCodec, opts: CodecRouterOptions): expr
   // Its own parser and limit: history pages are far larger than API requests, and this
   // router is meant to be mounted before the app-wide JSON parser.
   const json = express.json({ limit: opts.bodyLimit ?? '8mb', verify: verifyJsonBody });
+  const display = displayCodec(codec);
   router.use('/codec', corsFor(opts.allowedOrigins));
-  router.post('/codec/decode', opts.authorize, json, handler(codec, 'decode'));
-  router.post('/codec/encode', opts.authorize, json, handler(codec, 'encode'));
+  router.post('/codec/decode', opts.authorize, json, handler(display, 'decode'));
+  router.post('/codec/encode', opts.authorize, (_req: Request, res: Response) => {
+    res.status(403).json({ success: false, message: 'the codec endpoint only decodes, for display; start or change work through the API' });
+  });
   router.use('/codec', bodyErrors);
   return router;
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { describeIssues } from './issues';
 import type { Config } from '../lib/config';
 import { keyBlobType } from '../lib/sshKey';
+import { field } from '../lib/inputs';
 import { DEFAULT_USER, OS_VERSIONS, OsName, InstallSecrets, InstallSpec } from '../lib/types';
 
 /**
@@ -34,10 +35,7 @@ export const installBodySchema = z
     os: z.enum(Object.keys(OS_VERSIONS) as [OsName, ...OsName[]], { error: 'os must be debian, ubuntu or rockylinux' }),
     version: z.string({ error: 'version must be a string' }),
     id: int('id', 100, 254).optional(),
-    name: z
-      .string({ error: 'name must be a string' })
-      .regex(/^[A-Za-z0-9]([A-Za-z0-9-]{0,52}[A-Za-z0-9])?$/, 'name must be a DNS label: letters, digits and inner hyphens, at most 54 characters')
-      .optional(),
+    name: field.name.optional(),
     node: z.string({ error: 'node must be a string' }).optional(),
     cpu: int('cpu', -1024, 1024).optional(),
     ram: int('ram', -1_048_576, 1_048_576).optional(),
@@ -45,15 +43,8 @@ export const installBodySchema = z
       .string({ error: 'disk must be a string like "32G"' })
       .regex(/^\d{1,5}G$/, 'disk must be a whole number of GiB followed by G, like "32G"')
       .optional(),
-    user: z
-      .string({ error: 'user must be a string' })
-      .regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'user must be a POSIX user name: lower-case letters, digits, _ and -, at most 32 characters')
-      .refine((u) => u !== 'root', 'user must not be root')
-      .optional(),
-    passwd: z
-      .string({ error: 'passwd must be a string' })
-      .regex(/^[\x20-\x7e]{1,128}$/, 'passwd must be 1 to 128 printable ASCII characters without newlines')
-      .optional(),
+    user: field.user.optional(),
+    passwd: field.passwd.optional(),
     pubkey: z
       .string({ error: 'pubkey must be a string' })
       .max(16_384, 'pubkey is too long')
@@ -115,6 +106,10 @@ export function toInstallSpec(
       user: b.user ?? DEFAULT_USER[b.os],
       pubkey: pubkey || undefined,
     },
-    secrets: { passwd: b.passwd ?? 'passwd', rootPassword: config.rootPassword },
+    secrets: omitUndefined({ passwd: b.passwd ?? config.defaultCiPassword, rootPassword: config.rootPassword }),
   };
+}
+
+function omitUndefined<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
 }

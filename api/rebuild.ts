@@ -16,7 +16,7 @@ export interface RebuildRouteDeps {
   executors: Record<string, NodeExecutor>;
 }
 
-/** The spec marker holds no secrets: the cloud-init password comes with the request (default `passwd`). */
+/** The spec marker holds no secrets: a new cloud-init password comes with the request; without one the VM keeps its own. */
 export const rebuildBodySchema = z.object({ passwd: installBodySchema.shape.passwd }).strict();
 
 export function badInput(res: Response, message: string): void {

@@ -65,6 +65,10 @@ export const envSchema = z.object({
   VM_MAX_DISK: optionalInt,
   VM_BALLOON_MIN: optionalInt,
   VM_ROOT_PASSWORD: z.string().optional(),
+  UNSAFE_DEFAULT_PASSWORDS: z
+    .enum(['0', '1', 'true', 'false', ''], { error: 'must be 1 or 0' })
+    .optional()
+    .transform((v) => v === '1' || v === 'true'),
   VM_SSH_PORT: intFrom(22),
   VM_BRIDGE: z.string().trim().default('vmbr0'),
   SSH_WAIT_TIMEOUT: intFrom(600),
@@ -84,6 +88,10 @@ export const envSchema = z.object({
   TEMPORAL_UI_PORT: intFrom(8233),
   TEMPORAL_DEV_PORT: intFrom(7233),
   TEMPORAL_CLI_PATH: z.string().optional(),
+  TEMPORAL_TLS_CERT: z.string().trim().optional(),
+  TEMPORAL_TLS_KEY: z.string().trim().optional(),
+  TEMPORAL_TLS_CA: z.string().trim().optional(),
+  TEMPORAL_TLS_SERVER_NAME: z.string().trim().optional(),
 
   // No default here: whether any is set decides if sandbox mode serves its own images.
   IMAGE_BASE_DEBIAN: z.string().url().optional(),
@@ -128,6 +136,10 @@ const NODE_JS_VARIABLES = new Set([
   'VERSION', 'MODULE_VERSION',
 ]);
 
+/** The seed's defaults, printed in its README: known to everyone, so used only on request. */
+const SEED_ROOT_PASSWORD = '0123456789';
+const SEED_CI_PASSWORD = 'passwd';
+
 export interface NodeAddress {
   host: string;
   port: number;
@@ -170,7 +182,13 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     vmidRange: { start: Math.min(ipStart, ipEnd), end: Math.max(ipStart, ipEnd) },
     limits: { maxCpu: env.VM_MAX_CPU, maxRamMb: env.VM_MAX_RAM, maxDiskGb: env.VM_MAX_DISK },
     balloonMinMb: env.VM_BALLOON_MIN,
-    rootPassword: env.VM_ROOT_PASSWORD,
+    /**
+     * Without VM_ROOT_PASSWORD root's password is locked, and without a request `passwd`
+     * the cloud-init user has none: keys only. UNSAFE_DEFAULT_PASSWORDS brings back the
+     * seed's well-known defaults for operators who depend on them.
+     */
+    rootPassword: env.VM_ROOT_PASSWORD || (env.UNSAFE_DEFAULT_PASSWORDS ? SEED_ROOT_PASSWORD : undefined),
+    defaultCiPassword: env.UNSAFE_DEFAULT_PASSWORDS ? SEED_CI_PASSWORD : undefined,
     vmSshPort: env.VM_SSH_PORT,
     bridge: env.VM_BRIDGE,
     sshWaitTimeoutSec: env.SSH_WAIT_TIMEOUT,
@@ -186,6 +204,13 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       uiPort: env.TEMPORAL_UI_PORT,
       devPort: env.TEMPORAL_DEV_PORT,
       cliPath: env.TEMPORAL_CLI_PATH,
+      /** mTLS to an external server (lib/temporal/tls.ts): PEM file paths. */
+      tls: {
+        cert: env.TEMPORAL_TLS_CERT || undefined,
+        key: env.TEMPORAL_TLS_KEY || undefined,
+        ca: env.TEMPORAL_TLS_CA || undefined,
+        serverName: env.TEMPORAL_TLS_SERVER_NAME || undefined,
+      },
     },
     imageBase: {
       debian: (env.IMAGE_BASE_DEBIAN ?? UPSTREAM_IMAGE_BASES.debian).replace(/\/+$/, ''),

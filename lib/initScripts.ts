@@ -102,7 +102,7 @@ export function listInitScripts(): Array<{ os: string; version: string; file: st
 /**
  * The QEMURUN_* variables that carry the settings into the script. Throws, naming every bad
  * value, for a setting the script would refuse. The root password is included only when
- * given; the script then uses its default (0123456789, the seed's).
+ * given; without it the script locks root's password.
  */
 export function initScriptEnv(settings: InitScriptSettings, rootPassword?: string): Record<string, string> {
   const problems: string[] = [];

@@ -4,6 +4,7 @@ import type { Worker } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
 import type { Config } from './config';
 import { connectTemporal, ensureSearchAttributes } from './temporal/connect';
+import { temporalTls } from './temporal/tls';
 import { createExecutors } from './executor';
 import { createActivities } from '../activities';
 import { createWorker } from '../worker/worker';
@@ -57,12 +58,13 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
       address: opts.temporalAddress,
       namespace: config.temporal.namespace,
       dataConverter,
+      tls: temporalTls(config.temporal.tls),
     });
     await ensureSearchAttributes(temporal.connection, config.temporal.namespace);
   } catch (err) {
     throw new StartupError(
       `cannot reach Temporal at ${opts.temporalAddress} (namespace ${config.temporal.namespace}): ${reason(err).split('\n')[0]}\n` +
-        'start that server, fix TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE, or unset TEMPORAL_ADDRESS to run the embedded dev server',
+        'start that server, fix TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (and TEMPORAL_TLS_*), or unset TEMPORAL_ADDRESS to run the embedded dev server',
       undefined,
       { cause: err },
     );

@@ -37,9 +37,11 @@ export interface InstallSpec {
 
 /** Secrets that travel with an install; the payload codec keeps them out of history. */
 export interface InstallSecrets {
-  /** Cloud-init user password. */
-  passwd: string;
-  /** Root password for the OS init script; undefined uses the script's default. */
+  /** Cloud-init user password. Undefined (with no hash): no usable password, keys only. */
+  passwd?: string;
+  /** A crypt hash kept from the VM a rebuild replaces, used when no passwd is given. */
+  passwdHash?: string;
+  /** Root password for the OS init script; undefined locks root's password. */
   rootPassword?: string;
 }
 

@@ -37,13 +37,29 @@ describe('codec router over HTTP', () => {
     expect(body.payloads.map(fromJson).map((p) => fromPayload(p))).toEqual([{ secret }, 'two']);
   });
 
-  test('encodes into payloads the codec decodes', async () => {
-    const res = await post('encode', { payloads: [json(toPayload({ a: 1 }))] });
-    expect(res.status).toBe(200);
-    const body = (await res.json()) as { payloads: Array<{ metadata: Record<string, string>; data: string }> };
-    const encoded = body.payloads.map(fromJson);
-    expect(metaText(encoded[0], 'encoding')).toBe('binary/encrypted');
-    expect(fromPayload((await codec.decode(encoded))[0])).toEqual({ a: 1 });
+  test('encodes nothing: a caller cannot make payloads the workers would accept', async () => {
+    const res = await post('encode', { payloads: [json(toPayload({ vmid: 240, cores: 7 }))] });
+    expect(res.status).toBe(403);
+    expect(((await res.json()) as { message: string }).message).toMatch(/only decodes/);
+  });
+
+  test('decodes for people: secrets, wherever they sit, come back as "<redacted>"', async () => {
+    const install = { spec: { os: 'debian', version: '12', user: 'debian' }, secrets: { passwd: 'UiS3cret!', rootPassword: 'R00t!' }, mainNode: 'pve1' };
+    const activity = { vmid: 120, passwd: 'UiS3cret!', mainKey: 'ssh-ed25519 AAAA' };
+    const schedule = [{ vmid: 121, spec: { os: 'debian' }, passwd: 'Sched!' }];
+    const encoded = await codec.encode([toPayload(install), toPayload(activity), toPayload(schedule), toPayload({ rootPassword: 'R00t!' })]);
+    const res = await post('decode', { payloads: encoded.map(json) });
+    const text = await res.text();
+    for (const secret of ['UiS3cret!', 'R00t!', 'Sched!']) expect(text.includes(Buffer.from(secret).toString('base64'))).toBe(false);
+    const body = JSON.parse(text) as { payloads: Array<{ metadata: Record<string, string>; data: string }> };
+    expect(body.payloads.map(fromJson).map((p) => fromPayload(p))).toEqual([
+      { ...install, secrets: '<redacted>' },
+      { ...activity, passwd: '<redacted>' },
+      [{ ...schedule[0], passwd: '<redacted>' }],
+      { rootPassword: '<redacted>' },
+    ]);
+    // What a worker decodes in process is untouched.
+    expect(fromPayload((await codec.decode(encoded))[0])).toEqual(install);
   });
 
   test('accepts proto-JSON with empty fields left out', async () => {

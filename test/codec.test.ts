@@ -61,11 +61,10 @@ describe('EncryptionCodec', () => {
     await expect(codec.decode([{ ...p, data }])).rejects.toThrow(/failed authentication/);
   });
 
-  test('payloads that are not binary/encrypted pass through unchanged', async () => {
+  test('refuses a payload it did not encrypt: without the key nobody starts or signals a workflow', async () => {
     const codec = codecWith([['k1', randomKey()]]);
-    const plain = toPayload({ secret });
-    const [out] = await codec.decode([plain]);
-    expect(out).toBe(plain);
+    await expect(codec.decode([toPayload({ vmid: 240, cores: 7 })])).rejects.toThrow(/not encrypted \(encoding "json\/plain"\).*use the API/);
+    await expect(codec.decode([{ metadata: {}, data: new Uint8Array() }])).rejects.toThrow(EncryptionCodecError);
   });
 
   test('refuses a key of the wrong size, or an encrypting key that is not in the map', () => {

@@ -22,7 +22,8 @@ afterAll(async () => {
 });
 
 async function call(method: string, p: string, headers: Record<string, string> = {}) {
-  const res = await fetch(`${h.api}${p}`, { method, headers });
+  const json: Record<string, string> = method === 'GET' ? {} : { 'Content-Type': 'application/json' };
+  const res = await fetch(`${h.api}${p}`, { method, headers: { ...json, ...headers } });
   const text = await res.text();
   return { status: res.status, headers: res.headers, text, json: () => JSON.parse(text) };
 }

@@ -130,7 +130,7 @@ test('cancelling an install stops it and removes the VM it created', async () =>
   }
   expect(workflowId).toBeDefined();
   for (let i = 0; i < 100 && (await vmIds()).length === before.length; i++) await new Promise((r) => setTimeout(r, 100));
-  const cancel = await fetch(`${h.api}/vm/install/${workflowId}/cancel`, { method: 'POST' });
+  const cancel = await fetch(`${h.api}/vm/install/${workflowId}/cancel`, { method: 'POST', headers: { 'Content-Type': 'application/json' } });
   expect(cancel.status).toBe(202);
   const res = await stream;
   expect(res.events.at(-1)).toMatchObject({ status: 'error', message: '[-] install cancelled' });

@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 async function refresh(headers: Record<string, string> = {}) {
-  const res = await fetch(`${h.api}/cluster/cpu/refresh`, { method: 'POST', headers });
+  const res = await fetch(`${h.api}/cluster/cpu/refresh`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers } });
   return { status: res.status, json: (await res.json()) as Record<string, unknown> };
 }
 

@@ -34,7 +34,7 @@ async function install(body: Record<string, unknown>): Promise<number> {
 async function post(p: string, body?: unknown): Promise<{ status: number; text: string; json: () => any; headers: Headers }> {
   const res = await fetch(`${h.api}${p}`, {
     method: 'POST',
-    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+    headers: { 'Content-Type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();

@@ -89,7 +89,7 @@ test('cluster entries: capacity in GiB, allocation in percent of it', async () =
 });
 
 test('?disable=0 lists running VMs only, ?disable=1 stopped ones only', async () => {
-  expect(await fetch(`${h.api}/vm/${db}/stop`, { method: 'POST' }).then((r) => r.text())).toBe('ok');
+  expect(await fetch(`${h.api}/vm/${db}/stop`, { method: 'POST', headers: { 'Content-Type': 'application/json' } }).then((r) => r.text())).toBe('ok');
   const running = (await list('?disable=0')).body;
   expect(running.list.map((v: { vmid: number }) => v.vmid)).toEqual([web]);
   expect(running.count).toBe(1);

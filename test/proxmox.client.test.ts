@@ -153,9 +153,14 @@ describe('ProxmoxNode with a scripted node', () => {
     expect(err).toMatchObject({ retryable: true, lock: 'create', command: 'qm set 120 --tags debian' });
   });
 
-  it('never puts the password or the keys in the argv, the error or its message', async () => {
+  it('never puts the password or the keys in the argv; the node sees only the hash, which errors hide', async () => {
     const password = "s3cr3t 'pw' $(x)";
-    const { exec, pve } = scripted(() => ({ exitCode: 255, stderr: `bad value '${password}'\n`, stdout: `update VM 120: -cipassword ${password}\n` }));
+    // The node can only echo what it got: the hash on stdin.
+    const { exec, pve } = scripted((argv) => {
+      void argv;
+      const hash = exec.calls[0].opts.stdin!.split('\n')[0];
+      return { exitCode: 255, stderr: `bad value '${hash}'\n`, stdout: `update VM 120: -cipassword ${hash}\n` };
+    });
     const err = (await pve.qmSet(120, { cipassword: password, sshkeys: 'ssh-ed25519 AAAA k\n', ciuser: 'debian' }).catch((e: unknown) => e)) as ProxmoxCommandError;
     const argv = exec.calls[0].argv.join(' ');
     expect(argv).not.toContain(password);
@@ -165,8 +170,37 @@ describe('ProxmoxNode with a scripted node', () => {
     expect(keyLines.join('\n')).toBe('ssh-ed25519 AAAA k\n');
     expect(err).toBeInstanceOf(ProxmoxCommandError);
     expect(JSON.stringify({ ...err, message: err.message })).not.toContain('s3cr3t');
+    expect(JSON.stringify({ ...err, message: err.message })).not.toContain(hash);
     expect(err.command).toBe('qm set 120 --ciuser debian --cipassword <hidden> --sshkeys <file>');
     expect(err.stderr).toBe("bad value '<hidden>'\n");
+  });
+
+  it('leaves messages whole whatever the password is: no text is substituted on its account', async () => {
+    for (const password of ['error', 'p', 'SSH']) {
+      const stderr = 'unexpected error in cloudinit config\nSSH public key validation error\n';
+      const { pve } = scripted(() => ({ exitCode: 255, stderr }));
+      const err = (await pve.qmSet(120, { cipassword: password, sshkeys: 'ssh-ed25519 AAAA k\n' }).catch((e: unknown) => e)) as ProxmoxCommandError;
+      expect({ password, stderr: err.stderr }).toEqual({ password, stderr });
+      expect(err.message).toContain('unexpected error in cloudinit config; SSH public key validation error');
+    }
+  });
+
+  it('passes a kept hash on as it is', async () => {
+    const hash = '$5$abcdefgh$' + 'A'.repeat(43);
+    const { exec, pve } = scripted(() => ({}));
+    await pve.qmSet(120, { cipasswordHash: hash });
+    expect(exec.calls[0].opts.stdin).toBe(`${hash}\n`);
+    await expect(pve.qmSet(120, { cipasswordHash: 'plain' })).rejects.toThrow(/crypt hash/);
+  });
+
+  it('reads the stored hash from qm cloudinit dump user (qm config shows only stars)', async () => {
+    const hash = '$5$abcdefgh$' + 'B'.repeat(43);
+    const dump = `#cloud-config\nhostname: web-131\nmanage_etc_hosts: true\nfqdn: web-131\nuser: debian\npassword: ${hash}\nchpasswd:\n  expire: False\n`;
+    const { exec, pve } = scripted(() => ({ stdout: dump }));
+    expect(await pve.ciPasswordHash(131)).toBe(hash);
+    expect(exec.calls[0].argv).toEqual(['qm', 'cloudinit', 'dump', '131', 'user']);
+    const none = scripted(() => ({ stdout: '#cloud-config\nhostname: x\n' }));
+    expect(await none.pve.ciPasswordHash(131)).toBeUndefined();
   });
 
   it('refuses a password with a line break rather than splitting it', async () => {

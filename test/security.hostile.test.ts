@@ -272,7 +272,7 @@ describe('accepted hostile values travel through installs as literal values', ()
         ['POST', `/api/vm/install/${enc(v)}/cancel`],
         ['POST', `/api/workflows/${enc(v)}/cancel`],
       ] as const) {
-        const a = await send(h.service.url, { method, path: p });
+        const a = await send(h.service.url, { method, path: p, headers: method === 'GET' ? {} : JSON_CT });
         expectRefused(a, p, /no workflow/, [404]);
         if (a.status === 404) expect(a.json!.message).toBe(`no workflow ${v}`);
       }
@@ -286,7 +286,7 @@ describe('accepted hostile values travel through installs as literal values', ()
         const r = await send(h.service.url, { method: 'POST', path: `/api/vm/${enc(v)}/${op}`, headers: JSON_CT, body: '{}' });
         expectRefused(r, `/api/vm/${enc(v)}/${op}`, 'id');
       }
-      const r = await send(h.service.url, { method: 'POST', path: `/api/vm/${enc(v)}/rebuild` });
+      const r = await send(h.service.url, { method: 'POST', path: `/api/vm/${enc(v)}/rebuild`, headers: JSON_CT });
       expectRefused(r, `/api/vm/${enc(v)}/rebuild`, 'id');
       for (const [method, p] of [
         ['GET', `/api/schedules/${enc(v)}`],
@@ -297,7 +297,7 @@ describe('accepted hostile values travel through installs as literal values', ()
         ['POST', `/api/schedules/${enc(v)}/update`],
         ['DELETE', `/api/schedules/${enc(v)}`],
       ] as const) {
-        expectRefused(await send(h.service.url, { method, path: p }), p, /schedule|id/, [400, 404]);
+        expectRefused(await send(h.service.url, { method, path: p, headers: method === 'GET' ? {} : JSON_CT }), p, /schedule|id/, [400, 404]);
       }
     });
 
@@ -347,7 +347,7 @@ describe('accepted hostile values travel through installs as literal values', ()
     let vmid: number;
     beforeAll(async () => {
       vmid = installs.pve1.vmid;
-      const stop = await send(h.service.url, { method: 'POST', path: `/api/vm/${vmid}/stop` });
+      const stop = await send(h.service.url, { method: 'POST', path: `/api/vm/${vmid}/stop`, headers: JSON_CT });
       expect([stop.status, stop.text]).toEqual([200, 'ok']);
     });
 
@@ -411,7 +411,7 @@ describe('accepted hostile values travel through installs as literal values', ()
           expect(await noteOf()).toBe(v);
         } else expectRefused(paused, v, 'reason');
       } finally {
-        await send(h.service.url, { method: 'DELETE', path: `/api/schedules/${id}` });
+        await send(h.service.url, { method: 'DELETE', path: `/api/schedules/${id}`, headers: JSON_CT });
       }
     });
   });

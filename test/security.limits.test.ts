@@ -154,12 +154,12 @@ describe('request deadline per route, in a bare app', () => {
   });
 
   test('an answer that waits for an operation (shutdown, stop, destroy, set/*) gets minutes, not the general deadline', async () => {
-    const a = await send(url, { method: 'POST', path: '/api/vm/120/shutdown' });
+    const a = await send(url, { method: 'POST', path: '/api/vm/120/shutdown', headers: { 'Content-Type': 'application/json' } });
     expect([a.status, a.text]).toEqual([200, 'ok']);
   });
 
   test('a timed-out answer that named its workflow says where to follow it', async () => {
-    const a = await send(url, { method: 'POST', path: '/api/vm/121/start' });
+    const a = await send(url, { method: 'POST', path: '/api/vm/121/start', headers: { 'Content-Type': 'application/json' } });
     expect(a.status).toBe(503);
     expect(a.json!.message).toMatch(/workflow vm-121 is still running.*\/api\/workflows\/vm-121/);
   });
@@ -185,7 +185,7 @@ describe('event streams', () => {
     install?.close();
     if (!workflowId) return;
     // Cancelled, the install removes the VM it created; wait for that before the harness stops.
-    await send(h.service.url, { method: 'POST', path: `/api/vm/install/${workflowId}/cancel` });
+    await send(h.service.url, { method: 'POST', path: `/api/vm/install/${workflowId}/cancel`, headers: { 'Content-Type': 'application/json' } });
     await h.service.client.workflow.getHandle(workflowId).result().catch(() => undefined);
   });
 

@@ -28,6 +28,9 @@ const CHROMIUM_FLAGS = [
 ];
 const VMID = 161;
 const SCHEDULE = `rebuild-vm-${VMID}`;
+/** The install's cloud-init password and the root password: never on any page. */
+const PASSWD = 'UiS3cret!passwd';
+const ROOT_PASSWORD = 'UiR00t!password';
 
 if (!HAVE_CHROMIUM && !process.env.CI) {
   console.warn(`${CHROMIUM} not found: the Temporal UI browser test is skipped (apt-get install chromium; CI runs it)`);
@@ -46,8 +49,13 @@ suite('the Temporal UI shows what QemuRun did', () => {
     if (!HAVE_CHROMIUM) throw new Error(`${CHROMIUM} not found: install Debian's chromium (apt-get install chromium); CI must run this test`);
     ui = process.env.TEST_TEMPORAL_UI_URL ?? '';
     if (!ui) throw new Error('TEST_TEMPORAL_UI_URL unset: the dev server was started without its UI');
-    h = await startHarness();
-    const res = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: VMID, name: 'ui' } });
+    // The UI's origin may call the codec endpoint (the last test points the UI at it).
+    const uiOrigin = new URL(ui);
+    h = await startHarness({
+      VM_ROOT_PASSWORD: ROOT_PASSWORD,
+      CODEC_UI_ORIGINS: `http://127.0.0.1:${uiOrigin.port},http://localhost:${uiOrigin.port}`,
+    });
+    const res = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: VMID, name: 'ui', passwd: PASSWD } });
     expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
     installId = res.headers['x-workflow-id'] as string;
     const created = await fetch(`${h.api}/schedules`, {
@@ -128,7 +136,7 @@ suite('the Temporal UI shows what QemuRun did', () => {
 
   test('a scheduled run is found by its schedule, with its rebuild child', async () => {
     const t0 = Date.now() - 1000;
-    expect((await fetch(`${h.api}/schedules/${SCHEDULE}/trigger`, { method: 'POST' })).status).toBe(202);
+    expect((await fetch(`${h.api}/schedules/${SCHEDULE}/trigger`, { method: 'POST', headers: { 'Content-Type': 'application/json' } })).status).toBe(202);
     type Run = { workflowId: string; outcome: string; startedAt: string };
     let run: Run | undefined;
     for (const until = Date.now() + 90_000; !run || run.outcome === 'running'; ) {
@@ -148,5 +156,32 @@ suite('the Temporal UI shows what QemuRun did', () => {
 
     await openWorkflowList(`VmId=${VMID} AND VmOperation='rebuild' AND WorkflowType='vmRebuild'`, `vm-${VMID}`);
     await shot('ui-rebuilds-by-vmid');
+  });
+
+  test('through the codec endpoint an install reads in clear, and no secret is on its page', async () => {
+    // The UI's own "codec server" setting, kept in the browser's localStorage: set before
+    // any of the UI's scripts run on each page load.
+    await page.context().addInitScript((endpoint) => {
+      const storage = (globalThis as unknown as { localStorage: { setItem(k: string, v: string): void } }).localStorage;
+      storage.setItem('endpoint', JSON.stringify(endpoint));
+      storage.setItem('overrideRemoteCodecConfiguration', 'true');
+    }, `${h.service.url}/codec`);
+    await page.goto(`${ui}/namespaces/default/workflows/${installId}`);
+    await page.getByText('installVm', { exact: true }).first().waitFor();
+    // Decoded: the spec is there to read, the secrets are not.
+    await page.getByText(/redacted/).first().waitFor({ timeout: 30_000 });
+    await page.getByText(/"os": ?"debian"/).first().waitFor();
+    // Open every activity's details too: configureVm and runInitScript took the passwords.
+    for (const activity of ['configureVm', 'runInitScript']) {
+      await page.getByText(activity, { exact: true }).first().click();
+    }
+    await page.waitForTimeout(2000);
+    await shot('ui-install-decoded');
+    const text = await page.locator('body').innerText();
+    const html = await page.content();
+    for (const secret of [PASSWD, ROOT_PASSWORD]) {
+      expect({ secret, inText: text.includes(secret), inHtml: html.includes(secret) }).toEqual({ secret, inText: false, inHtml: false });
+    }
+    expect(text).not.toContain('YmluYXJ5L2VuY3J5cHRlZA==');
   });
 });

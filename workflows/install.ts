@@ -10,6 +10,8 @@ import {
 import { DEFAULT_USER, type InstallResult, type InstallSecrets, type InstallSpec } from '../lib/types';
 import { VM_ID, VM_NAME, VM_NODE, VM_OS, VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { Progress } from './progress';
+import { checkedInput } from './checkInput';
+import { workflowInputs } from '../lib/inputs';
 import { cleanup, guest, proxmox, transfer } from './activityOptions';
 
 export interface InstallInput {
@@ -23,7 +25,7 @@ const MAX_VMID_ATTEMPTS = 20;
 
 /** Creates a VM from an official cloud image and initialises it, step by step. */
 export async function installVm(input: InstallInput): Promise<InstallResult> {
-  const { spec, secrets, mainNode } = input;
+  const { spec, secrets, mainNode } = checkedInput(workflowInputs.install, input) as InstallInput;
   const progress = new Progress();
   const started = Date.now();
   const owner = workflowInfo().workflowId;
@@ -71,6 +73,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         ip: vm.ip,
         mainKey,
         passwd: secrets.passwd,
+        passwdHash: secrets.passwdHash,
       }),
     );
     if (spec.node && spec.node !== mainNode) {

@@ -4,6 +4,8 @@ import { guest, proxmox, retry, transfer } from './activityOptions';
 import { Progress } from './progress';
 import { describeFailure } from './install';
 import { adoptionOwner } from '../lib/ownership';
+import { checkedInput } from './checkInput';
+import { workflowInputs } from '../lib/inputs';
 
 /**
  * Short workflows for the operations on an existing VM. The API starts each one with the
@@ -42,6 +44,7 @@ const GiB = 1024 ** 3;
 
 /** Starts a stopped VM and waits until its SSH answers. */
 export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
+  checkedInput(workflowInputs.guestRef, input);
   return operation('VM start', input.vmid, async (step) => {
     await step('start', `starting VM ${input.vmid}`, () => proxmox.startVm({ vmid: input.vmid }));
     await step('wait for SSH', `waiting for SSH on ${input.ip}`, () => guest.waitForSsh({ ip: input.ip, user: input.user }));
@@ -51,6 +54,7 @@ export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
 
 /** Reboots a running VM and waits until its SSH answers again. */
 export async function vmReboot(input: GuestRef): Promise<VmOperationResult> {
+  checkedInput(workflowInputs.guestRef, input);
   return operation('VM reboot', input.vmid, async (step) => {
     await step('reboot', `rebooting VM ${input.vmid}`, () => proxmox.rebootVm({ vmid: input.vmid }));
     await step('wait for SSH', `waiting for SSH on ${input.ip}`, () => guest.waitForSsh({ ip: input.ip, user: input.user }));
@@ -60,6 +64,7 @@ export async function vmReboot(input: GuestRef): Promise<VmOperationResult> {
 
 /** ACPI shutdown: the guest powers off in its own time. */
 export async function vmShutdown(input: VmRef): Promise<VmOperationResult> {
+  checkedInput(workflowInputs.vmRef, input);
   return operation('VM shutdown', input.vmid, async (step) => {
     await step('shutdown', `shutting down VM ${input.vmid}`, () => power.shutdownVm({ vmid: input.vmid }));
     return { done: 'VM shut down successfully' };
@@ -68,6 +73,7 @@ export async function vmShutdown(input: VmRef): Promise<VmOperationResult> {
 
 /** Hard stop, like pulling the plug. */
 export async function vmStop(input: VmRef): Promise<VmOperationResult> {
+  checkedInput(workflowInputs.vmRef, input);
   return operation('VM stop', input.vmid, async (step) => {
     await step('stop', `stopping VM ${input.vmid}`, () => power.stopVm({ vmid: input.vmid }));
     return { done: 'VM stopped successfully' };
@@ -76,6 +82,7 @@ export async function vmStop(input: VmRef): Promise<VmOperationResult> {
 
 /** `qm destroy --purge` of a stopped VM. */
 export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
+  checkedInput(workflowInputs.vmRef, input);
   return operation('VM destroy', input.vmid, async (step) => {
     await step('destroy', `destroying VM ${input.vmid} and its disks`, () => proxmox.destroyVm({ vmid: input.vmid }));
     return { done: 'VM destroyed successfully' };
@@ -83,6 +90,7 @@ export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
 }
 
 export async function vmSetCpu(input: VmRef & { cores: number }): Promise<VmOperationResult> {
+  checkedInput(workflowInputs.setCpu, input);
   return operation('VM CPU', input.vmid, async (step) => {
     await step('set cores', `setting ${input.cores} vCPU core(s)`, () => proxmox.setCpu({ vmid: input.vmid, cores: input.cores }));
     return { done: `VM now has ${input.cores} vCPU core(s)` };
@@ -90,6 +98,7 @@ export async function vmSetCpu(input: VmRef & { cores: number }): Promise<VmOper
 }
 
 export async function vmSetMemory(input: VmRef & { memoryMb: number }): Promise<VmOperationResult> {
+  checkedInput(workflowInputs.setMemory, input);
   return operation('VM memory', input.vmid, async (step) => {
     await step('set memory', `setting ${input.memoryMb} MB of memory`, () =>
       proxmox.setMemory({ vmid: input.vmid, memoryMb: input.memoryMb }),
@@ -103,7 +112,7 @@ export async function vmSetMemory(input: VmRef & { memoryMb: number }): Promise<
  * an absolute size, so a retried resize cannot grow it twice.
  */
 export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: number; maxDiskGb?: number }): Promise<VmOperationResult> {
-  const { vmid, disk, incrementGb, maxDiskGb } = input;
+  const { vmid, disk, incrementGb, maxDiskGb } = checkedInput(workflowInputs.setDisk, input);
   return operation('VM disk', vmid, async (step) => {
     const current = await step('read size', `reading the size of ${disk}`, () => proxmox.diskSize({ vmid, disk }));
     const sizeBytes = current + incrementGb * GiB;
@@ -122,6 +131,7 @@ export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: numb
 
 /** Moves a stopped VM and its local disks to another node, streaming qm's output. */
 export async function vmMigrate(input: VmRef & { from: string; target: string }): Promise<VmOperationResult> {
+  checkedInput(workflowInputs.migrate, input);
   return operation('VM migration', input.vmid, async (step) => {
     await step('migrate', `migrating VM ${input.vmid} from ${input.from} to ${input.target}`, () =>
       transfer.migrateVm({ vmid: input.vmid, target: input.target }),

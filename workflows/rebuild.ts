@@ -15,6 +15,8 @@ import { cleanup, proxmox, retry } from './activityOptions';
 import { VM_ID, VM_NAME, VM_NODE, VM_OS, VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { installVm, type InstallInput } from './install';
 import { Progress } from './progress';
+import { checkedInput } from './checkInput';
+import { workflowInputs } from '../lib/inputs';
 import { relayedProgressSignal, type RebuildInput, type RebuildResult } from './rebuildShared';
 
 /** Follows the install child for as long as it runs; heartbeats every poll. */
@@ -32,6 +34,7 @@ const follow = proxyActivities<Activities>({
  * before touching anything.
  */
 export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
+  checkedInput(workflowInputs.rebuild, input);
   const { vmid } = input;
   const progress = new Progress();
   const started = Date.now();
@@ -65,6 +68,9 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
     ]);
     progress.info('VM rebuild > check', describeTarget(target, name));
     const { rootPassword } = await proxmox.initRootPassword();
+    const password = input.passwd !== undefined
+      ? { passwd: input.passwd }
+      : await proxmox.keptCiPassword({ vmid, node: target.exists ? target.node : undefined });
 
     let replacedOwner: string | undefined;
     if (target.exists) {
@@ -82,7 +88,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
 
     const installId = `${workflowId}-install-${runId.slice(0, 8)}`;
     const installed = await step('VM rebuild > install', `re-creating VM ${vmid} (workflow ${installId})`, () =>
-      runInstall(installId, { spec, secrets: { passwd: input.passwd ?? 'passwd', rootPassword }, mainNode }, progress),
+      runInstall(installId, { spec, secrets: { ...password, ...(rootPassword !== undefined ? { rootPassword } : {}) }, mainNode }, progress),
     );
 
     const elapsedSec = (Date.now() - started) / 1000;

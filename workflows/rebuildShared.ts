@@ -14,7 +14,7 @@ export interface RebuildInput {
    * missing VM is installed from it.
    */
   spec?: InstallSpec;
-  /** Cloud-init user password; the spec marker holds no secrets. Default `passwd`, as install. */
+  /** Cloud-init user password; the spec marker holds no secrets. Absent: the VM keeps the one it has. */
   passwd?: string;
 }
 

@@ -12,6 +12,8 @@ import type { Activities } from '../activities';
 import { NON_RETRYABLE_ERRORS } from '../lib/failures';
 import { VM_ID, VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { Progress } from './progress';
+import { checkedInput } from './checkInput';
+import { workflowInputs } from '../lib/inputs';
 import { rootFailure, vmRebuild } from './rebuild';
 import { vmWorkflowId } from '../lib/types';
 import { type RebuildInput, type ScheduledRebuildResult } from './rebuildShared';
@@ -29,6 +31,7 @@ const quick = proxyActivities<Activities>({
  * which pauses the schedule (pauseOnFailure) until an operator looks.
  */
 export async function scheduledRebuild(input: RebuildInput): Promise<ScheduledRebuildResult> {
+  checkedInput(workflowInputs.rebuild, input);
   const { vmid } = input;
   const progress = new Progress();
   const rebuildId = vmWorkflowId(vmid);

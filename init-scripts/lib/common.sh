@@ -7,7 +7,8 @@
 # script reaches the VM as one text on stdin (`sudo bash -s`) and the VM fetches nothing.
 #
 # Settings, all from the environment (an unset or empty value takes the default):
-#   QEMURUN_ROOT_PASSWORD  root password; default 0123456789 (the seed's). Never printed.
+#   QEMURUN_ROOT_PASSWORD  root password. Unset or empty: root's password is locked (log in
+#                          with a key). Never printed.
 #   QEMURUN_MIRROR         mirror root URL, e.g. http://ftp.example.org; the scripts use
 #                          <mirror>/debian and <mirror>/debian-security, <mirror>/ubuntu,
 #                          <mirror>/rocky and <mirror>/epel. Empty keeps (or restores) the
@@ -28,7 +29,6 @@ set -Eeuo pipefail
 umask 022
 
 QR_SCRIPT_VERSION=dev # qemurun:version (lib/initScripts.ts puts the real version here)
-QR_DEFAULT_ROOT_PASSWORD=0123456789
 QR_STATE_DIR=/var/lib/qemurun
 QR_MARKER="$QR_STATE_DIR/init-done"
 # Copies of package source files as the image shipped them, to rewrite from or restore.
@@ -53,11 +53,6 @@ qr_on_error() {
 qr_read_settings() {
   local problems=() problem pkg
   QR_ROOT_PASSWORD=${QEMURUN_ROOT_PASSWORD:-}
-  QR_ROOT_PASSWORD_DEFAULT=0
-  if [[ -z $QR_ROOT_PASSWORD ]]; then
-    QR_ROOT_PASSWORD=$QR_DEFAULT_ROOT_PASSWORD
-    QR_ROOT_PASSWORD_DEFAULT=1
-  fi
   # Keep the password out of the environment of every command this script starts.
   unset QEMURUN_ROOT_PASSWORD
   if [[ $QR_ROOT_PASSWORD == *[$'\n\r']* ]]; then
@@ -233,10 +228,13 @@ qr_wait_for_cloud_init() {
 }
 
 qr_set_root_password() {
-  qr_info "setting root password"
-  if ((QR_ROOT_PASSWORD_DEFAULT)); then
-    qr_info "QEMURUN_ROOT_PASSWORD is not set: root gets the default password"
+  if [[ -z $QR_ROOT_PASSWORD ]]; then
+    # No well-known default: a password everyone can read in this script is no password.
+    qr_info "QEMURUN_ROOT_PASSWORD is not set: locking root's password (key login only)"
+    passwd -l root >/dev/null
+    return
   fi
+  qr_info "setting root password"
   # printf is a shell builtin: the password reaches chpasswd on stdin, never in an argv.
   printf 'root:%s\n' "$QR_ROOT_PASSWORD" | chpasswd
 }

@@ -2,6 +2,7 @@ import { displayCommand, type CommandResult, type NodeExecutor } from '../execut
 import * as cmd from './commands';
 import { VmStateError, classifyFailure } from './errors';
 import {
+  parseCloudinitUserPassword,
   parseImportDisk,
   parseMigrationLine,
   parsePvesmStatus,
@@ -43,11 +44,17 @@ interface RunSpec extends CallOptions {
   onLine?: (line: string, stream: 'stdout' | 'stderr') => void;
   /** Shown in errors instead of the argv. */
   display?: readonly string[];
-  /** Values replaced by `<hidden>` in the output kept on errors. */
+  /**
+   * Values replaced by `<hidden>` in the output kept on errors. Only long values (crypt
+   * hashes): replacing a short one would garble messages and tell where it occurs.
+   */
   secrets?: string[];
   /** Default timeout for this call. */
   defaultTimeoutMs?: number;
 }
+
+/** Shorter values are not masked: see RunSpec.secrets. */
+const MIN_MASKED_LENGTH = 16;
 
 /**
  * One Proxmox node, driven through its executor: typed calls in, typed values out. Builds
@@ -102,22 +109,32 @@ export class ProxmoxNode {
   }
 
   /**
-   * `qm set`. `sshkeys` (public keys, one per line) and `cipassword` travel on stdin: the
-   * keys reach qm as a 0600 temp file, as `--sshkeys` requires, and neither value is in
-   * the command line sent to the node, in errors or in logs (see qmSetWithSecrets).
+   * `qm set`. `sshkeys` (public keys, one per line) and the cloud-init password travel on
+   * stdin: the keys reach qm as a 0600 temp file, as `--sshkeys` requires; the password
+   * (`cipassword`, hashed here, or `cipasswordHash`, a hash kept from before) leaves as
+   * its crypt hash only (see qmSetWithSecrets). The plain password never reaches the node,
+   * so no output can hold it: nothing is substituted in messages on its account.
    */
   async qmSet(
     vmid: number,
-    options: cmd.QmSetOptions & { sshkeys?: string; cipassword?: string },
+    options: cmd.QmSetOptions & { sshkeys?: string; cipassword?: string; cipasswordHash?: string },
     call: CallOptions = {},
   ): Promise<void> {
-    const { sshkeys, cipassword, ...rest } = options;
-    if (sshkeys === undefined && cipassword === undefined) {
+    const { sshkeys, cipassword, cipasswordHash, ...rest } = options;
+    if (sshkeys === undefined && cipassword === undefined && cipasswordHash === undefined) {
       await this.write(cmd.qmSet(vmid, rest), call);
       return;
     }
-    const { argv, stdin, display } = cmd.qmSetWithSecrets(vmid, rest, { sshkeys, cipassword });
-    await this.write(argv, { ...call, stdin, display, secrets: cipassword ? [cipassword] : [] });
+    const { argv, stdin, display, hash } = cmd.qmSetWithSecrets(vmid, rest, { sshkeys, cipassword, cipasswordHash });
+    await this.write(argv, { ...call, stdin, display, secrets: hash ? [hash] : [] });
+  }
+
+  /**
+   * The stored cloud-init password hash, from `qm cloudinit dump <vmid> user` (`qm config`
+   * and the API show only `**********`); undefined when none is set.
+   */
+  async ciPasswordHash(vmid: number, call: CallOptions = {}): Promise<string | undefined> {
+    return parseCloudinitUserPassword((await this.read(cmd.qmCloudinitDump(vmid, 'user'), call)).stdout);
   }
 
   /**
@@ -270,7 +287,8 @@ export class ProxmoxNode {
       timeoutMs: timeoutMs ? timeoutMs : undefined,
     });
     if (result.exitCode === 0) return result;
-    const hide = (text: string) => (spec.secrets ?? []).filter(Boolean).reduce((t, s) => t.split(s).join('<hidden>'), text);
+    const hide = (text: string) =>
+      (spec.secrets ?? []).filter((s) => s.length >= MIN_MASKED_LENGTH).reduce((t, s) => t.split(s).join('<hidden>'), text);
     throw classifyFailure({
       node: this.node,
       command: displayCommand(spec.display ?? argv),

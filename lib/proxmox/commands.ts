@@ -142,6 +142,7 @@ export const qmDestroy = (
 export const qmConfig = (vmid: number, opts: { current?: boolean } = {}): Argv => ['qm', 'config', vm(vmid), ...options(opts)];
 
 export const qmStatus = (vmid: number): Argv => ['qm', 'status', vm(vmid)];
+export const qmCloudinitDump = (vmid: number, type: 'user' | 'network' | 'meta'): Argv => ['qm', 'cloudinit', 'dump', vm(vmid), type];
 
 export const qmList = (): Argv => ['qm', 'list'];
 
@@ -170,17 +171,30 @@ export const pvesmStatus = (opts: { storage?: string; content?: string; enabled?
  * as "$@") with `--cipassword "$pw"` and `--sshkeys <file>`, and removes the file on exit.
  * Real `qm set` takes the password only as an argument, so what travels is its SHA-256
  * crypt hash (./cipassword: what Proxmox would store anyway, and keeps as given): the plain
- * password is in no process's argv or stdin on the node, nor in our logs or errors.
+ * password is in no process's argv or stdin on the node, nor in our logs or errors. The
+ * hash itself IS in the argv of `qm set` while it runs (readable in /proc by local users
+ * of the node): no `qm` or `pvesh` option reads it from elsewhere. docs/security.md says so.
  */
-export function qmSetWithSecrets(vmid: number, opts: QmSetOptions, secrets: { cipassword?: string; sshkeys?: string }): {
+export function qmSetWithSecrets(
+  vmid: number,
+  opts: QmSetOptions,
+  secrets: { cipassword?: string; cipasswordHash?: string; sshkeys?: string },
+): {
   argv: Argv;
   stdin: string;
   /** What to show in logs and errors instead of the script. */
   display: Argv;
+  /** The crypt hash sent, if any. */
+  hash?: string;
 } {
-  const hasPassword = secrets.cipassword !== undefined;
+  if (secrets.cipassword !== undefined && secrets.cipasswordHash !== undefined) throw new Error('give cipassword or cipasswordHash, not both');
+  if (secrets.cipassword !== undefined && /[\r\n]/.test(secrets.cipassword)) throw new Error('cipassword cannot contain a line break');
+  if (secrets.cipasswordHash !== undefined && !/^\$5\$[^\s$]+\$[./0-9A-Za-z]+$|^\$5\$rounds=\d+\$[^\s$]+\$[./0-9A-Za-z]+$/.test(secrets.cipasswordHash)) {
+    throw new Error('cipasswordHash must be a SHA-256 crypt hash');
+  }
+  const hash = secrets.cipasswordHash ?? (secrets.cipassword !== undefined ? hashCiPassword(secrets.cipassword) : undefined);
+  const hasPassword = hash !== undefined;
   const hasKeys = secrets.sshkeys !== undefined;
-  if (hasPassword && /[\r\n]/.test(secrets.cipassword!)) throw new Error('cipassword cannot contain a line break');
   const script = [
     'umask 077',
     ...(hasPassword ? ['IFS= read -r pw || exit 1'] : []),
@@ -190,7 +204,8 @@ export function qmSetWithSecrets(vmid: number, opts: QmSetOptions, secrets: { ci
   const base = qmSet(vmid, opts);
   return {
     argv: ['sh', '-c', script, 'qm-set', ...base],
-    stdin: `${hasPassword ? `${hashCiPassword(secrets.cipassword!)}\n` : ''}${secrets.sshkeys ?? ''}`,
+    stdin: `${hasPassword ? `${hash}\n` : ''}${secrets.sshkeys ?? ''}`,
     display: [...base, ...(hasPassword ? ['--cipassword', '<hidden>'] : []), ...(hasKeys ? ['--sshkeys', '<file>'] : [])],
+    hash,
   };
 }

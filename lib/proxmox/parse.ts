@@ -160,3 +160,12 @@ export function parseMigrationLine(line: string): MigrationLine {
   if (progress) out.progress = progress;
   return out;
 }
+
+/**
+ * The `password:` line of `qm cloudinit dump <vmid> user` (the stored cipassword, a crypt
+ * hash); undefined when the user-data sets none.
+ */
+export function parseCloudinitUserPassword(stdout: string): string | undefined {
+  const m = /^password: (\S+)$/m.exec(stdout);
+  return m && /^\$[0-9a-z]+\$/.test(m[1]) ? m[1] : undefined;
+}

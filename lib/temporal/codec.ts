@@ -85,8 +85,16 @@ export class EncryptionCodec implements PayloadCodec {
   }
 
   private decodeOne(payload: Payload): Payload {
-    // History written before encryption was turned on stays readable.
-    if (text(payload.metadata?.[METADATA_ENCODING_KEY]) !== ENCODING_ENCRYPTED) return payload;
+    // A payload this codec did not encrypt was written by someone without the key (e.g.
+    // `temporal workflow start` straight at the server): no workflow or activity may run
+    // on it, or the server would be a way around the API's guard and input checks.
+    const encoding = text(payload.metadata?.[METADATA_ENCODING_KEY]);
+    if (encoding !== ENCODING_ENCRYPTED) {
+      throw new EncryptionCodecError(
+        `refusing a payload that is not encrypted (encoding ${JSON.stringify(encoding ?? '')}): ` +
+          'only holders of the encryption key may start or signal QemuRun workflows; use the API',
+      );
+    }
 
     const keyId = text(payload.metadata?.[METADATA_KEY_ID_KEY]);
     if (!keyId) throw new EncryptionCodecError(`encrypted payload has no "${METADATA_KEY_ID_KEY}" metadata`);

@@ -1,4 +1,4 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type TLSConfig } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { ALL_SEARCH_ATTRIBUTES } from './searchAttributes';
@@ -45,9 +45,11 @@ export async function connectTemporal(opts: {
   address: string;
   namespace: string;
   dataConverter?: Client['options']['dataConverter'];
+  /** mTLS to the server (./tls); undefined: plain gRPC, as the loopback dev server speaks. */
+  tls?: TLSConfig;
 }): Promise<TemporalConnections> {
-  const connection = await Connection.connect({ address: opts.address });
-  const nativeConnection = await NativeConnection.connect({ address: opts.address });
+  const connection = await Connection.connect({ address: opts.address, tls: opts.tls });
+  const nativeConnection = await NativeConnection.connect({ address: opts.address, tls: opts.tls });
   const client = new Client({ connection, namespace: opts.namespace, dataConverter: opts.dataConverter });
   return {
     connection,

@@ -2,7 +2,8 @@
 export async function apiCall(base: string, method: string, p: string, body?: unknown): Promise<{ status: number; json: any }> {
   const res = await fetch(`${base}${p}`, {
     method,
-    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+    // Every mutating route wants a JSON type, even without a body (api/crossSite.ts).
+    headers: method === 'GET' ? {} : { 'Content-Type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();

@@ -28,10 +28,13 @@ export function requestSse(
 ): Promise<SseResponse> {
   return new Promise((resolve, reject) => {
     const payload = opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+    const method = opts.method ?? (payload ? 'POST' : 'GET');
     const req = http.request(url, {
-      method: opts.method ?? (payload ? 'POST' : 'GET'),
+      method,
       headers: {
-        ...(payload ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) } : {}),
+        // Mutating routes want a JSON type even without a body (api/crossSite.ts).
+        ...(method !== 'GET' ? { 'Content-Type': 'application/json' } : {}),
+        ...(payload ? { 'Content-Length': Buffer.byteLength(payload) } : {}),
         ...opts.headers,
       },
     });

@@ -8,6 +8,7 @@ import { qmMigrate } from './migrate';
 import { qmReboot, qmShutdown, qmStart, qmStop } from './power';
 import { qmDestroy } from './destroy';
 import { qmConfig, qmList, qmStatus, qmUnlock } from './read';
+import { qmCloudinitDump } from './cloudinit';
 
 type Handler = (ctx: Ctx, argv: string[]) => number;
 
@@ -26,6 +27,7 @@ const COMMANDS: Record<string, Handler> = {
   status: qmStatus,
   list: qmList,
   unlock: qmUnlock,
+  'cloudinit dump': qmCloudinitDump,
 };
 
 /** qm.pm's aliases of the `disk` command group. */
@@ -42,9 +44,9 @@ export function qm(ctx: Ctx, argv: string[]): number {
   if (argv.length === 0) throw usage('no command specified');
   let [cmd, ...rest] = argv;
   cmd = ALIASES[cmd] ?? cmd;
-  if (cmd === 'disk') {
-    if (rest.length === 0) throw usage("incomplete command 'disk'");
-    cmd = `disk ${rest[0]}`;
+  if (cmd === 'disk' || cmd === 'cloudinit') {
+    if (rest.length === 0) throw usage(`incomplete command '${cmd}'`);
+    cmd = `${cmd} ${rest[0]}`;
     rest = rest.slice(1);
   }
   const handler = COMMANDS[cmd];

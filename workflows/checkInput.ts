@@ -1,0 +1,16 @@
+import { ApplicationFailure, workflowInfo } from '@temporalio/workflow';
+import type { z } from 'zod';
+import { checkInput, InvalidInputError } from '../lib/inputs';
+
+/**
+ * A workflow's own input, checked with the API's rules before any step runs. Input that
+ * breaks them did not come through the API: the workflow fails at once, retrying nothing.
+ */
+export function checkedInput<T>(schema: z.ZodType<T>, input: unknown): T {
+  try {
+    return checkInput(schema, input, workflowInfo().workflowType);
+  } catch (err) {
+    if (err instanceof InvalidInputError) throw ApplicationFailure.nonRetryable(err.message, 'InvalidRequestError');
+    throw err;
+  }
+}

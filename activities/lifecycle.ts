@@ -3,6 +3,8 @@ import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { balloonFor } from './proxmox';
+import { requireManaged } from './managedSet';
+import { adoptedDescription, ownerOf } from '../lib/ownership';
 
 export interface LifecycleDeps {
   config: Config;
@@ -28,9 +30,11 @@ export function lifecycleActivities({ config, executors }: LifecycleDeps) {
     return node ? onNode(node) : undefined;
   }
 
+  /** The node of a VM that exists and is in the managed set (activities/managedSet.ts). */
   async function vmNodeOrFail(vmid: number): Promise<ProxmoxNode> {
     const node = await vmNode(vmid);
     if (!node) throw ApplicationFailure.nonRetryable(`VM ${vmid} does not exist in the cluster`, 'VmNotFoundError');
+    await requireManaged(config, node, vmid);
     return node;
   }
 
@@ -54,6 +58,7 @@ export function lifecycleActivities({ config, executors }: LifecycleDeps) {
     async destroyVm(input: { vmid: number }): Promise<void> {
       const node = await vmNode(input.vmid);
       if (!node) return;
+      await requireManaged(config, node, input.vmid);
       await node.destroy(input.vmid, { purge: true });
     },
 
@@ -86,6 +91,23 @@ export function lifecycleActivities({ config, executors }: LifecycleDeps) {
         throw ApplicationFailure.nonRetryable(`VM ${input.vmid} has no ${input.disk} disk with a known size`, 'InvalidRequestError');
       }
       return disk.sizeBytes;
+    },
+
+    /**
+     * Takes a VM into the managed set: appends the owner marker and a dated note to its
+     * description (what the operator wrote there is kept). Done already by this adoption (a
+     * retry) is done; a VM already managed otherwise is refused, its owner left as it is.
+     */
+    async adoptVm(input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string }): Promise<void> {
+      const node = await vmNode(input.vmid);
+      if (!node) throw ApplicationFailure.nonRetryable(`VM ${input.vmid} does not exist in the cluster`, 'VmNotFoundError');
+      const conf = await node.config(input.vmid);
+      const owner = ownerOf(conf.description);
+      if (owner === input.owner) return;
+      if (owner !== undefined) {
+        throw ApplicationFailure.nonRetryable(`VM ${input.vmid} is already managed by QemuRun (qemurun-owner=${owner})`, 'AlreadyManagedError');
+      }
+      await node.qmSet(input.vmid, { description: adoptedDescription(conf.description, input) });
     },
 
     /** `qm resize` to an absolute size: resizing to the size a disk has is a no-op. */

@@ -14,6 +14,7 @@ import { ownerMarker, isOwnedBy, specMarker } from '../lib/ownership';
 import { vmIp } from '../lib/network';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
+import { requireManaged } from './managedSet';
 
 export interface ProxmoxDeps {
   config: Config;
@@ -44,10 +45,13 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
     return vms.find((r) => r.vmid === vmid && r.type === 'qemu')?.node;
   }
 
+  /** The node of a VM that exists and is in the managed set (activities/managedSet.ts). */
   async function locateOrFail(vmid: number): Promise<ProxmoxNode> {
-    const node = await locate(vmid);
-    if (!node) throw ApplicationFailure.nonRetryable(`VM ${vmid} does not exist in the cluster`, 'VmNotFoundError');
-    return onNode(node);
+    const where = await locate(vmid);
+    if (!where) throw ApplicationFailure.nonRetryable(`VM ${vmid} does not exist in the cluster`, 'VmNotFoundError');
+    const node = onNode(where);
+    await requireManaged(config, node, vmid);
+    return node;
   }
 
   async function sshAnswers(ip: string): Promise<boolean> {

@@ -8,8 +8,9 @@ import { ProxmoxNode } from '../lib/proxmox/client';
 import { readDisabledVmids } from '../lib/stateFiles';
 import { vmIp } from '../lib/network';
 import { DEFAULT_USER, OS_VERSIONS, OsName } from '../lib/types';
-import { vmDestroy, vmMigrate, vmReboot, vmSetCpu, vmSetDisk, vmSetMemory, vmShutdown, vmStart, vmStop } from '../workflows';
-import { requireMutationAccess } from './guard';
+import { vmAdopt, vmDestroy, vmMigrate, vmReboot, vmSetCpu, vmSetDisk, vmSetMemory, vmShutdown, vmStart, vmStop } from '../workflows';
+import { clientIp, requireMutationAccess } from './guard';
+import { isManaged, notManagedMessage, ownerOf } from '../lib/ownership';
 import { openEventStream, streamProgress } from './sse';
 import { streamOpened } from './limits';
 import { VmBusyError, httpFailure, startVmOperation } from './vmOperation';
@@ -19,7 +20,8 @@ import { parseVmid, vmidProblem } from './rebuildCheck';
 /**
  * `/vm/:id/...`: the state of one VM, and the operations on it. Every check that can fail
  * fast runs here, before a workflow starts (SPEC table), in this order: a malformed VMID,
- * a disabled VMID, a malformed body → 400; a VMID the cluster does not know → 404; the
+ * a disabled VMID, a malformed body → 400; a VMID the cluster does not know → 404; a VM
+ * outside the managed set (no owner marker, unless MANAGE_ALL_VMS) → 409; the
  * wrong power state → 400 with the seed's "VM is running" / "VM is not running"; another
  * operation or an install holding the VM → 409. Then the operation runs as a short workflow; SSE
  * operations stream it, the others answer `ok` when it has finished.
@@ -41,6 +43,9 @@ export interface VmFacts {
   running: boolean;
   tags: string[];
 }
+
+/** What the VM's config says about it that the managed set needs. */
+type VmNotes = { description?: string; name?: string };
 
 /** An answer decided before any workflow starts. */
 class HttpError extends Error {
@@ -83,6 +88,8 @@ const diskBody = z
     }),
   })
   .strict();
+/** Adoption takes no options: an empty body or `{}`. */
+const adoptBody = z.object({}).strict();
 const nodeBody = z.object({ node: z.string({ error: 'must be the name of a cluster node' }).min(1, 'must be the name of a cluster node') }).strict();
 
 function parseBody<T>(schema: z.ZodType<T>, raw: unknown): T {
@@ -109,7 +116,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
   }
 
   /** Where the VM is and whether it runs: one cluster query, then `qm status` on its node. */
-  async function lookUp(vmid: number): Promise<VmFacts> {
+  async function lookUp(vmid: number, opts: { config?: boolean } = {}): Promise<VmFacts & { conf?: VmNotes }> {
     let resources;
     try {
       resources = await onNode(config.mainNode).clusterResources('vm');
@@ -118,14 +125,17 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
     }
     const vm = resources.find((r) => r.vmid === vmid && r.type === 'qemu');
     if (!vm) throw new HttpError(404, `VM ${vmid} does not exist`);
-    let state: string;
-    try {
-      state = await onNode(vm.node).status(vmid);
-    } catch (err) {
-      if (err instanceof HttpError) throw err;
-      throw new HttpError(502, `could not read the state of VM ${vmid} on ${vm.node}: ${(err as Error).message}`);
-    }
-    return { vmid, node: vm.node, state, running: state !== 'stopped', tags: vm.tags };
+    const readState = async () => {
+      try {
+        return await onNode(vm.node).status(vmid);
+      } catch (err) {
+        if (err instanceof HttpError) throw err;
+        throw new HttpError(502, `could not read the state of VM ${vmid} on ${vm.node}: ${(err as Error).message}`);
+      }
+    };
+    // Side by side: each is a command on the node, and the answer has a deadline.
+    const [state, conf] = await Promise.all([readState(), opts.config ? notesOf(vm.node, vmid) : undefined]);
+    return { vmid, node: vm.node, state, running: state !== 'stopped', tags: vm.tags, conf };
   }
 
   /** The disabled list locks a VMID out of every mutating endpoint, whatever the body. */
@@ -135,9 +145,26 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
     }
   }
 
-  /** The VM exists and is in the power state the operation needs. */
+  /** The VM's description, from `qm config` on its node. */
+  async function notesOf(node: string, vmid: number): Promise<VmNotes> {
+    try {
+      return await onNode(node).config(vmid);
+    } catch (err) {
+      if (err instanceof HttpError) throw err;
+      throw new HttpError(502, `could not read the config of VM ${vmid} on ${node}: ${(err as Error).message}`);
+    }
+  }
+
+  /** The managed set (docs/security.md): unless MANAGE_ALL_VMS, only VMs with the owner marker. */
+  function refuseUnmanaged(vm: VmFacts & { conf?: VmNotes }): void {
+    if (config.manageAllVms) return;
+    if (!isManaged(vm.conf?.description)) throw new HttpError(409, notManagedMessage(vm.vmid, vm.conf?.name), { type: 'NotManagedError' });
+  }
+
+  /** The VM exists, is in the managed set, and is in the power state the operation needs. */
   async function preconditions(vmid: number, needs: 'running' | 'stopped'): Promise<VmFacts> {
-    const vm = await lookUp(vmid);
+    const vm = await lookUp(vmid, { config: !config.manageAllVms });
+    refuseUnmanaged(vm);
     if (needs === 'stopped' && vm.running) throw new HttpError(400, 'VM is running', { state: vm.state });
     if (needs === 'running' && !vm.running) throw new HttpError(400, 'VM is not running', { state: vm.state });
     return vm;
@@ -243,6 +270,45 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
       }),
     );
   }
+
+  /**
+   * Adoption: a VM made elsewhere joins the managed set on purpose. Runs as the workflow
+   * `vmAdopt` under `vm-<vmid>` (so it is in history, and never runs beside another operation on the VM), and
+   * answers once the marker is written.
+   */
+  router.post(
+    '/vm/:id/adopt',
+    guard,
+    handle(async (req, res) => {
+      const vmid = vmidOf(req);
+      refuseDisabled(vmid);
+      parseBody(adoptBody, req.body);
+      const vm = await lookUp(vmid, { config: true });
+      const conf = vm.conf ?? {};
+      const owner = ownerOf(conf.description);
+      if (owner !== undefined) {
+        throw new HttpError(409, `VM ${vmid} is already managed by QemuRun (qemurun-owner=${owner}); there is nothing to adopt`, {
+          type: 'AlreadyManagedError',
+        });
+      }
+      const h = await start(vm, {
+        workflow: vmAdopt,
+        args: [{ vmid, by: clientIp(req, config.trustedProxies) }],
+        operation: 'adopt',
+        summary: `adopt VM ${vmid}${conf.name ? ` (${conf.name})` : ''} on ${vm.node} into the managed set`,
+      });
+      res.set('X-Workflow-Id', h.workflowId);
+      try {
+        await h.result();
+      } catch (err) {
+        const f = httpFailure(err);
+        res.status(f.status).json({ success: false, message: f.message, type: f.type, workflowId: h.workflowId });
+        return;
+      }
+      const adopted = await notesOf(vm.node, vmid).catch(() => undefined);
+      res.json({ success: true, message: `VM ${vmid} is now managed by QemuRun`, vmid, owner: ownerOf(adopted?.description), workflowId: h.workflowId });
+    }),
+  );
 
   router.get(
     '/vm/:id/status',

@@ -150,6 +150,8 @@ const STATUS_BY_TYPE: Record<string, number> = {
   VmStateError: 400,
   VmNotFoundError: 404,
   VmLockedError: 409,
+  NotManagedError: 409,
+  AlreadyManagedError: 409,
   LockTimeoutError: 409,
   SshTimeoutError: 504,
 };

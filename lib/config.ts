@@ -99,6 +99,12 @@ export const envSchema = z.object({
   REQUEST_TIMEOUT_MS: intFrom(30_000),
   SSE_MAX_PER_CLIENT: intFrom(20),
   SSE_MAX_TOTAL: intFrom(100),
+  MANAGE_ALL_VMS: z
+    .string()
+    .trim()
+    .regex(/^(0|1|true|false|yes|no)?$/i, 'must be true or false')
+    .optional()
+    .transform((v) => /^(1|true|yes)$/i.test(v ?? '')),
 
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
@@ -145,6 +151,11 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     allowIps: env.ALLOW_IPS.length > 0 || env.MAIN_NODE !== undefined ? env.ALLOW_IPS : ['127.0.0.1', '::1'],
     trustedProxies: env.TRUSTED_PROXIES,
     apiToken: env.API_TOKEN,
+    /**
+     * The managed set: false (default) lets mutating operations act only on VMs carrying the
+     * owner marker (installed or adopted); true acts on every VM, as the seed did.
+     */
+    manageAllVms: env.MANAGE_ALL_VMS,
     storage: env.ASSIGN_STORAGE ?? 'local',
     vmidRange: { start: Math.min(ipStart, ipEnd), end: Math.max(ipStart, ipEnd) },
     limits: { maxCpu: env.VM_MAX_CPU, maxRamMb: env.VM_MAX_RAM, maxDiskGb: env.VM_MAX_DISK },

@@ -16,6 +16,8 @@ export const NON_RETRYABLE_ERRORS = [
   'ImageNotFoundError',
   'CpuLevelError',
   'NotOwnedError',
+  'NotManagedError',
+  'AlreadyManagedError',
   'InvalidRequestError',
   'ConfigError',
 ];

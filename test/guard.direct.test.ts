@@ -22,6 +22,7 @@ test.each([
   ['/vm/9999/stop', undefined],
   ['/vm/9999/start', undefined],
   ['/vm/9999/set/cpu', { cpu: 2 }],
+  ['/vm/9999/adopt', undefined],
   ['/cluster/cpu/refresh', undefined],
   ['/vm/install', { os: 'debian', version: '12' }],
 ])('POST %s with a spoofed X-Forwarded-For is 403 JSON', async (p, body) => {

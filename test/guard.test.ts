@@ -62,6 +62,8 @@ describe('API_TOKEN', () => {
     expect(install.status).toBe(401);
     const refresh = await call('POST', '/cluster/cpu/refresh', viaProxy());
     expect(refresh.status).toBe(401);
+    const adopt = await call('POST', '/vm/9999/adopt', viaProxy());
+    expect(adopt.status).toBe(401);
   });
 
   test('the scheme is case-insensitive (RFC 9110): bearer, BEARER pass; other schemes and a wrong token do not', async () => {

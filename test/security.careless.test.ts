@@ -1,3 +1,4 @@
+import { execa } from 'execa';
 import { startHarness, Harness } from './support/harness';
 import { apiCall } from './support/api';
 import { send } from './support/securityHttp';
@@ -93,14 +94,19 @@ describe('Idempotency-Key and finished workflows', () => {
     expect(again.closed).toBe(true);
   });
 
-  test('cancelling a completed install is 409; nothing is cancel-requested', async () => {
+  test('cancelling a completed install or operation is 409; nothing is cancel-requested', async () => {
     const res = await apiCall(h.api, 'POST', `/vm/install/${workflowId}/cancel`);
     expect(res).toEqual({
       status: 409,
       json: { success: false, message: `workflow ${workflowId} has already finished (COMPLETED); there is nothing to cancel`, status: 'COMPLETED' },
     });
+    await execa('qm', ['create', '160', '--name', 'done'], { env: { ...process.env, ...h.sandbox.envFor('pve1') } });
+    expect((await apiCall(h.api, 'POST', '/vm/160/adopt')).status).toBe(200);
+    const op = await apiCall(h.api, 'POST', '/workflows/vm-160/cancel');
+    expect(op.status).toBe(409);
+    expect(op.json.message).toBe('workflow vm-160 has already finished (COMPLETED); there is nothing to cancel');
     // Ours, so still readable.
-    expect(await apiCall(h.api, 'GET', `/workflows/${workflowId}`)).toMatchObject({ status: 200, json: { type: 'installVm', status: 'COMPLETED' } });
+    expect(await apiCall(h.api, 'GET', '/workflows/vm-160')).toMatchObject({ status: 200, json: { type: 'vmAdopt', status: 'COMPLETED' } });
   });
 });
 
@@ -117,6 +123,7 @@ describe('careless requests are 400, and nothing reaches the cluster', () => {
     ['POST', '/vm/0240/destroy'],
     ['POST', '/vm/0240/rebuild'],
     ['GET', '/vm/0240/status'],
+    ['POST', '/vm/00240/adopt'],
   ])('%s %s: leading zeros are 400', async (method, p) => {
     expect(await apiCall(h.api, method, p)).toEqual({
       status: 400,

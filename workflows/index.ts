@@ -1,6 +1,6 @@
 // Every workflow the worker registers. A workflow's type in the Temporal UI is its
 // function name here.
 export { installVm } from './install';
-export { vmStart, vmReboot, vmShutdown, vmStop, vmDestroy, vmSetCpu, vmSetMemory, vmSetDisk, vmMigrate } from './lifecycle';
+export { vmStart, vmReboot, vmShutdown, vmStop, vmDestroy, vmSetCpu, vmSetMemory, vmSetDisk, vmMigrate, vmAdopt } from './lifecycle';
 export { vmRebuild } from './rebuild';
 export { scheduledRebuild } from './scheduledRebuild';

@@ -3,6 +3,7 @@ import type { Activities } from '../activities';
 import { guest, proxmox, retry, transfer } from './activityOptions';
 import { Progress } from './progress';
 import { describeFailure } from './install';
+import { adoptionOwner } from '../lib/ownership';
 
 /**
  * Short workflows for the operations on an existing VM. The API starts each one with the
@@ -126,6 +127,23 @@ export async function vmMigrate(input: VmRef & { from: string; target: string })
       transfer.migrateVm({ vmid: input.vmid, target: input.target }),
     );
     return { done: `VM migrated to ${input.target} successfully`, node: input.target };
+  });
+}
+
+/**
+ * Takes a VM QemuRun did not install into the managed set, on purpose: its description gets
+ * the owner marker and a dated note, and this run stays in history (with the client that
+ * asked, `by`). From then on the VM's operations work as for an installed one.
+ */
+export async function vmAdopt(input: VmRef & { by?: string }): Promise<VmOperationResult> {
+  return operation('VM adopt', input.vmid, async (step) => {
+    const { workflowId, runId } = workflowInfo();
+    const owner = adoptionOwner(input.vmid, runId);
+    const at = new Date().toISOString();
+    await step('adopt', `recording VM ${input.vmid} as managed by QemuRun`, () =>
+      proxmox.adoptVm({ vmid: input.vmid, owner, at, workflowId, runId, by: input.by }),
+    );
+    return { done: `VM adopted into the managed set (qemurun-owner=${owner})` };
   });
 }
 

@@ -1,0 +1,16 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import type { Config } from '../lib/config';
+import type { ProxmoxNode } from '../lib/proxmox/client';
+import { isManaged, notManagedMessage } from '../lib/ownership';
+
+/**
+ * The managed set, enforced where the commands run: every activity that changes an
+ * existing VM calls this first, so a workflow started on Temporal directly (not through the
+ * API, which checks too) cannot touch a VM QemuRun neither installed nor adopted.
+ * Non-retryable NotManagedError; the API answers it 409.
+ */
+export async function requireManaged(config: Config, node: ProxmoxNode, vmid: number): Promise<void> {
+  if (config.manageAllVms) return;
+  const conf = await node.config(vmid);
+  if (!isManaged(conf.description)) throw ApplicationFailure.nonRetryable(notManagedMessage(vmid, conf.name), 'NotManagedError');
+}

@@ -44,6 +44,9 @@ export interface VmFacts {
   tags: string[];
 }
 
+/** What the VM's config says about it that the managed set needs. */
+type VmNotes = { description?: string; name?: string };
+
 /** An answer decided before any workflow starts. */
 class HttpError extends Error {
   constructor(
@@ -113,7 +116,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
   }
 
   /** Where the VM is and whether it runs: one cluster query, then `qm status` on its node. */
-  async function lookUp(vmid: number): Promise<VmFacts> {
+  async function lookUp(vmid: number, opts: { config?: boolean } = {}): Promise<VmFacts & { conf?: VmNotes }> {
     let resources;
     try {
       resources = await onNode(config.mainNode).clusterResources('vm');
@@ -122,14 +125,17 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
     }
     const vm = resources.find((r) => r.vmid === vmid && r.type === 'qemu');
     if (!vm) throw new HttpError(404, `VM ${vmid} does not exist`);
-    let state: string;
-    try {
-      state = await onNode(vm.node).status(vmid);
-    } catch (err) {
-      if (err instanceof HttpError) throw err;
-      throw new HttpError(502, `could not read the state of VM ${vmid} on ${vm.node}: ${(err as Error).message}`);
-    }
-    return { vmid, node: vm.node, state, running: state !== 'stopped', tags: vm.tags };
+    const readState = async () => {
+      try {
+        return await onNode(vm.node).status(vmid);
+      } catch (err) {
+        if (err instanceof HttpError) throw err;
+        throw new HttpError(502, `could not read the state of VM ${vmid} on ${vm.node}: ${(err as Error).message}`);
+      }
+    };
+    // Side by side: each is a command on the node, and the answer has a deadline.
+    const [state, conf] = await Promise.all([readState(), opts.config ? notesOf(vm.node, vmid) : undefined]);
+    return { vmid, node: vm.node, state, running: state !== 'stopped', tags: vm.tags, conf };
   }
 
   /** The disabled list locks a VMID out of every mutating endpoint, whatever the body. */
@@ -140,26 +146,25 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
   }
 
   /** The VM's description, from `qm config` on its node. */
-  async function descriptionOf(vm: VmFacts): Promise<{ description?: string; name?: string }> {
+  async function notesOf(node: string, vmid: number): Promise<VmNotes> {
     try {
-      return await onNode(vm.node).config(vm.vmid);
+      return await onNode(node).config(vmid);
     } catch (err) {
       if (err instanceof HttpError) throw err;
-      throw new HttpError(502, `could not read the config of VM ${vm.vmid} on ${vm.node}: ${(err as Error).message}`);
+      throw new HttpError(502, `could not read the config of VM ${vmid} on ${node}: ${(err as Error).message}`);
     }
   }
 
   /** The managed set (docs/security.md): unless MANAGE_ALL_VMS, only VMs with the owner marker. */
-  async function refuseUnmanaged(vm: VmFacts): Promise<void> {
+  function refuseUnmanaged(vm: VmFacts & { conf?: VmNotes }): void {
     if (config.manageAllVms) return;
-    const conf = await descriptionOf(vm);
-    if (!isManaged(conf.description)) throw new HttpError(409, notManagedMessage(vm.vmid, conf.name), { type: 'NotManagedError' });
+    if (!isManaged(vm.conf?.description)) throw new HttpError(409, notManagedMessage(vm.vmid, vm.conf?.name), { type: 'NotManagedError' });
   }
 
   /** The VM exists, is in the managed set, and is in the power state the operation needs. */
   async function preconditions(vmid: number, needs: 'running' | 'stopped'): Promise<VmFacts> {
-    const vm = await lookUp(vmid);
-    await refuseUnmanaged(vm);
+    const vm = await lookUp(vmid, { config: !config.manageAllVms });
+    refuseUnmanaged(vm);
     if (needs === 'stopped' && vm.running) throw new HttpError(400, 'VM is running', { state: vm.state });
     if (needs === 'running' && !vm.running) throw new HttpError(400, 'VM is not running', { state: vm.state });
     return vm;
@@ -268,7 +273,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
 
   /**
    * Adoption: a VM made elsewhere joins the managed set on purpose. Runs as the workflow
-   * `vmAdopt` under `vm-<vmid>` (so it is in history, and waits for no other operation), and
+   * `vmAdopt` under `vm-<vmid>` (so it is in history, and never runs beside another operation on the VM), and
    * answers once the marker is written.
    */
   router.post(
@@ -278,8 +283,8 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
       const vmid = vmidOf(req);
       refuseDisabled(vmid);
       parseBody(adoptBody, req.body);
-      const vm = await lookUp(vmid);
-      const conf = await descriptionOf(vm);
+      const vm = await lookUp(vmid, { config: true });
+      const conf = vm.conf ?? {};
       const owner = ownerOf(conf.description);
       if (owner !== undefined) {
         throw new HttpError(409, `VM ${vmid} is already managed by QemuRun (qemurun-owner=${owner}); there is nothing to adopt`, {
@@ -300,7 +305,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
         res.status(f.status).json({ success: false, message: f.message, type: f.type, workflowId: h.workflowId });
         return;
       }
-      const adopted = await descriptionOf(vm).catch(() => undefined);
+      const adopted = await notesOf(vm.node, vmid).catch(() => undefined);
       res.json({ success: true, message: `VM ${vmid} is now managed by QemuRun`, vmid, owner: ownerOf(adopted?.description), workflowId: h.workflowId });
     }),
   );

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import type { NextFunction, Request, Response } from 'express';
 import { isAllowedOrigin, localSubnets } from './guard';
 
@@ -17,10 +18,23 @@ export function isMutating(method: string): boolean {
   return !SAFE_METHODS.has(method.toUpperCase());
 }
 
-/** The origin a browser reports for a page served by this API itself. */
-function ownOrigin(req: Request): string | undefined {
+/**
+ * Whether `origin` is the API's own: the same host and port as the request's Host, which
+ * a browser sets itself. Only for an address or `localhost`: a page whose own name was
+ * made to resolve to this server (DNS rebinding) would otherwise count as the API's own.
+ * The scheme is not compared: behind a TLS-terminating proxy the page is https while this
+ * server sees http.
+ */
+function isOwnOrigin(origin: string, req: Request): boolean {
   const host = req.get('Host');
-  return host ? `${req.protocol}://${host}`.toLowerCase() : undefined;
+  try {
+    const url = new URL(origin);
+    const name = url.hostname.replace(/^\[|\]$/g, '');
+    if (!(net.isIP(name) || name === 'localhost')) return false;
+    return host !== undefined && url.host === host.toLowerCase();
+  } catch {
+    return false;
+  }
 }
 
 /** Why a mutating request looks cross-site, or undefined when it does not. */
@@ -30,7 +44,7 @@ export function crossSiteReason(
 ): string | undefined {
   const origin = req.get('Origin');
   if (origin !== undefined) {
-    if (origin.toLowerCase() === ownOrigin(req) || isAllowedOrigin(origin, subnets)) return undefined;
+    if (isOwnOrigin(origin, req) || isAllowedOrigin(origin, subnets)) return undefined;
     return `origin ${JSON.stringify(origin.slice(0, 200))} may not change anything here`;
   }
   // Browsers send Origin with every cross-site POST; a cross-site request without one

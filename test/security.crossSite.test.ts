@@ -55,6 +55,17 @@ test.each(OPS)('%s from Origin: http://evil.example with a simple type and no bo
   expect(await vmWorkflows()).toBe(0);
 });
 
+test('a page whose name was made to resolve to the API (DNS rebinding) is not the API\'s own origin', async () => {
+  const port = new URL(h.service.url).port;
+  const a = await send(h.service.url, {
+    method: 'POST',
+    path: `/api/vm/${VMID}/stop`,
+    headers: { Host: `evil.example:${port}`, Origin: `http://evil.example:${port}`, 'Content-Type': 'application/json' },
+  });
+  expect(a.status).toBe(403);
+  expect((await vmState()).status).toBe('status: running');
+});
+
 test('Origin: null (a sandboxed frame, a file:// page) is refused too', async () => {
   const a = await send(h.service.url, { method: 'POST', path: `/api/vm/${VMID}/stop`, headers: { Origin: 'null', 'Content-Type': 'text/plain' } });
   expect(a.status).toBe(403);

@@ -12,10 +12,10 @@ import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from '.
 const recorded: InstallSpec = { os: 'debian', version: '12', vmid: 120, name: 'web', cpu: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
 let t: WorkflowTestEnv;
 
-/** A cluster holding VM 120, installed by QemuRun as `web-120` and running. */
-function installedWeb(): FakeCluster {
+/** A cluster holding VM 120, installed by QemuRun as `web-120` (or `120-120`, unnamed) and running. */
+function installedWeb(name?: string): FakeCluster {
   const cluster = new FakeCluster();
-  cluster.add({ vmid: 120, name: 'web-120', owner: 'install-old', status: 'running', spec: recorded });
+  cluster.add({ vmid: 120, name: `${name ?? 120}-120`, owner: 'install-old', status: 'running', spec: { ...recorded, name } });
   return cluster;
 }
 
@@ -44,7 +44,7 @@ describeWorkflows('vmRebuild (time-skipping server, fake activities)', () => {
   });
 
   test('stops and destroys the VM it owns, then re-installs it with the same VMID and name', async () => {
-    const cluster = installedWeb();
+    const cluster = installedWeb('web');
     const { result, err, page, child } = await rebuild(cluster.activities());
 
     expect(err).toBeUndefined();
@@ -60,10 +60,13 @@ describeWorkflows('vmRebuild (time-skipping server, fake activities)', () => {
     expect(page.state).toBe('completed');
   });
 
-  test("the install child is findable by the VM's full name from its start (VmName web-120, not web)", async () => {
+  test.each([
+    ['web', 'web-120'],
+    [undefined, '120-120'],
+  ])("the install child is findable by the VM's full name from its start (name %s: VmName %s)", async (name, fullName) => {
     // The install fails before qm create, so the child never sets VmName itself: what it
     // carries is what the rebuild started it with.
-    const cluster = installedWeb();
+    const cluster = installedWeb(name);
     const acts = cluster.activities({
       async checkStorage() {
         throw new StorageError({ command: 'pvesm status', node: 'pve1', exitCode: 255, stderr: "storage 'local-lvm' does not exist" });
@@ -74,13 +77,13 @@ describeWorkflows('vmRebuild (time-skipping server, fake activities)', () => {
     expect(err).toBeInstanceOf(WorkflowFailedError);
     expect(child?.status.name).toBe('FAILED');
     expect(cluster.inputs('qmCreate')).toEqual([]);
-    expect(child?.typedSearchAttributes.get(VM_NAME)).toBe('web-120');
+    expect(child?.typedSearchAttributes.get(VM_NAME)).toBe(fullName);
     expect(child?.typedSearchAttributes.get(VM_ID)).toBe(120);
     expect(child?.typedSearchAttributes.get(VM_OPERATION)).toBe('install');
   });
 
   test('an install that fails after the destroy says the VM is gone and not re-created', async () => {
-    const cluster = installedWeb();
+    const cluster = installedWeb('web');
     const acts = cluster.activities({
       async checkStorage() {
         throw new StorageError({ command: 'pvesm status', node: 'pve1', exitCode: 255, stderr: "storage 'local-lvm' does not exist" });
@@ -121,7 +124,7 @@ describeWorkflows('vmRebuild (time-skipping server, fake activities)', () => {
   });
 
   test('cancelling a rebuild cancels its install, which removes the VM it had created', async () => {
-    const cluster = installedWeb();
+    const cluster = installedWeb('web');
     const acts = cluster.activities({ waitForSsh: untilCancelled });
     const { err, page, child } = await rebuild(acts, { vmid: 120 }, async (handle) => {
       await cluster.called('waitForSsh');

@@ -1,11 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { temporal } from '@temporalio/proto';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker, type LogLevel } from '@temporalio/worker';
 import type { Activities } from '../../../activities';
 import { ALL_SEARCH_ATTRIBUTES } from '../../../lib/temporal/searchAttributes';
 import { FakeCluster } from './fakeCluster';
+import { startTestServer } from './testServer';
 
 /**
  * Workflow tests run the real workflow code on Temporal's Java time-skipping test server
@@ -47,9 +48,8 @@ export async function startWorkflowTestEnv(): Promise<WorkflowTestEnv> {
   const bundlePath = process.env.WORKFLOW_TEST_BUNDLE;
   if (!bundlePath) throw new Error('WORKFLOW_TEST_BUNDLE unset: run through jest (globalSetup bundles the workflows)');
   quietLogs();
-  const env = await TestWorkflowEnvironment.createTimeSkipping({
-    server: { executable: { type: 'existing-path', path: serverPath } },
-  });
+  const server = await startTestServer(serverPath);
+  const { env } = server;
   // The service registers these at start; the test server refuses workflows that set
   // undefined ones (and cannot list them, so lib's ensureSearchAttributes does not apply).
   await env.connection.operatorService.addSearchAttributes({
@@ -86,7 +86,7 @@ export async function startWorkflowTestEnv(): Promise<WorkflowTestEnv> {
     async teardown() {
       worker.shutdown();
       await running;
-      await env.teardown();
+      await server.stop();
     },
   };
 }

@@ -7,9 +7,8 @@ const esmOnly = [
   'parse-ms', 'path-key', 'pretty-ms', 'strip-final-newline', 'unicorn-magic', 'yoctocolors',
 ];
 
-module.exports = {
+const common = {
   testEnvironment: 'node',
-  roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   transform: {
     '^.+\\.[tj]s$': ['ts-jest', {
@@ -19,7 +18,29 @@ module.exports = {
   transformIgnorePatterns: [`/node_modules/(?!(${esmOnly.join('|')})/)`],
   // unicorn-magic exports only an "import" condition, which jest's CommonJS resolver skips.
   moduleNameMapper: { '^unicorn-magic$': '<rootDir>/node_modules/unicorn-magic/node.js' },
-  globalSetup: '<rootDir>/test/support/globalSetup.ts',
-  globalTeardown: '<rootDir>/test/support/globalTeardown.ts',
+};
+
+// Two layers, each with its own setup, which runs only when one of its tests is selected:
+// workflow tests (test/workflows/) run the workflow code on Temporal's time-skipping test
+// server with fake activities, in seconds; every other test runs against a real Temporal
+// dev server, the Proxmox sandbox, real OpenSSH and real HTTP.
+module.exports = {
   testTimeout: 120_000,
+  projects: [
+    {
+      ...common,
+      displayName: 'workflow',
+      roots: ['<rootDir>/test/workflows'],
+      globalSetup: '<rootDir>/test/workflows/support/globalSetup.ts',
+      globalTeardown: '<rootDir>/test/workflows/support/globalTeardown.ts',
+    },
+    {
+      ...common,
+      displayName: 'default',
+      roots: ['<rootDir>/test'],
+      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/workflows/'],
+      globalSetup: '<rootDir>/test/support/globalSetup.ts',
+      globalTeardown: '<rootDir>/test/support/globalTeardown.ts',
+    },
+  ],
 };

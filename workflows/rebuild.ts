@@ -88,7 +88,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
 
     const installId = `${workflowId}-install-${runId.slice(0, 8)}`;
     const installed = await step('VM rebuild > install', `re-creating VM ${vmid} (workflow ${installId})`, () =>
-      runInstall(installId, { spec, secrets: { ...password, ...(rootPassword !== undefined ? { rootPassword } : {}) }, mainNode }, progress),
+      runInstall(installId, { spec, secrets: { ...password, ...(rootPassword !== undefined ? { rootPassword } : {}) }, mainNode }, name, progress),
     );
 
     const elapsedSec = (Date.now() - started) / 1000;
@@ -111,8 +111,12 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
   }
 }
 
-/** Runs installVm as a child and relays its events here until it closes. */
-async function runInstall(installId: string, input: InstallInput, progress: Progress) {
+/**
+ * Runs installVm as a child and relays its events here until it closes. `name` is the VM's
+ * full name (`<name>-<vmid>`): the child is findable by it from its start, even when it
+ * fails before its own qm create sets it.
+ */
+async function runInstall(installId: string, input: InstallInput, name: string, progress: Progress) {
   const { spec } = input;
   const child = await startChild(installVm, {
     workflowId: installId,
@@ -124,7 +128,7 @@ async function runInstall(installId: string, input: InstallInput, progress: Prog
       { key: VM_OS, value: `${spec.os}-${spec.version}` },
       { key: VM_NODE, value: spec.node ?? input.mainNode },
       { key: VM_ID, value: spec.vmid as number },
-      ...(spec.name !== undefined ? [{ key: VM_NAME, value: spec.name }] : []),
+      { key: VM_NAME, value: name },
     ],
     memo: { request: spec, rebuild: workflowInfo().workflowId },
     staticSummary: `re-install ${spec.os} ${spec.version} as VM ${spec.vmid} for ${workflowInfo().workflowId}`,

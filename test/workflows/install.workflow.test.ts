@@ -1,0 +1,152 @@
+import { ActivityFailure, ApplicationFailure, CancelledFailure, WorkflowFailedError } from '@temporalio/client';
+import { installVm, type InstallInput } from '../../workflows/install';
+import { progressQuery } from '../../workflows/progress';
+import { StorageError } from '../../lib/proxmox/errors';
+import type { InstallSpec } from '../../lib/types';
+import { FakeCluster, untilCancelled } from './support/fakeCluster';
+import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
+
+const spec: InstallSpec = { os: 'debian', version: '12', cpu: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
+const input = (over: Partial<InstallSpec> = {}): InstallInput => ({
+  spec: { ...spec, ...over },
+  secrets: { passwd: 'cloud-pass' },
+  mainNode: 'pve1',
+});
+
+let t: WorkflowTestEnv;
+let n = 0;
+const id = () => `install-test-${++n}`;
+
+/** The ApplicationFailure an activity (or the workflow itself) failed the run with. */
+function rootCause(err: unknown): ApplicationFailure | undefined {
+  let cur = err;
+  while (cur instanceof WorkflowFailedError || cur instanceof ActivityFailure) cur = cur.cause;
+  return cur instanceof ApplicationFailure ? cur : undefined;
+}
+
+describeWorkflows('installVm (time-skipping server, fake activities)', () => {
+  beforeAll(async () => {
+    t = await startWorkflowTestEnv();
+  });
+  afterAll(async () => {
+    await t?.teardown();
+  });
+
+  test('runs the pipeline in order and names the VM <name>-<vmid>', async () => {
+    const cluster = new FakeCluster();
+    const workflowId = id();
+    const { result, page } = await t.withActivities(cluster.activities(), async () => {
+      const handle = await t.env.client.workflow.start(installVm, { workflowId, taskQueue: t.taskQueue, args: [input({ name: 'web' })] });
+      return { result: await handle.result(), page: await handle.query(progressQuery, 0) };
+    });
+
+    expect(result).toMatchObject({ vmid: 120, name: 'web-120', node: 'pve1', user: 'admin', ip: '10.10.0.120' });
+    expect(cluster.sequence()).toEqual([
+      'checkStorage', 'clusterCpuType', 'downloadImage', 'stageImage', 'mainNodeKey', 'allocateVmid', 'qmCreate',
+      'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'runInitScript', 'rebootVm', 'waitForSsh',
+    ]);
+    expect(cluster.inputs('qmCreate')[0]).toMatchObject({ vmid: 120, name: 'web-120', owner: workflowId, cpuType: 'x86-64-v2-AES' });
+    expect(cluster.vms.get(120)).toMatchObject({ owner: workflowId, status: 'running' });
+    expect(page.state).toBe('completed');
+    expect(page.events.slice(-3).map((e) => e.message)).toEqual(['[*] VMID: 120', '[*] IP: 10.10.0.120', '[*] User: admin']);
+  });
+
+  test('migrates to the node asked for before the first boot', async () => {
+    const cluster = new FakeCluster();
+    const result = await t.withActivities(cluster.activities(), () =>
+      t.env.client.workflow.execute(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input({ node: 'pve2' })] }),
+    );
+    expect(result.node).toBe('pve2');
+    expect(cluster.inputs('migrateVm')).toEqual([{ vmid: 120, target: 'pve2' }]);
+    const seq = cluster.sequence();
+    expect(seq.indexOf('migrateVm')).toBeLessThan(seq.indexOf('startVm'));
+    expect(cluster.vms.get(120)?.node).toBe('pve2');
+  });
+
+  test('an auto-assigned VMID taken meanwhile: tries the next one and leaves the other VM alone', async () => {
+    const cluster = new FakeCluster();
+    const plain = cluster.plain();
+    // Another install creates VM 120 between this run's cluster query and its qm create.
+    const acts = cluster.activities({
+      async allocateVmid(req) {
+        const vmid = await plain.allocateVmid(req);
+        if (vmid === 120) cluster.add({ vmid: 120, owner: 'install-by-someone-else' });
+        return vmid;
+      },
+    });
+    const result = await t.withActivities(acts, () =>
+      t.env.client.workflow.execute(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input()] }),
+    );
+
+    expect(result).toMatchObject({ vmid: 121, name: '121-121' });
+    expect(cluster.inputs('allocateVmid')).toEqual([{ exclude: [] }, { exclude: [120] }]);
+    expect(cluster.inputs('qmCreate').map((c) => c.vmid)).toEqual([120, 121]);
+    expect(cluster.inputs('destroyOwnedVm')).toEqual([]);
+    expect(cluster.vms.get(120)?.owner).toBe('install-by-someone-else');
+  });
+
+  test('an explicit VMID that is taken fails the install without touching that VM', async () => {
+    const cluster = new FakeCluster();
+    cluster.add({ vmid: 150, owner: 'made-by-hand' });
+    const run = t.withActivities(cluster.activities(), () =>
+      t.env.client.workflow.execute(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input({ vmid: 150 })] }),
+    );
+
+    const err = await run.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    expect(rootCause(err)?.type).toBe('VmidTakenError');
+    expect(cluster.inputs('qmCreate').map((c) => c.vmid)).toEqual([150]);
+    expect(cluster.inputs('allocateVmid')).toEqual([]);
+    expect(cluster.inputs('destroyOwnedVm')).toEqual([]);
+    expect(cluster.vms.get(150)?.owner).toBe('made-by-hand');
+  });
+
+  test('a failure after qm create removes the VM this run created, and only that one', async () => {
+    const cluster = new FakeCluster();
+    const plain = cluster.plain();
+    const acts = cluster.activities({
+      async allocateVmid(req) {
+        const vmid = await plain.allocateVmid(req);
+        if (vmid === 120) cluster.add({ vmid: 120, owner: 'install-by-someone-else' });
+        return vmid;
+      },
+      async importDisk() {
+        throw new StorageError({ command: 'qm disk import', node: 'pve1', exitCode: 255, stderr: "storage 'local-lvm' is not available on node 'pve1'" });
+      },
+    });
+    const workflowId = id();
+    const { err, page } = await t.withActivities(acts, async () => {
+      const handle = await t.env.client.workflow.start(installVm, { workflowId, taskQueue: t.taskQueue, args: [input()] });
+      return { err: await handle.result().catch((e: unknown) => e), page: await handle.query(progressQuery, 0) };
+    });
+
+    expect(rootCause(err)?.type).toBe('StorageError');
+    expect(cluster.inputs('importDisk')).toHaveLength(1); // non-retryable: tried once
+    expect(cluster.inputs('destroyOwnedVm')).toEqual([{ vmid: 121, owner: workflowId }]);
+    expect(cluster.vms.has(121)).toBe(false);
+    expect(cluster.vms.get(120)?.owner).toBe('install-by-someone-else');
+    expect(page.state).toBe('failed');
+    expect(page.events.at(-1)).toMatchObject({ step: 'VM creation > import disk', status: 'error' });
+    expect(page.events.at(-1)?.message).toContain("storage 'local-lvm' is not available");
+  });
+
+  test('a cancelled install removes the VM it created and ends cancelled', async () => {
+    const cluster = new FakeCluster();
+    const acts = cluster.activities({ waitForSsh: untilCancelled });
+    const workflowId = id();
+    const { err, page } = await t.withActivities(acts, async () => {
+      const handle = await t.env.client.workflow.start(installVm, { workflowId, taskQueue: t.taskQueue, args: [input()] });
+      await cluster.called('waitForSsh');
+      await handle.cancel();
+      return { err: await handle.result().catch((e: unknown) => e), page: await handle.query(progressQuery, 0) };
+    });
+
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    expect((err as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    expect(cluster.inputs('destroyOwnedVm')).toEqual([{ vmid: 120, owner: workflowId }]);
+    expect(cluster.vms.size).toBe(0);
+    expect(cluster.sequence()).not.toContain('runInitScript');
+    expect(page.state).toBe('cancelled');
+    expect(page.events.at(-1)).toMatchObject({ status: 'error', message: '[-] install cancelled' });
+  });
+});

@@ -1,0 +1,180 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Activities } from '../../../activities';
+import { VmidTakenError } from '../../../lib/proxmox/errors';
+import type { InstallSpec } from '../../../lib/types';
+
+export interface FakeVm {
+  vmid: number;
+  name: string;
+  /** Workflow id in the VM's owner marker; anything else for a VM QemuRun did not create. */
+  owner: string;
+  node: string;
+  status: 'running' | 'stopped';
+  /** The spec marker a rebuild reads; absent on a VM made by hand. */
+  spec?: InstallSpec;
+}
+
+export interface Call {
+  activity: keyof Activities;
+  input: unknown;
+}
+
+/**
+ * A Proxmox cluster kept in a Map, as far as the workflows' decisions depend on it: which
+ * VMIDs exist, who owns them, where they are and whether they run. Its activities behave like
+ * the real ones at that level (qm create refuses a taken VMID with VmidTakenError, cleanup
+ * removes only a VM carrying its owner) and log every call in order.
+ */
+export class FakeCluster {
+  readonly vms = new Map<number, FakeVm>();
+  readonly calls: Call[] = [];
+
+  constructor(readonly mainNode = 'pve1') {}
+
+  add(vm: Partial<FakeVm> & { vmid: number; owner: string }): FakeVm {
+    const full: FakeVm = { name: `vm-${vm.vmid}`, node: this.mainNode, status: 'running', ...vm };
+    this.vms.set(vm.vmid, full);
+    return full;
+  }
+
+  /** The inputs of every call to one activity, in order. */
+  inputs<K extends keyof Activities>(activity: K): Array<Parameters<Activities[K]>[0]> {
+    return this.calls.filter((c) => c.activity === activity).map((c) => c.input as Parameters<Activities[K]>[0]);
+  }
+
+  /** The activities called, in order. */
+  sequence(): Array<keyof Activities> {
+    return this.calls.map((c) => c.activity);
+  }
+
+  /** Resolves once `activity` has been called (polls the log; bounded by the test's timeout). */
+  async called(activity: keyof Activities): Promise<void> {
+    while (!this.calls.some((c) => c.activity === activity)) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  /** Every activity of the product, with `overrides` replacing some; each call is logged. */
+  activities(overrides: Partial<Activities> = {}): Activities {
+    const all = { ...this.plain(), ...overrides } as Activities;
+    const logged: Record<string, unknown> = {};
+    for (const [name, fn] of Object.entries(all) as Array<[keyof Activities, (input: unknown) => Promise<unknown>]>) {
+      logged[name] = (input: unknown) => {
+        this.calls.push({ activity: name, input });
+        return fn(input);
+      };
+    }
+    return logged as Activities;
+  }
+
+  /** The same activities without the log, for an override that builds on one of them. */
+  plain(): Activities {
+    const vms = this.vms;
+    const mainNode = this.mainNode;
+    const get = (vmid: number) => vms.get(vmid);
+    return {
+      async checkStorage() {},
+      async clusterCpuType() {
+        return 'x86-64-v2-AES';
+      },
+      async downloadImage({ os, version }) {
+        return { path: `/cache/${os}-${version}.qcow2`, sha: 'f'.repeat(64), downloaded: false };
+      },
+      async stageImage({ path }) {
+        return `/var/lib/vz/import/${path.split('/').pop()}`;
+      },
+      async mainNodeKey() {
+        return 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMainNodeKey root@pve1';
+      },
+      async allocateVmid({ exclude }) {
+        let vmid = 120;
+        while (vms.has(vmid) || exclude.includes(vmid)) vmid++;
+        return vmid;
+      },
+      async qmCreate({ vmid, name, spec, owner }) {
+        if (vms.has(vmid)) {
+          const node = get(vmid)!.node;
+          throw new VmidTakenError({ command: 'qm create', node: mainNode, exitCode: 255, stderr: `VM ${vmid} already exists on node '${node}'` });
+        }
+        vms.set(vmid, { vmid, name, owner, node: mainNode, status: 'stopped', spec });
+        return { ip: `10.10.0.${vmid % 250}` };
+      },
+      async importDisk({ vmid }) {
+        return `local:${vmid}/vm-${vmid}-disk-0.raw`;
+      },
+      async configureVm() {},
+      async migrateVm({ vmid, target }) {
+        get(vmid)!.node = target;
+      },
+      async startVm({ vmid }) {
+        get(vmid)!.status = 'running';
+      },
+      async rebootVm() {},
+      async waitForSsh() {},
+      async runInitScript() {},
+      async destroyOwnedVm({ vmid, owner }) {
+        if (get(vmid)?.owner !== owner) return false;
+        vms.delete(vmid);
+        return true;
+      },
+      async shutdownVm({ vmid }) {
+        get(vmid)!.status = 'stopped';
+      },
+      async stopVm({ vmid }) {
+        get(vmid)!.status = 'stopped';
+      },
+      async destroyVm({ vmid }) {
+        vms.delete(vmid);
+      },
+      async setCpu() {},
+      async setMemory() {},
+      async diskSize() {
+        return 10 * 1024 ** 3;
+      },
+      async growDisk() {},
+      async inspectRebuildTarget({ vmid, spec }) {
+        const vm = get(vmid);
+        if (!vm) {
+          if (spec) return { exists: false, vmid, spec: { ...spec, vmid }, mainNode };
+          throw ApplicationFailure.nonRetryable(`VM ${vmid} does not exist`, 'VmNotFoundError');
+        }
+        const recorded = spec ?? vm.spec;
+        if (!recorded) {
+          throw ApplicationFailure.nonRetryable(`VM ${vmid} was not installed by QemuRun`, 'NotOwnedError');
+        }
+        return { exists: true, vmid, node: vm.node, owner: vm.owner, spec: { ...recorded, vmid }, status: vm.status, mainNode };
+      },
+      async stopOwnedVm({ vmid, owner }) {
+        const vm = get(vmid);
+        if (!vm) return false;
+        if (vm.owner !== owner) throw ApplicationFailure.nonRetryable(`VM ${vmid} is no longer owned by ${owner}`, 'NotOwnedError');
+        if (vm.status === 'stopped') return false;
+        vm.status = 'stopped';
+        return true;
+      },
+      async keptCiPassword() {
+        return {};
+      },
+      async adoptVm({ vmid, owner }) {
+        const vm = get(vmid);
+        if (vm) vm.owner = owner;
+      },
+      async initRootPassword() {
+        return {};
+      },
+      async runningVmOperation() {
+        return undefined;
+      },
+      async relayProgress() {
+        return 0;
+      },
+    };
+  }
+}
+
+/** An activity that runs until its workflow cancels it (heartbeating, so it hears of it). */
+export async function untilCancelled(): Promise<never> {
+  const ctx = Context.current();
+  for (;;) {
+    ctx.heartbeat();
+    await ctx.sleep(50);
+  }
+}

@@ -12,8 +12,9 @@ import { TOOLS, runTool, type Tool } from './run';
  * Starting Node and loading the CLI costs ~100 ms a call (far more on a busy machine),
  * against a few ms for the command itself; an install makes ~25 calls. So sandbox/bin/*
  * (bash) hand the call to this process over loopback TCP when it runs, and only start
- * Node themselves when it does not, or when a fault is injected (a hanging call must be
- * its own process, to be killed and logged as Proxmox's would be).
+ * Node themselves when it does not, for commands that wait on a VM process, and while a
+ * fault is injected (a hanging call must be its own process, to be killed and logged as
+ * Proxmox's would be).
  *
  * Request: NUL-terminated fields: the client's start time ($EPOCHREALTIME), cluster dir,
  * node, tool, argument count, arguments. Answer: one line `<exit code> <stderr file|->`
@@ -38,6 +39,12 @@ function parse(buf: Buffer): string[] | undefined {
   return undefined;
 }
 
+/**
+ * Commands that wait on a VM process (up to a minute for an ACPI shutdown) run as their own
+ * process: here, one slow guest would hold up every other call of the cluster.
+ */
+const WAITING = new Set(['start', 'stop', 'shutdown', 'reboot', 'destroy', 'migrate']);
+
 /** Faults injected and not all consumed yet (the file stays behind as `[]`). */
 function faultsPending(): boolean {
   const raw = readIfExists(paths.faults);
@@ -51,8 +58,9 @@ function faultsPending(): boolean {
 
 async function serve(fields: string[], socket: net.Socket): Promise<void> {
   const [clientStart, clusterDir, node, tool, , ...args] = fields;
-  // Another cluster's call, an unknown tool, or a fault to inject: the CLI runs as its own process.
-  if (path.resolve(clusterDir) !== dir || !(tool in TOOLS) || faultsPending()) {
+  // Another cluster's call, an unknown tool, a command that waits, or a fault to inject:
+  // the CLI runs as its own process.
+  if (path.resolve(clusterDir) !== dir || !(tool in TOOLS) || (tool === 'qm' && WAITING.has(args[0])) || faultsPending()) {
     socket.end('fallback\n');
     return;
   }

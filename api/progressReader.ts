@@ -171,6 +171,12 @@ export class ProgressReaders {
     return reader;
   }
 
+  /** A stream already reads this workflow here: it exists, no need to ask Temporal. */
+  known(workflowId: string): boolean {
+    const reader = this.readers.get(workflowId);
+    return reader !== undefined && reader.end !== 'not-found';
+  }
+
   /** Readers alive now (workflows with an open stream). */
   get size(): number {
     return this.readers.size;

@@ -1,6 +1,7 @@
 import { Router, Request, Response, RequestHandler } from 'express';
 import { Client, WorkflowNotFoundError } from '@temporalio/client';
 import { lastEventId, openEventStream, streamProgress } from './sse';
+import { progressReaders } from './progressReader';
 import { progressQuery } from '../workflows/progress';
 
 /**
@@ -15,11 +16,14 @@ export function workflowRoutes(client: Client, guard: RequestHandler): Router {
   router.get('/events', async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
     const handle = client.workflow.getHandle(id);
-    try {
-      await handle.describe();
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return void notFound(res, id);
-      throw err;
+    // One more watcher of a workflow streamed here already costs Temporal nothing.
+    if (!progressReaders(client.workflow).known(id)) {
+      try {
+        await handle.describe();
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) return void notFound(res, id);
+        throw err;
+      }
     }
     openEventStream(res, id);
     await streamProgress(req, res, handle, lastEventId(req));

@@ -40,10 +40,10 @@ function parse(buf: Buffer): string[] | undefined {
 }
 
 /**
- * Commands that wait on a VM process (up to a minute for an ACPI shutdown) run as their own
- * process: here, one slow guest would hold up every other call of the cluster.
+ * Commands that wait for a guest to go (up to a minute for an ACPI shutdown) run as their
+ * own process: here, one slow guest would hold up every other call of the cluster.
  */
-const WAITING = new Set(['start', 'stop', 'shutdown', 'reboot', 'destroy', 'migrate']);
+const WAITING = new Set(['stop', 'shutdown', 'reboot']);
 
 /** Faults injected and not all consumed yet (the file stays behind as `[]`). */
 function faultsPending(): boolean {

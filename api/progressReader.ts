@@ -20,9 +20,38 @@ export interface ReaderTiming {
   slowMs: number;
   /** Pause while no worker answers the query (restart, deploy). */
   stalledMs: number;
+  /**
+   * Progress queries of this API process in flight at once, over all workflows: each one
+   * is work for Temporal and the worker, which the installs themselves need. With many
+   * installs streamed at once, readers take turns instead of crowding them out.
+   */
+  maxInFlight: number;
 }
 
-export const DEFAULT_TIMING: ReaderTiming = { fastMs: 100, slowMs: 500, stalledMs: 1000 };
+export const DEFAULT_TIMING: ReaderTiming = { fastMs: 100, slowMs: 500, stalledMs: 1000, maxInFlight: 4 };
+
+/** A counting semaphore: `take` resolves when a slot is free. */
+export class Slots {
+  private free: number;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(size: number) {
+    this.free = size;
+  }
+
+  async take(): Promise<() => void> {
+    if (this.free > 0) this.free--;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    let given = false;
+    return () => {
+      if (given) return;
+      given = true;
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.free++;
+    };
+  }
+}
 
 /** A quiet workflow is described every this many empty reads: a terminated one stays 'running'. */
 const DESCRIBE_EVERY = 20;
@@ -46,6 +75,7 @@ export class ProgressReader {
     private readonly client: WorkflowClient,
     readonly workflowId: string,
     private readonly timing: ReaderTiming,
+    private readonly slots: Slots,
     private readonly onIdle: (reader: ProgressReader) => void,
   ) {}
 
@@ -84,9 +114,13 @@ export class ProgressReader {
       // operation on that VM, whose events must never be mixed into this run's.
       const handle = await this.pinnedHandle();
       while (handle && this.watchers.size > 0 && this.end === undefined) {
+        const release = await this.slots.take();
+        const sent = Date.now();
         try {
           this.reads++;
-          const page = await handle.query(progressQuery, this.events.length);
+          const page = await handle.query(progressQuery, this.events.length).finally(release);
+          // A slow answer means a busy worker or server: ask no more often than it answers.
+          const roundTrip = Date.now() - sent;
           const wasStalled = this.stalledSince !== undefined;
           this.stalledSince = undefined;
           // A page starts right after the last event read; anything else is dropped rather
@@ -102,13 +136,14 @@ export class ProgressReader {
           if (this.end) break;
           if (found) {
             emptyReads = 0;
-            pause = this.timing.fastMs;
+            pause = Math.max(this.timing.fastMs, Math.min(this.timing.slowMs, roundTrip));
             if (this.events.length < page.lastSeq) continue; // more pages waiting
           } else {
-            pause = Math.min(this.timing.slowMs, Math.round(pause * 1.5));
+            pause = Math.max(Math.min(this.timing.slowMs, Math.round(pause * 1.5)), Math.min(this.timing.slowMs, roundTrip));
             if (++emptyReads % DESCRIBE_EVERY === 0) closedSeen = (await handle.describe()).status.name !== 'RUNNING';
           }
         } catch (err) {
+          release();
           if (err instanceof WorkflowNotFoundError) {
             this.end = 'not-found';
             this.notify();
@@ -150,11 +185,14 @@ export class ProgressReader {
 /** The readers of one API process, one per workflow that has at least one stream open. */
 export class ProgressReaders {
   private readonly readers = new Map<string, ProgressReader>();
+  private readonly slots: Slots;
 
   constructor(
     private readonly client: WorkflowClient,
     private readonly timing: ReaderTiming = DEFAULT_TIMING,
-  ) {}
+  ) {
+    this.slots = new Slots(timing.maxInFlight);
+  }
 
   /**
    * The reader of a workflow; a reader that has seen its run end serves only the streams
@@ -163,7 +201,7 @@ export class ProgressReaders {
   reader(workflowId: string): ProgressReader {
     let reader = this.readers.get(workflowId);
     if (!reader || reader.end !== undefined) {
-      reader = new ProgressReader(this.client, workflowId, this.timing, (r) => {
+      reader = new ProgressReader(this.client, workflowId, this.timing, this.slots, (r) => {
         if (this.readers.get(r.workflowId) === r) this.readers.delete(r.workflowId);
       });
       this.readers.set(workflowId, reader);

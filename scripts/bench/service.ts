@@ -39,12 +39,13 @@ export async function startBenchService(opts: {
   const exited = new Promise<number | null>((resolve) => npm.once('exit', resolve));
 
   const url = `http://127.0.0.1:${opts.port}`;
-  const deadline = Date.now() + 180_000;
+  // npm start may build first (the Temporal CLI, compiled JavaScript): allow for it.
+  const deadline = Date.now() + 300_000;
   let pid: number | undefined;
   let temporalPid: number | undefined;
   for (;;) {
     if (npm.exitCode !== null) throw new Error(`npm start exited with ${npm.exitCode}; see ${path.join(opts.dir, 'service.log')}`);
-    if (Date.now() > deadline) throw new Error(`the service did not answer ${url}/api/health within 180 s`);
+    if (Date.now() > deadline) throw new Error(`the service did not answer ${url}/api/health within 300 s`);
     const ok = await fetch(`${url}/api/health`).then((r) => r.ok, () => false);
     if (ok) {
       const tree = descendants(npm.pid!);

@@ -20,38 +20,9 @@ export interface ReaderTiming {
   slowMs: number;
   /** Pause while no worker answers the query (restart, deploy). */
   stalledMs: number;
-  /**
-   * Progress queries of this API process in flight at once, over all workflows: each one
-   * is work for Temporal and the worker, which the installs themselves need. With many
-   * installs streamed at once, readers take turns instead of crowding them out.
-   */
-  maxInFlight: number;
 }
 
-export const DEFAULT_TIMING: ReaderTiming = { fastMs: 100, slowMs: 500, stalledMs: 1000, maxInFlight: 4 };
-
-/** A counting semaphore: `take` resolves when a slot is free. */
-export class Slots {
-  private free: number;
-  private readonly waiting: Array<() => void> = [];
-
-  constructor(size: number) {
-    this.free = size;
-  }
-
-  async take(): Promise<() => void> {
-    if (this.free > 0) this.free--;
-    else await new Promise<void>((resolve) => this.waiting.push(resolve));
-    let given = false;
-    return () => {
-      if (given) return;
-      given = true;
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.free++;
-    };
-  }
-}
+export const DEFAULT_TIMING: ReaderTiming = { fastMs: 100, slowMs: 500, stalledMs: 1000 };
 
 /** A quiet workflow is described every this many empty reads: a terminated one stays 'running'. */
 const DESCRIBE_EVERY = 20;
@@ -75,7 +46,6 @@ export class ProgressReader {
     private readonly client: WorkflowClient,
     readonly workflowId: string,
     private readonly timing: ReaderTiming,
-    private readonly slots: Slots,
     private readonly onIdle: (reader: ProgressReader) => void,
   ) {}
 
@@ -114,11 +84,10 @@ export class ProgressReader {
       // operation on that VM, whose events must never be mixed into this run's.
       const handle = await this.pinnedHandle();
       while (handle && this.watchers.size > 0 && this.end === undefined) {
-        const release = await this.slots.take();
         const sent = Date.now();
         try {
           this.reads++;
-          const page = await handle.query(progressQuery, this.events.length).finally(release);
+          const page = await handle.query(progressQuery, this.events.length);
           // A slow answer means a busy worker or server: ask no more often than it answers.
           const roundTrip = Date.now() - sent;
           const wasStalled = this.stalledSince !== undefined;
@@ -143,7 +112,6 @@ export class ProgressReader {
             if (++emptyReads % DESCRIBE_EVERY === 0) closedSeen = (await handle.describe()).status.name !== 'RUNNING';
           }
         } catch (err) {
-          release();
           if (err instanceof WorkflowNotFoundError) {
             this.end = 'not-found';
             this.notify();
@@ -185,14 +153,11 @@ export class ProgressReader {
 /** The readers of one API process, one per workflow that has at least one stream open. */
 export class ProgressReaders {
   private readonly readers = new Map<string, ProgressReader>();
-  private readonly slots: Slots;
 
   constructor(
     private readonly client: WorkflowClient,
     private readonly timing: ReaderTiming = DEFAULT_TIMING,
-  ) {
-    this.slots = new Slots(timing.maxInFlight);
-  }
+  ) {}
 
   /**
    * The reader of a workflow; a reader that has seen its run end serves only the streams
@@ -201,7 +166,7 @@ export class ProgressReaders {
   reader(workflowId: string): ProgressReader {
     let reader = this.readers.get(workflowId);
     if (!reader || reader.end !== undefined) {
-      reader = new ProgressReader(this.client, workflowId, this.timing, this.slots, (r) => {
+      reader = new ProgressReader(this.client, workflowId, this.timing, (r) => {
         if (this.readers.get(r.workflowId) === r) this.readers.delete(r.workflowId);
       });
       this.readers.set(workflowId, reader);

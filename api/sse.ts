@@ -1,11 +1,9 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { WorkflowHandle } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
 import type { ProgressEvent } from '../lib/types';
-import { progressQuery } from '../workflows/progress';
+import { progressReaders } from './progressReader';
 import { streamOpened } from './limits';
 
-const POLL_MS = 300;
 const KEEPALIVE_MS = 15_000;
 
 export function openEventStream(res: Response, workflowId: string): void {
@@ -64,46 +62,55 @@ export function lastEventId(req: Request): number {
 
 /**
  * Streams a workflow's progress events after `after` until the workflow is closed and
- * every event has been sent. It reads progress with a query (no history cost); a client
- * that goes away only stops this loop, never the workflow.
+ * every event has been sent. The events come from the workflow's shared reader (see
+ * progressReader.ts), so a stream adds no reads of its own; a client that goes away only
+ * leaves the reader, never stops the workflow.
  */
 export async function streamProgress(req: Request, res: Response, handle: WorkflowHandle, after: number): Promise<void> {
+  const reader = progressReaders(handle.client).reader(handle.workflowId);
   let cursor = after;
+  let wake: (() => void) | undefined;
+  const leave = reader.watch(() => wake?.());
   // The response's 'close', not the request's: a request whose body was read (a POST)
   // has already emitted 'close', and would never tell that the client went away.
   let gone = res.closed || res.destroyed;
-  res.on('close', () => (gone = true));
+  res.on('close', () => {
+    gone = true;
+    wake?.();
+  });
   let lastWrite = Date.now();
-  let stalledSince: number | undefined;
+  let reportedStall: number | undefined;
 
-  while (!gone) {
-    try {
-      const page = await handle.query(progressQuery, cursor);
-      stalledSince = undefined;
-      for (const e of page.events) {
+  try {
+    while (!gone) {
+      for (const e of reader.eventsAfter(cursor)) {
         writeEvent(res, e);
         cursor = e.seq;
         lastWrite = Date.now();
       }
-      if (page.state !== 'running' && cursor >= page.lastSeq) break;
-      if (page.events.length > 0 && cursor < page.lastSeq) continue; // more pages waiting
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) {
+      if (reader.end === 'not-found') {
         writeEvent(res, { step: 'workflow', status: 'error', message: `[-] workflow ${handle.workflowId} not found` });
         break;
       }
-      // No worker polling (restarting, deploying): the install itself is safe in Temporal.
-      stalledSince ??= Date.now();
-      if (Date.now() - lastWrite > KEEPALIVE_MS) {
-        res.write(`: waiting for a worker since ${new Date(stalledSince).toISOString()}\n\n`);
+      if (reader.end === 'closed' && cursor >= reader.lastSeq) break;
+      const stalledSince = reader.stalledSince;
+      if (Date.now() - lastWrite > KEEPALIVE_MS || (stalledSince !== undefined && reportedStall !== stalledSince)) {
+        // No worker polling (restarting, deploying): the install itself is safe in Temporal.
+        res.write(stalledSince === undefined ? ': keepalive\n\n' : `: waiting for a worker since ${new Date(stalledSince).toISOString()}\n\n`);
+        reportedStall = stalledSince;
         lastWrite = Date.now();
       }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, KEEPALIVE_MS);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = undefined;
     }
-    if (Date.now() - lastWrite > KEEPALIVE_MS) {
-      res.write(': keepalive\n\n');
-      lastWrite = Date.now();
-    }
-    await new Promise((r) => setTimeout(r, POLL_MS));
+  } finally {
+    leave();
   }
   if (!gone) closeEventStream(res);
 }

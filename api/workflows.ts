@@ -1,6 +1,7 @@
 import { Router, Request, Response, RequestHandler } from 'express';
 import { Client, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
 import { lastEventId, openEventStream, streamProgress } from './sse';
+import { progressReaders } from './progressReader';
 import { progressQuery } from '../workflows/progress';
 import * as qemurunWorkflows from '../workflows';
 
@@ -34,7 +35,9 @@ export function workflowRoutes(client: Client, guard: RequestHandler, taskQueue:
 
   router.get('/events', async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
-    if (!(await describeOwn(id))) return void notFound(res, id);
+    // One more watcher of a workflow streamed here already costs Temporal nothing: its
+    // reader exists only because an earlier request passed the same check.
+    if (!progressReaders(client.workflow).known(id) && !(await describeOwn(id))) return void notFound(res, id);
     openEventStream(res, id);
     await streamProgress(req, res, client.workflow.getHandle(id), lastEventId(req));
   });

@@ -61,6 +61,11 @@ export interface ProgressEvent {
   step: string;
   status: EventStatus;
   message: string;
+  /**
+   * When the workflow recorded it (workflow time, ms since the epoch). Not sent over SSE;
+   * it lets the benchmark measure how long an event takes to reach a client.
+   */
+  at?: number;
 }
 
 export interface InstallResult {

@@ -9,6 +9,7 @@ import { readIfExists } from './state/files';
 import { clearVmProcess, runningVmids, signalVm } from './state/runtime';
 import { startNodeSshd, type NodeSshd } from './nodeSshd';
 import { sandboxSourceDir } from './location';
+import { startCliServer } from './cliServer';
 
 /**
  * A stand-in Proxmox VE cluster on this machine: its state in one directory (laid out
@@ -125,6 +126,8 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     };
   };
 
+  // Every qm/pvesh/pvesm call of this cluster, local or over SSH, is answered by it.
+  const cliServer = await startCliServer(sandboxSourceDir(), dir, envFor(mainNode));
   const sshds: NodeSshd[] = [];
   const nodeAddresses: Record<string, { host: string; port: number }> = {};
   try {
@@ -143,6 +146,7 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     }
   } catch (err) {
     await Promise.all(sshds.map((s) => s.stop()));
+    await cliServer.stop();
     throw err;
   }
 
@@ -167,6 +171,7 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
         clearVmProcess(dir, vmid);
       }
       await Promise.all(sshds.map((s) => s.stop()));
+      await cliServer.stop();
     },
   };
 }

@@ -48,7 +48,7 @@ export class Progress {
   }
 
   emit(step: string, status: EventStatus, message: string): void {
-    this.events.push({ seq: this.events.length + 1, step, status, message });
+    this.events.push({ seq: this.events.length + 1, step, status, message, at: Date.now() });
   }
 
   info(step: string, message: string): void {

@@ -12,17 +12,21 @@ export interface Ctx {
   err(line: string): void;
 }
 
-export function makeCtx(dir: string, node: string): Ctx {
-  return {
-    dir,
-    node,
-    model: loadModel(dir),
-    paths: clusterPaths(dir),
-    // Synchronous writes: lines reach a reader (the service's onLine) as they are printed,
-    // and nothing is lost when the process exits right after.
-    out: (line) => writeAll(1, line + '\n'),
-    err: (line) => writeAll(2, line + '\n'),
-  };
+/** Where a call's output goes: its own stdout and stderr, or (resident server) a buffer. */
+export interface CtxOutput {
+  out(line: string): void;
+  err(line: string): void;
+}
+
+// Synchronous writes: lines reach a reader (the service's onLine) as they are printed,
+// and nothing is lost when the process exits right after.
+const processOutput: CtxOutput = {
+  out: (line) => writeAll(1, line + '\n'),
+  err: (line) => writeAll(2, line + '\n'),
+};
+
+export function makeCtx(dir: string, node: string, output: CtxOutput = processOutput): Ctx {
+  return { dir, node, model: loadModel(dir), paths: clusterPaths(dir), out: output.out, err: output.err };
 }
 
 function writeAll(fd: number, text: string): void {

@@ -10,6 +10,13 @@ export interface CallRecord {
   exitCode: number;
   startedAt: string;
   durationMs: number;
+  /**
+   * From the process's start to the command's: Node's start-up and loading the CLI's
+   * modules, the sandbox's own cost on top of what the command does.
+   */
+  startupMs?: number;
+  /** Answered by the cluster's resident CLI server rather than a Node process of its own. */
+  resident?: boolean;
 }
 
 export function appendCall(dir: string, rec: CallRecord): void {

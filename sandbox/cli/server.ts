@@ -1,0 +1,116 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { appendCall } from '../state/callLog';
+import { clusterPaths } from '../state/paths';
+import { readIfExists, writeFileAtomic } from '../state/files';
+import { TOOLS, runTool, type Tool } from './run';
+
+/**
+ * The resident CLI server of one sandbox cluster: `node tsrun.js cli/server.ts <dir>`.
+ *
+ * Starting Node and loading the CLI costs ~100 ms a call (far more on a busy machine),
+ * against a few ms for the command itself; an install makes ~25 calls. So sandbox/bin/*
+ * (bash) hand the call to this process over loopback TCP when it runs, and only start
+ * Node themselves when it does not, for commands that wait on a VM process, and while a
+ * fault is injected (a hanging call must be its own process, to be killed and logged as
+ * Proxmox's would be).
+ *
+ * Request: NUL-terminated fields: the client's start time ($EPOCHREALTIME), cluster dir,
+ * node, tool, argument count, arguments. Answer: one line `<exit code> <stderr file|->`
+ * (or `fallback`), then stdout's bytes until the connection closes.
+ */
+
+const dir = path.resolve(process.argv[2] ?? '');
+const paths = clusterPaths(dir);
+const portFile = path.join(paths.root, 'sandbox', 'cli.port');
+const errDir = path.join(paths.runDir, 'cli-stderr');
+let served = 0;
+
+function parse(buf: Buffer): string[] | undefined {
+  const fields: string[] = [];
+  let start = 0;
+  for (let i = 0; i < buf.length; i++) {
+    if (buf[i] !== 0) continue;
+    fields.push(buf.subarray(start, i).toString('utf8'));
+    start = i + 1;
+    if (fields.length >= 5 && fields.length === 5 + Number(fields[4])) return fields;
+  }
+  return undefined;
+}
+
+/**
+ * Commands that wait for a guest to go (up to a minute for an ACPI shutdown) run as their
+ * own process: here, one slow guest would hold up every other call of the cluster.
+ */
+const WAITING = new Set(['stop', 'shutdown', 'reboot']);
+
+/** Faults injected and not all consumed yet (the file stays behind as `[]`). */
+function faultsPending(): boolean {
+  const raw = readIfExists(paths.faults);
+  if (raw === undefined) return false;
+  try {
+    return (JSON.parse(raw) as unknown[]).length > 0;
+  } catch {
+    return true;
+  }
+}
+
+async function serve(fields: string[], socket: net.Socket): Promise<void> {
+  const [clientStart, clusterDir, node, tool, , ...args] = fields;
+  // Another cluster's call, an unknown tool, a command that waits, or a fault to inject:
+  // the CLI runs as its own process.
+  if (path.resolve(clusterDir) !== dir || !(tool in TOOLS) || (tool === 'qm' && WAITING.has(args[0])) || faultsPending()) {
+    socket.end('fallback\n');
+    return;
+  }
+  const startedAt = Date.now();
+  const clientStartMs = Number(clientStart) * 1000;
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = (await runTool(dir, node, tool as Tool, args, { out: (l) => out.push(l + '\n'), err: (l) => err.push(l + '\n') })) ?? 255;
+  appendCall(dir, {
+    node,
+    argv: [tool, ...args],
+    exitCode: code,
+    startedAt: new Date(startedAt).toISOString(),
+    durationMs: Date.now() - startedAt,
+    ...(Number.isFinite(clientStartMs) && clientStartMs > 0 ? { startupMs: Math.max(0, Math.round(startedAt - clientStartMs)) } : {}),
+    resident: true,
+  });
+  let errFile = '-';
+  if (err.length > 0) {
+    errFile = path.join(errDir, `${process.pid}-${++served}.err`);
+    fs.writeFileSync(errFile, err.join(''));
+  }
+  socket.end(`${code} ${errFile}\n${out.join('')}`);
+}
+
+const server = net.createServer((socket) => {
+  let buf = Buffer.alloc(0);
+  socket.on('error', () => socket.destroy());
+  socket.on('data', (chunk) => {
+    buf = Buffer.concat([buf, chunk]);
+    const fields = parse(buf);
+    if (!fields) return;
+    socket.removeAllListeners('data');
+    serve(fields, socket).catch((e) => socket.end(`255 -\n`, () => process.stderr.write(`sandbox CLI server: ${(e as Error).stack}\n`)));
+  });
+});
+
+fs.mkdirSync(errDir, { recursive: true });
+server.listen(0, '127.0.0.1', () => {
+  writeFileAtomic(portFile, `${(server.address() as net.AddressInfo).port}\n`);
+  process.stdout.write('ready\n');
+});
+
+// It lives as long as the process that started it: stdin closes when that one goes.
+process.stdin.resume();
+process.stdin.on('end', () => {
+  fs.rmSync(portFile, { force: true });
+  process.exit(0);
+});
+process.on('SIGTERM', () => {
+  fs.rmSync(portFile, { force: true });
+  process.exit(0);
+});

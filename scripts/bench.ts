@@ -1,0 +1,236 @@
+/**
+ * `npm run bench [-- --quick]`: QemuRun's performance figures in one run, each beside its
+ * target and its value before the shared progress reader (issue 13). The service runs as
+ * `npm start` runs it (its own Temporal dev server, the sandbox cluster, a local image
+ * mirror) and is measured from outside through /proc. Figures, not assertions: compare
+ * runs on the same machine. --quick skips the 50-install batch (event latency and RSS
+ * are then taken after the 10-install batch) and uses 3 installs for the stream cost.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../lib/config';
+import { connectTemporal } from '../lib/temporal/connect';
+import { EncryptionCodec, dataConverterFor } from '../lib/temporal/codec';
+import { resolveEncryptionKeys } from '../lib/temporal/encryptionKeys';
+import { freePort } from '../lib/temporal/devServer';
+import { readCalls } from '../sandbox/state/callLog';
+import { freePorts } from '../sandbox/testkit';
+import { startImageServer } from '../test/support/imageServer';
+import { activityTime } from './bench/history';
+import { installBatch, type BatchResult } from './bench/installs';
+import { cpuTimes, rssBytes } from './bench/proc';
+import { Report } from './bench/report';
+import { startBenchService, type BenchService } from './bench/service';
+import { benchVmidAllocation } from './bench/vmidAllocation';
+import { probeQueries } from './bench/queryProbe';
+
+const quick = process.argv.includes('--quick');
+const root = path.resolve(__dirname, '..');
+const MiB = 1024 * 1024;
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+/** CPU seconds of the service process, of Temporal, and of the sandbox CLIs (local and over SSH). */
+function cpuNow(service: BenchService) {
+  const self = cpuTimes(service.pid);
+  const sandboxOverSsh = service.sshdPids().reduce((sum, p) => sum + cpuTimes(p).children, 0);
+  return { qemurun: self.self, temporal: cpuTimes(service.temporalPid).self, sandbox: self.children + sandboxOverSsh };
+}
+
+type Cpu = ReturnType<typeof cpuNow>;
+const cpuDelta = (a: Cpu, b: Cpu): Cpu => ({ qemurun: b.qemurun - a.qemurun, temporal: b.temporal - a.temporal, sandbox: b.sandbox - a.sandbox });
+
+/** Sandbox CLI calls that started in [from, to): count, Node start-up and run time in seconds. */
+function sandboxCalls(service: BenchService, from: number, to: number) {
+  const calls = readCalls(service.clusterDir).filter((c) => {
+    const t = Date.parse(c.startedAt);
+    return t >= from && t < to;
+  });
+  const startup = calls.reduce((s, c) => s + (c.startupMs ?? 0), 0) / 1000;
+  const run = calls.reduce((s, c) => s + c.durationMs, 0) / 1000;
+  return { count: calls.length, startup, run };
+}
+
+async function main(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-bench-'));
+  const images = await startImageServer();
+  const [port, temporalPort, uiPort, vmSshPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const env: Record<string, string> = {
+    SSH_KEY_PATH: path.join(dir, 'ssh', 'id_ed25519'),
+    MAIN_NODE_IMAGE_DIR: path.join(dir, 'node-images'),
+    ALLOW_IPS: '127.0.0.1',
+    GATEWAY: '127.0.0.1',
+    VM_SSH_PORT: String(vmSshPort),
+    TEMPORAL_UI_PORT: String(uiPort),
+    SANDBOX_BOOT_DELAY_MS: '300',
+    SANDBOX_SSH_PORT_BASE: String(await freePorts(2)),
+    // Every install here comes from one address and is watched by up to 20 streams.
+    SSE_MAX_PER_CLIENT: '0',
+    LOG_LEVEL: 'WARN',
+    ...images.env,
+  };
+  const report = new Report(quick);
+  const load = () => os.loadavg().map((l) => l.toFixed(1)).join(' ');
+  const loadAtStart = load();
+  console.log(`qemurun bench${quick ? ' (quick)' : ''}: ${os.cpus().length} cores, node ${process.version}, working in ${dir}`);
+
+  const t0 = Date.now();
+  const service = await startBenchService({ root, dir, env, port, temporalPort });
+  console.log(`service up in ${((Date.now() - t0) / 1000).toFixed(1)} s (npm start, pid ${service.pid}; Temporal pid ${service.temporalPid})`);
+  const config = loadConfig({ ...env, DATA_DIR: service.dataDir, PORT: String(port) });
+  const keys = resolveEncryptionKeys({ ...config.encryption, dataDir: service.dataDir });
+  const temporal = await connectTemporal({ address: service.temporalAddress, namespace: 'default', dataConverter: dataConverterFor(new EncryptionCodec(keys)) });
+  const client = temporal.client;
+  const url = service.url;
+
+  try {
+    // Idle for a while: the memory it settles at, and the CPU it burns doing nothing
+    // (Temporal's timers and persistence, the worker's polls).
+    const i0 = cpuNow(service);
+    const idleStart = Date.now();
+    await new Promise((r) => setTimeout(r, 5000));
+    const idle = cpuDelta(i0, cpuNow(service));
+    const idleRate = (idle.qemurun + idle.temporal) / ((Date.now() - idleStart) / 1000);
+    const idleRss = rssBytes(service.pid);
+    report.add('RSS of the API + worker process, idle', '≤ 200 MB', '—', `${(idleRss / MiB).toFixed(0)} MB`, idleRss <= 200 * MiB);
+
+    // ---- one install, split into the sandbox's time and ours ----------------------------
+    console.log('single install ...');
+    const s0 = Date.now();
+    const single = await installBatch({ url, client, count: 1, node: 'pve2' });
+    const s1 = Date.now();
+    const run = single.runs[0];
+    const calls = sandboxCalls(service, s0, s1);
+    const activities = await activityTime(client, run.workflowId).catch(() => new Map<string, number>());
+    const guest = ((activities.get('waitForSsh') ?? 0) + (activities.get('runInitScript') ?? 0)) / 1000;
+    const overhead = run.seconds - calls.startup - calls.run - guest;
+    report.add('single install, debian 12, migrated to pve2', '—', '10.3 s', `${run.seconds.toFixed(1)} s${run.ok ? '' : ' (FAILED)'}`);
+    report.add('  of which sandbox commands', '—', '—', `${(calls.startup + calls.run).toFixed(2)} s (${calls.count} calls; Node start-up ${calls.startup.toFixed(2)} s)`);
+    report.add('  of which sandbox guest (boot, SSH, init script)', '—', '—', `${guest.toFixed(2)} s`);
+    report.add('  QemuRun + Temporal overhead', '≤ 2 s', '—', `${overhead.toFixed(2)} s`, overhead <= 2);
+    const inActivities = [...activities.values()].reduce((a, b) => a + b, 0) / 1000;
+    report.add('    between activities (scheduling, workflow tasks, stream tail)', '—', '—', `${(run.seconds - inActivities).toFixed(2)} s`);
+    report.add('    inside activities, outside the sandbox (image, SSH set-up)', '—', '—', `${(inActivities - calls.startup - calls.run - guest).toFixed(2)} s`);
+
+    // ---- VMID allocation ----------------------------------------------------------------
+    console.log('VMID allocation ...');
+    const alloc = await benchVmidAllocation(path.join(dir, 'alloc'));
+    report.add(
+      `VMID allocation, ${alloc.taken} of ${alloc.rangeSize} IDs taken`,
+      '1 query, ≤ 200 ms',
+      '—',
+      `${alloc.callsPerAllocation} cluster ${alloc.callsPerAllocation === 1 ? 'query' : 'queries'}, median ${percentile(alloc.ms, 50).toFixed(0)} ms, max ${alloc.ms.at(-1)!.toFixed(0)} ms${alloc.allFree ? '' : ' (RETURNED A TAKEN ID)'}`,
+      alloc.callsPerAllocation === 1 && alloc.ms.at(-1)! <= 200 && alloc.allFree,
+    );
+
+    // ---- 10 concurrent installs ---------------------------------------------------------
+    console.log('10 concurrent installs ...');
+    const c0 = cpuNow(service);
+    const tenProbe = probeQueries(client);
+    const ten = await installBatch({ url, client, count: 10, onStart: tenProbe.add });
+    const tenCpu = cpuDelta(c0, cpuNow(service));
+    const tenRtts = await tenProbe.stop();
+    const batchLine = (b: BatchResult, n: number) => `${b.wallSeconds.toFixed(1)} s wall, ${n - b.failures}/${n} ok, ${b.distinctVmids} distinct VMIDs`;
+    report.add('10 concurrent installs', `${10}/${10} ok, 10 VMIDs`, '25.0 s, 10/10 ok, 10 VMIDs', batchLine(ten, 10), ten.failures === 0 && ten.distinctVmids === 10);
+    report.add(
+      'CPU per install: QemuRun / Temporal / sandbox',
+      '—',
+      '1.44 s QemuRun + Temporal',
+      `${(tenCpu.qemurun / 10).toFixed(2)} s / ${(tenCpu.temporal / 10).toFixed(2)} s / ${(tenCpu.sandbox / 10).toFixed(2)} s`,
+    );
+    const history = ten.runs.map((r) => r.historyEvents);
+    report.add('history events per install', '—', '—', `median ${percentile(history, 50)}, max ${Math.max(...history)}`);
+
+    // ---- what watchers cost -------------------------------------------------------------
+    const n = quick ? 3 : 5;
+    console.log(`stream cost: ${n} installs with 1 stream, then with 20 ...`);
+    const w0 = cpuNow(service);
+    const oneEach = await installBatch({ url, client, count: n, watchers: 1 });
+    const w1 = cpuNow(service);
+    const twentyEach = await installBatch({ url, client, count: n, watchers: 20 });
+    const w2 = cpuNow(service);
+    const cost1 = cpuDelta(w0, w1);
+    const cost20 = cpuDelta(w1, w2);
+    const raw1 = cost1.qemurun + cost1.temporal;
+    const raw20 = cost20.qemurun + cost20.temporal;
+    // What the idle service burns anyway over each batch's wall time is not the streams' doing;
+    // on a shared machine the two batches' wall times differ with the load of others.
+    const net1 = raw1 - idleRate * oneEach.wallSeconds;
+    const net20 = raw20 - idleRate * twentyEach.wallSeconds;
+    const ratio = net20 / net1;
+    report.add(
+      `stream cost, ${n} installs: CPU of QemuRun + Temporal, 1 → 20 streams each`,
+      '≤ 1.2×',
+      '7.2 s → 26.5 s (3.7×), wall 23.6 → 37.2 s',
+      `${raw1.toFixed(1)} s → ${raw20.toFixed(1)} s (${(raw20 / raw1).toFixed(2)}×), wall ${oneEach.wallSeconds.toFixed(1)} → ${twentyEach.wallSeconds.toFixed(1)} s${oneEach.failures + twentyEach.failures ? ' (FAILURES)' : ''}`,
+    );
+    report.add(
+      `  less idle CPU (${idleRate.toFixed(3)} s/s × wall)`,
+      '≤ 1.2×',
+      '—',
+      `${net1.toFixed(1)} s → ${net20.toFixed(1)} s (${ratio.toFixed(2)}×)`,
+      ratio <= 1.2 && oneEach.failures + twentyEach.failures === 0,
+    );
+
+    // ---- 50 concurrent installs: latency and memory under load --------------------------
+    let loaded: BatchResult = ten;
+    let loadedName = '10';
+    let rtts = tenRtts;
+    if (!quick) {
+      console.log('50 concurrent installs ...');
+      const probe = probeQueries(client);
+      const fifty = await installBatch({ url, client, count: 50, onStart: probe.add });
+      rtts = await probe.stop();
+      report.add('50 concurrent installs', '50/50 ok, 50 VMIDs', '119 s, 50/50 ok, 50 VMIDs', batchLine(fifty, 50), fifty.failures === 0 && fifty.distinctVmids === 50);
+      loaded = fifty;
+      loadedName = '50';
+    }
+    const latencies = loaded.runs.flatMap((r) => r.latenciesMs);
+    const p50 = percentile(latencies, 50);
+    const p99 = percentile(latencies, 99);
+    report.add(
+      `event latency, workflow → client, ${loadedName} concurrent installs`,
+      'p50 ≤ 250 ms, p99 ≤ 1 s',
+      '—',
+      `p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms, max ${Math.max(...latencies).toFixed(0)} ms (${latencies.length} events)`,
+      p50 <= 250 && p99 <= 1000,
+    );
+    report.add(
+      `  progress query round trip meanwhile (the floor under it)`,
+      '—',
+      '—',
+      `p50 ${percentile(rtts, 50).toFixed(0)} ms, p99 ${percentile(rtts, 99).toFixed(0)} ms (${rtts.length} probes)`,
+    );
+    const loadedRss = rssBytes(service.pid);
+    report.add(`RSS of the API + worker process after ${loadedName} installs`, '≤ 300 MB', '—', `${(loadedRss / MiB).toFixed(0)} MB`, loadedRss <= 300 * MiB);
+
+    // ---- the sandbox's own cost -----------------------------------------------------------
+    const all = sandboxCalls(service, 0, Date.now());
+    const perCall = all.count ? (all.startup / all.count) * 1000 : 0;
+    report.add(
+      'sandbox CLI start-up (Node + loading the CLI)',
+      '—',
+      '—',
+      `${perCall.toFixed(0)} ms a call, ${(calls.startup / run.seconds * 100).toFixed(1)} % of the single install's wall time`,
+    );
+  } finally {
+    report.add('machine load average (1, 5, 15 min), start → end', '—', '—', `${loadAtStart} → ${load()}`);
+    report.print();
+    await temporal.close();
+    await service.stop();
+    await images.stop();
+    if (!process.env.KEEP_BENCH_TMP) fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,103 @@
+import type { Client } from '@temporalio/client';
+import { progressQuery } from '../../workflows/progress';
+import { watch, type WatchedStream } from './sseClient';
+
+export interface InstallRun {
+  workflowId: string;
+  ok: boolean;
+  vmid?: number;
+  /** From the POST to the stream's close, in seconds. */
+  seconds: number;
+  /** Per event of the install's own stream: arrival at the client minus recording in the workflow (ms). */
+  latenciesMs: number[];
+  historyEvents: number;
+}
+
+export interface BatchResult {
+  wallSeconds: number;
+  runs: InstallRun[];
+  failures: number;
+  distinctVmids: number;
+}
+
+const OSES: Array<[string, string]> = [['debian', '12'], ['ubuntu', '24.04'], ['rockylinux', '9']];
+
+/** Retries what a loaded machine lets time out (a query no worker picked up in time). */
+async function patiently<T>(fn: () => Promise<T>, attempts = 5): Promise<T | undefined> {
+  for (let i = 1; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (i >= attempts) {
+        console.warn(`  (gave up after ${attempts} attempts: ${(err as Error).message})`);
+        return undefined;
+      }
+      await new Promise((r) => setTimeout(r, 1000 * i));
+    }
+  }
+}
+
+/** Each event's recording time in the workflow, by sequence number. */
+async function recordedAt(client: Client, workflowId: string): Promise<Map<number, number>> {
+  const handle = client.workflow.getHandle(workflowId);
+  const at = new Map<number, number>();
+  let cursor = 0;
+  for (;;) {
+    const page = await handle.query(progressQuery, cursor);
+    for (const e of page.events) if (e.at !== undefined) at.set(e.seq, e.at);
+    cursor = page.events.at(-1)?.seq ?? cursor;
+    if (page.events.length === 0 || cursor >= page.lastSeq) return at;
+  }
+}
+
+function succeeded(s: WatchedStream): boolean {
+  return s.closed && !s.arrivals.some((e) => e.status === 'error') && /^\[\*\] User: /.test(s.arrivals.at(-1)?.message ?? '');
+}
+
+/**
+ * `count` installs started at once, each followed by its own stream (the POST) and
+ * `watchers - 1` more streams re-attached to it with GET .../events as soon as it starts.
+ */
+export async function installBatch(opts: {
+  url: string;
+  client: Client;
+  count: number;
+  watchers?: number;
+  node?: string;
+  osIndex?: number;
+  /** Told each install's workflow id as soon as it starts. */
+  onStart?: (workflowId: string) => void;
+}): Promise<BatchResult> {
+  const t0 = Date.now();
+  const runs = await Promise.all(
+    Array.from({ length: opts.count }, async (_, i) => {
+      const [os, version] = OSES[((opts.osIndex ?? 0) + i) % OSES.length];
+      const started = Date.now();
+      const extra: Array<Promise<WatchedStream>> = [];
+      const own = await watch(`${opts.url}/api/vm/install`, {
+        body: { os, version, ...(opts.node ? { node: opts.node } : {}) },
+        onOpen: (id) => {
+          opts.onStart?.(id);
+          for (let w = 1; w < (opts.watchers ?? 1); w++) extra.push(watch(`${opts.url}/api/workflows/${id}/events`));
+        },
+      });
+      const seconds = (Date.now() - started) / 1000;
+      const others = await Promise.all(extra);
+      const at = (await patiently(() => recordedAt(opts.client, own.workflowId))) ?? new Map<number, number>();
+      const latenciesMs = own.arrivals.flatMap((e) => (at.has(e.id) ? [e.at - at.get(e.id)!] : []));
+      const history = await patiently(() => opts.client.workflow.getHandle(own.workflowId).fetchHistory());
+      const vmid = Number(/^\[\*\] VMID: (\d+)$/.exec(own.arrivals.find((e) => e.message.startsWith('[*] VMID: '))?.message ?? '')?.[1]);
+      const run: InstallRun = {
+        workflowId: own.workflowId,
+        ok: succeeded(own) && others.every(succeeded),
+        vmid: Number.isFinite(vmid) ? vmid : undefined,
+        seconds,
+        latenciesMs,
+        historyEvents: history?.events?.length ?? 0,
+      };
+      return run;
+    }),
+  );
+  const vmids = new Set(runs.filter((r) => r.ok && r.vmid !== undefined).map((r) => r.vmid));
+  return { wallSeconds: (Date.now() - t0) / 1000, runs, failures: runs.filter((r) => !r.ok).length, distinctVmids: vmids.size };
+}

@@ -76,6 +76,8 @@ export const workflowInputs = {
   setMemory: vmRef.extend({ memoryMb: field.memoryMb }).strict(),
   setDisk: vmRef.extend({ disk: field.disk, incrementGb: int('incrementGb', 1, 4096), maxDiskGb: z.number().int().positive().optional() }).strict(),
   migrate: vmRef.extend({ from: field.node, target: field.node }).strict(),
+  // `by` is the adopting client's address, recorded in the VM's description.
+  adopt: vmRef.extend({ by: z.string().regex(/^[0-9A-Fa-f.:]{1,45}$/, 'by must be an IP address').optional() }).strict(),
   rebuild: vmRef.extend({ spec: installSpecSchema.optional(), passwd: field.passwd.optional() }).strict(),
   install: installInputSchema,
 };

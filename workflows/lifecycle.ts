@@ -146,6 +146,7 @@ export async function vmMigrate(input: VmRef & { from: string; target: string })
  * asked, `by`). From then on the VM's operations work as for an installed one.
  */
 export async function vmAdopt(input: VmRef & { by?: string }): Promise<VmOperationResult> {
+  checkedInput(workflowInputs.adopt, input);
   return operation('VM adopt', input.vmid, async (step) => {
     const { workflowId, runId } = workflowInfo();
     const owner = adoptionOwner(input.vmid, runId);

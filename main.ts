@@ -17,6 +17,7 @@ import { StartupError, EXIT_CRASH, reason } from './lib/startupError';
 import { RunRecords } from './lib/run/records';
 import { checkPortsFree } from './lib/run/ports';
 import { servicePorts } from './lib/run/servicePorts';
+import type { SandboxToolPaths } from './sandbox/requirements';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 
 // The worker's start-up chatter (webpack's bundle report) would bury the banner below.
@@ -38,10 +39,8 @@ function sshKey(config: Config): SshKeyPair {
   }
 }
 
-async function startSandbox(config: Config, key: SshKeyPair, run: RunRecords) {
+async function startSandbox(config: Config, key: SshKeyPair, run: RunRecords, tools: SandboxToolPaths) {
   const { startSandboxCluster } = await import('./sandbox/cluster');
-  const { ensureSandboxTools } = await import('./sandbox/requirements');
-  const tools = await ensureSandboxTools({ toolsPath: config.sandboxOptions.toolsPath });
   const cluster = await startSandboxCluster({
     dir: path.join(config.dataDir, 'sandbox'),
     nodes: config.sandboxOptions.nodes,
@@ -124,9 +123,12 @@ async function main(): Promise<void> {
   const run = new RunRecords(path.join(config.dataDir, 'run'));
   run.claim();
   let key: SshKeyPair;
+  let tools: SandboxToolPaths | undefined;
   try {
     for (const line of await run.stopLeftovers()) console.log(line);
     await checkPortsFree(servicePorts(config));
+    // The sandbox's tools before anything is made: a missing sshd leaves no key behind.
+    tools = config.sandbox ? await (await import('./sandbox/requirements')).ensureSandboxTools({ toolsPath: config.sandboxOptions.toolsPath }) : undefined;
     key = sshKey(config);
   } catch (err) {
     run.release();
@@ -139,7 +141,7 @@ async function main(): Promise<void> {
     run.release();
   };
   try {
-    const sandbox = config.sandbox ? await startSandbox(config, key, run) : undefined;
+    const sandbox = config.sandbox && tools ? await startSandbox(config, key, run, tools) : undefined;
     if (sandbox) {
       // VMs keep running across restarts of the service, as on a real cluster (docs/sandbox.md).
       stops.unshift(async () => {

@@ -195,6 +195,23 @@ test('the VM operation examples, top to bottom', async () => {
   for (const cmd of find('api.md', '/api/vm/list ')) await runAsDocumented(cmd);
 }, 240_000);
 
+test('the adopt example takes a VM made by hand into the managed set', async () => {
+  const [cmd] = find('api.md', '/adopt');
+  // VM 150 made outside QemuRun, as an operator would with qm on the main node.
+  const qm = [
+    `PATH=${path.join(checkout, 'sandbox', 'bin')}:$PATH`,
+    `PVE_SANDBOX_DIR=${path.join(checkout, 'data', 'sandbox')}`,
+    'PVE_SANDBOX_NODE=pve1',
+    `PVE_SANDBOX_NODEJS=${process.execPath}`,
+    'qm create 150 --name foreign',
+  ].join(' ');
+  const argv = base === DOC ? ['nsenter', `--net=/proc/${servicePid}/ns/net`, 'bash', '-c', qm] : ['bash', '-c', qm];
+  const made = await execa(argv[0], argv.slice(1), { reject: false, timeout: 60_000 });
+  expect([made.exitCode, made.stderr]).toEqual([0, '']);
+  const a = await runAsDocumented(cmd);
+  expect(JSON.parse(a.body)).toMatchObject({ success: true, vmid: 150 });
+}, 120_000);
+
 test('no curl example of the docs was left out', () => {
   const all = blocks.flatMap((b) => b.commands.map((c) => c.text));
   expect(all.filter((t) => !ran.has(t))).toEqual([]);

@@ -49,7 +49,7 @@ test('sshd missing: one line naming openssh-server and the install command, exit
   const ours = out.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('>') && !l.startsWith('npm '));
   expect(ours).toEqual([
     expect.stringMatching(/SANDBOX MODE/),
-    `sandbox mode needs sshd (Debian package openssh-server), not found in SANDBOX_TOOLS_PATH=${bin}: install with \`apt-get install -y openssh-server\` and unset SANDBOX_TOOLS_PATH, or point it at them.`,
+    `qemurun: sandbox mode needs sshd (Debian package openssh-server), not found in SANDBOX_TOOLS_PATH=${bin}: install with \`apt-get install -y openssh-server\` and unset SANDBOX_TOOLS_PATH, or point it at them.`,
   ]);
   expect(out).not.toMatch(/^\s+at /m);
   // Nothing was started: no dev server took its port, no data beyond the directory.

@@ -12,6 +12,7 @@ import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { diskTooBig } from '../activities/proxmox';
 import { checkSameRequest, IdempotencyKeyReused } from './idempotency';
+import { prefersAsync } from './prefer';
 
 export interface InstallRouteDeps {
   config: Config;
@@ -98,6 +99,15 @@ export function installRoutes({ config, client, knownNodes, executors }: Install
         res.status(422).json({ success: false, message: err.message, workflowId });
         return;
       }
+    }
+    if (prefersAsync(req)) {
+      // Automation polls the status resource instead of holding a stream (and a stream slot).
+      const location = `${req.baseUrl}/vm/install/${encodeURIComponent(workflowId)}`;
+      res
+        .status(202)
+        .set({ Location: location, 'Preference-Applied': 'respond-async', 'X-Workflow-Id': workflowId })
+        .json({ success: true, workflowId, status: location });
+      return;
     }
     openEventStream(res, workflowId);
     await streamProgress(req, res, handle, 0);

@@ -2,6 +2,7 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { clientIp } from './guard';
+import { prefersAsync } from './prefer';
 
 /**
  * Limits that keep one client from holding the API: a deadline for every request that
@@ -75,18 +76,23 @@ export function requestTimeout(ms: number): RequestHandler {
 
 // ---- event streams per client ---------------------------------------------------------
 
+const INSTALL_ROUTE = /^\/api\/vm\/install\/?$/i;
+
 /**
  * Requests that answer with an event stream; they take a slot before any work starts, so
  * a refused install starts no workflow. A stream opened by a route not listed here is
  * still counted (see `streamOpened`), it just cannot be refused before it starts.
  */
 const STREAM_ROUTES: Array<[method: string, path: RegExp]> = [
-  ['POST', /^\/api\/vm\/install\/?$/i],
+  ['POST', INSTALL_ROUTE],
   ['GET', /^\/api\/(?:workflows|vm\/install)\/[^/]+\/events\/?$/i],
   ['POST', /^\/api\/vm\/[^/]+\/(?:start|reboot|rebuild|set\/node)\/?$/i],
 ];
 
 export function isStreamRequest(req: Request): boolean {
+  // An install asked for with `Prefer: respond-async` answers 202 at once and streams
+  // nothing. Only the install honours it: other streaming routes would stream anyway.
+  if (req.method === 'POST' && INSTALL_ROUTE.test(req.path) && prefersAsync(req)) return false;
   return STREAM_ROUTES.some(([method, path]) => req.method === method && path.test(req.path));
 }
 

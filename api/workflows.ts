@@ -60,6 +60,10 @@ export function workflowRoutes(client: Client, guard: RequestHandler, taskQueue:
       startTime: d.startTime,
       closeTime: d.closeTime,
       events: page?.lastSeq,
+      // What a client polling an install (`Prefer: respond-async`) waits for, before the result.
+      step: page?.step,
+      vmid: page?.vm?.vmid ?? result?.vmid,
+      ip: page?.vm?.ip ?? result?.ip,
       result,
       error,
     });

@@ -60,6 +60,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       { key: VM_ID, value: vm.vmid },
       { key: VM_NAME, value: vm.name },
     ]);
+    progress.vm = { vmid: vm.vmid, ip: vm.ip };
     progress.info('VM creation > qm create', `VMID ${vm.vmid}, IP ${vm.ip}, name ${vm.name}`);
 
     const volid = await step('VM creation > import disk', 'importing the cloud image as a disk', () =>

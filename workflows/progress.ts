@@ -14,6 +14,10 @@ export interface ProgressPage {
   state: RunState;
   /** Sequence number of the last event that exists, whether returned or not. */
   lastSeq: number;
+  /** The step of the last event: what a status poll reports without reading every event. */
+  step?: string;
+  /** The VM being built, once its VMID is reserved (a poller needs it before the end). */
+  vm?: { vmid: number; ip: string };
 }
 
 /**
@@ -35,12 +39,16 @@ export class Progress {
   state: RunState = 'running';
   /** The step being run, which command output from activities is attributed to. */
   current = '';
+  /** Set by a workflow once its VM has a VMID and an address. */
+  vm?: { vmid: number; ip: string };
 
   constructor() {
     setHandler(progressQuery, (after) => ({
       events: this.events.filter((e) => e.seq > after).slice(0, MAX_EVENTS_PER_PAGE),
       state: this.state,
       lastSeq: this.events.length,
+      step: this.events.at(-1)?.step,
+      vm: this.vm,
     }));
     setHandler(outputSignal, (batch) => {
       for (const line of batch.lines) this.emit(this.current, line.status, line.message);

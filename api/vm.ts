@@ -222,6 +222,18 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
     });
   }
 
+  /** Waits for the operation's workflow; on failure answers its error as JSON and says false. */
+  async function finished(res: Response, h: WorkflowHandle): Promise<boolean> {
+    try {
+      await h.result();
+      return true;
+    } catch (err) {
+      const f = httpFailure(err);
+      res.status(f.status).json({ success: false, message: f.message, type: f.type, workflowId: h.workflowId });
+      return false;
+    }
+  }
+
   /** An operation answered with `ok` once its workflow has finished. */
   function plain(path: string, needs: 'running' | 'stopped', build: (vm: VmFacts, body: unknown) => Operation, schema?: z.ZodType) {
     router.post(
@@ -237,14 +249,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
         // Started: the answer waits for the workflow however long a shutdown takes, so the
         // request deadline stops here, and the wait counts against the client's open streams.
         streamOpened(res);
-        try {
-          await h.result();
-        } catch (err) {
-          const f = httpFailure(err);
-          res.status(f.status).json({ success: false, message: f.message, type: f.type, workflowId: h.workflowId });
-          return;
-        }
-        res.type('text/plain').send('ok');
+        if (await finished(res, h)) res.type('text/plain').send('ok');
       }),
     );
   }
@@ -298,13 +303,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
         summary: `adopt VM ${vmid}${conf.name ? ` (${conf.name})` : ''} on ${vm.node} into the managed set`,
       });
       res.set('X-Workflow-Id', h.workflowId);
-      try {
-        await h.result();
-      } catch (err) {
-        const f = httpFailure(err);
-        res.status(f.status).json({ success: false, message: f.message, type: f.type, workflowId: h.workflowId });
-        return;
-      }
+      if (!(await finished(res, h))) return;
       const adopted = await notesOf(vm.node, vmid).catch(() => undefined);
       res.json({ success: true, message: `VM ${vmid} is now managed by QemuRun`, vmid, owner: ownerOf(adopted?.description), workflowId: h.workflowId });
     }),

@@ -4,10 +4,9 @@ import path from 'node:path';
 import { freePort } from '../lib/temporal/devServer';
 import { freePorts } from '../sandbox/testkit';
 import { listVms } from '../sandbox/state/vmlist';
-import { clearVmProcess, runningVmids, signalVm } from '../sandbox/state/runtime';
 import { startImageServer } from './support/imageServer';
 import { requestSse } from './support/sse';
-import { buildIfStale, FORBID_TYPESCRIPT, startServiceProcess, type ServiceProcess } from './support/serviceProcess';
+import { buildIfStale, FORBID_TYPESCRIPT, killSandboxVms, startServiceProcess, type ServiceProcess } from './support/serviceProcess';
 
 /**
  * The compiled service (no TypeScript compiler allowed in its process) killed the way the
@@ -44,12 +43,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const s of running) if (s.child.exitCode === null) s.child.kill('SIGTERM');
   await Promise.all(running.map((s) => s.child));
-  // The service leaves sandbox VMs running on purpose (docs/sandbox.md); the test does not.
-  const sandboxDir = path.join(dir, 'data', 'sandbox');
-  for (const vmid of runningVmids(sandboxDir)) {
-    signalVm(sandboxDir, vmid, 'SIGKILL', 5000);
-    clearVmProcess(sandboxDir, vmid);
-  }
+  killSandboxVms(path.join(dir, 'data'));
   await images?.stop();
   if (!process.env.KEEP_TEST_TMP) fs.rmSync(dir, { recursive: true, force: true });
 });

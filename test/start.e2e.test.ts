@@ -5,8 +5,8 @@ import { execa, ResultPromise } from 'execa';
 import { freePort, LOCAL_CLI_PATH } from '../lib/temporal/devServer';
 import { startImageServer } from './support/imageServer';
 import { requestSse } from './support/sse';
+import { killSandboxVms } from './support/serviceProcess';
 import { freePorts } from '../sandbox/testkit';
-import { clearVmProcess, runningVmids, signalVm } from '../sandbox/state/runtime';
 
 /**
  * `npm start` on a machine with nothing configured: it must come up with its own
@@ -38,12 +38,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  // The service leaves sandbox VMs running when it stops (docs/sandbox.md); the test does not.
-  const sandboxDir = path.join(dir, 'data', 'sandbox');
-  for (const vmid of runningVmids(sandboxDir)) {
-    signalVm(sandboxDir, vmid, 'SIGKILL', 5000);
-    clearVmProcess(sandboxDir, vmid);
-  }
+  killSandboxVms(path.join(dir, 'data'));
   await images?.stop();
   if (!process.env.KEEP_TEST_TMP) fs.rmSync(dir, { recursive: true, force: true });
 });

@@ -29,7 +29,9 @@ const TOOLS = path.join(REPO_ROOT, '.tools');
 export const TEMPORAL_SERVER_BIN = path.join(TOOLS, 'bin', 'temporal-server');
 export const TEMPORAL_SQL_TOOL_BIN = path.join(TOOLS, 'bin', 'temporal-sql-tool');
 export const TEMPORAL_SCHEMA_DIR = path.join(TOOLS, 'temporal-server', 'schema', 'postgresql', 'v12');
-const CONFIG_DIR = path.join(REPO_ROOT, 'deploy', 'temporal');
+/** The server configuration docker-compose.yml mounts too, and its --env name. */
+export const TEMPORAL_CONFIG_DIR = path.join(REPO_ROOT, 'deploy', 'temporal');
+export const TEMPORAL_CONFIG_ENV = 'qemurun';
 const NAMESPACE = 'default';
 const PG_USER = 'temporal';
 
@@ -138,14 +140,14 @@ export async function startRealTemporal(opts: { dataDir?: string } = {}): Promis
     MATCHING_MEMBERSHIP_PORT: String(matchingMembership),
     WORKER_GRPC_PORT: String(worker),
     WORKER_MEMBERSHIP_PORT: String(workerMembership),
-    DYNAMIC_CONFIG_FILE_PATH: path.join(CONFIG_DIR, 'dynamicconfig.yaml'),
+    DYNAMIC_CONFIG_FILE_PATH: path.join(TEMPORAL_CONFIG_DIR, 'dynamicconfig.yaml'),
     LOG_LEVEL: process.env.TEMPORAL_LOG_LEVEL ?? 'warn',
   };
   const address = `127.0.0.1:${frontend}`;
   const logFile = path.join(dir, 'temporal.log');
 
   try {
-    await execa('sh', [path.join(CONFIG_DIR, 'setup-postgres.sh')], {
+    await execa('sh', [path.join(TEMPORAL_CONFIG_DIR, 'setup-postgres.sh')], {
       env: { ...env, SQL_TOOL: TEMPORAL_SQL_TOOL_BIN, SCHEMA_DIR: TEMPORAL_SCHEMA_DIR },
       stdin: 'ignore',
     });
@@ -160,7 +162,7 @@ export async function startRealTemporal(opts: { dataDir?: string } = {}): Promis
     const child = spawn(
       TEMPORAL_SERVER_BIN,
       // --config is relative to --root (an absolute one is joined onto it too).
-      ['--root', REPO_ROOT, '--config', path.relative(REPO_ROOT, CONFIG_DIR), '--env', 'qemurun', '--allow-no-auth', 'start'],
+      ['--root', REPO_ROOT, '--config', path.relative(REPO_ROOT, TEMPORAL_CONFIG_DIR), '--env', TEMPORAL_CONFIG_ENV, '--allow-no-auth', 'start'],
       { cwd: REPO_ROOT, env, stdio: ['ignore', out, out] },
     );
     fs.closeSync(out);

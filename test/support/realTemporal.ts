@@ -141,7 +141,7 @@ export async function startRealTemporal(opts: { dataDir?: string } = {}): Promis
     WORKER_GRPC_PORT: String(worker),
     WORKER_MEMBERSHIP_PORT: String(workerMembership),
     DYNAMIC_CONFIG_FILE_PATH: path.join(TEMPORAL_CONFIG_DIR, 'dynamicconfig.yaml'),
-    LOG_LEVEL: process.env.TEMPORAL_LOG_LEVEL ?? 'warn',
+    LOG_LEVEL: process.env.TEST_TEMPORAL_LOG_LEVEL ?? 'warn',
   };
   const address = `127.0.0.1:${frontend}`;
   const logFile = path.join(dir, 'temporal.log');

@@ -1,4 +1,4 @@
-import { VM_ID, VM_OPERATION } from '../lib/temporal/searchAttributes';
+import { VM_ID, VM_OPERATION } from '../contract/searchAttributes';
 import { startHarness, Harness } from './support/harness';
 import { startRealTemporal, RealTemporal } from './support/realTemporal';
 import { requestSse } from './support/sse';

@@ -26,8 +26,8 @@ const composeFile = path.join(REPO_ROOT, 'docker-compose.yml');
 const compose = parse(fs.readFileSync(composeFile, 'utf8'), { merge: true }) as { services: Record<string, Service> };
 const services = compose.services;
 
-/** The default of `${VAR:-default}`, as Compose substitutes it with VAR unset. */
-const substituted = (v: string) => v.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
+/** A `${VAR...}` reference with a value filled in, as Compose substitutes it from .env. */
+const substituted = (v: string) => v.replace(/\$\{[A-Z_]+[:?-][^}]*\}/g, 'from-env');
 
 /** The host folder a service mounts at `target`. */
 function mountedAt(service: Service, target: string): string | undefined {
@@ -35,17 +35,27 @@ function mountedAt(service: Service, target: string): string | undefined {
   return spec && path.resolve(REPO_ROOT, spec.split(':')[0]);
 }
 
-test('Compose itself validates the file (docker-compose config)', async () => {
-  // The file reads the cluster settings from .env: the example stands in for it.
+/** `docker-compose config -q` on a copy of the file, with `.env` made from the example plus `extraEnv`. */
+async function composeConfig(extraEnv: string) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-compose-'));
   try {
     fs.copyFileSync(composeFile, path.join(dir, 'docker-compose.yml'));
-    fs.copyFileSync(path.join(REPO_ROOT, '.env.example'), path.join(dir, '.env'));
+    fs.writeFileSync(path.join(dir, '.env'), fs.readFileSync(path.join(REPO_ROOT, '.env.example'), 'utf8') + extraEnv);
     const res = await execa('docker-compose', ['-f', 'docker-compose.yml', 'config', '-q'], { cwd: dir, reject: false });
-    expect({ exitCode: res.exitCode, stderr: res.stderr }).toEqual({ exitCode: 0, stderr: '' });
+    return { exitCode: res.exitCode, stderr: res.stderr };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+}
+
+test('Compose itself validates the file (docker-compose config), with .env.example filled in', async () => {
+  expect(await composeConfig('TEMPORAL_DB_PASSWORD=3f9c1e0b7a\n')).toEqual({ exitCode: 0, stderr: '' });
+});
+
+test('without a database password Compose refuses to start anything, naming the setting', async () => {
+  const res = await composeConfig('');
+  expect(res.exitCode).not.toBe(0);
+  expect(res.stderr).toMatch(/set TEMPORAL_DB_PASSWORD in \.env/);
 });
 
 test('the server image, the admin tools and the build script name one Temporal server version', () => {

@@ -51,6 +51,7 @@ async function startSandbox(config: Config, key: SshKeyPair, run: RunRecords, to
     sshPortBase: config.sandboxOptions.sshPortBase,
     rootAuthorizedKey: key.publicKey,
     sshdPath: tools.sshd,
+    api: { port: config.sandboxOptions.apiPort },
   });
   for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
   // The nodes the rest of the service talks to are the sandbox's.
@@ -178,6 +179,11 @@ async function main(): Promise<void> {
         ? `*** SANDBOX MODE: MAIN_NODE is not set, so VMs are created on a simulated Proxmox cluster (${Object.keys(config.nodes).join(', ')}) in ${sandbox.dir}. Nothing touches a real Proxmox. ***`
         : `Proxmox cluster: main node ${config.mainNode}, nodes ${Object.keys(config.nodes).join(', ')}`,
       `API:         http://127.0.0.1:${config.port}/api  (health: /api/health, readiness: /api/health/ready)`,
+      ...(sandbox?.api
+        ? [
+            `Proxmox API: ${sandbox.api.url}/api2/json (the sandbox's; certificate SHA-256 ${sandbox.api.fingerprint}; token ${sandbox.api.token.tokenid}, its secret in ${path.join(sandbox.dir, 'sandbox', 'api', 'tokens.json')})`,
+          ]
+        : []),
       devServer
         ? `Temporal:    embedded dev server at ${devServer.address} (${devServer.source}), history in ${path.join(config.dataDir, 'temporal.db')}`
         : `Temporal:    ${temporalAddress}, namespace ${config.temporal.namespace}`,

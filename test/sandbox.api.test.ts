@@ -70,7 +70,7 @@ describe('HTTPS and tokens', () => {
     const version = await call('GET', '/version');
     expect(version.fingerprint).toBe(api.fingerprint);
     expect(version.status).toBe(200);
-    expect(data(version)).toEqual({ release: '8.3', repoid: expect.stringMatching(/^[0-9a-f]+$/), version: '8.3.2' });
+    expect(data(version)).toEqual({ release: '8.4', repoid: expect.stringMatching(/^[0-9a-f]+$/), version: '8.4.1' });
     const nodes = data<Array<{ node: string; ssl_fingerprint: string; status: string }>>(await call('GET', '/nodes'));
     expect(nodes.map((n) => n.node)).toEqual(['pve1', 'pve2']);
     for (const n of nodes) expect(n.ssl_fingerprint).toBe(api.fingerprint);
@@ -193,6 +193,21 @@ describe('images by the node: download-url and import-from', () => {
     expect(created.status.exitstatus).toBe('OK');
     expect(created.log).toContain('scsi0: successfully created disk \'local-lvm:vm-170-disk-0,discard=on,size=2G\'');
     expect((await qm('pve1', 'config', '170')).stdout).toMatch(/^scsi0: local-lvm:vm-170-disk-0,discard=on,size=2G$/m);
+  });
+
+  test('a node older than 8.4 refuses content=import, as 8.3 did', async () => {
+    // The same cluster playing 8.3 (a started cluster reads its model on every request).
+    const file = `${t.cluster.dir}/sandbox/cluster.json`;
+    const saved = fs.readFileSync(file, 'utf8');
+    fs.writeFileSync(file, saved.replace('pve-manager/8.4.1/', 'pve-manager/8.3.2/'));
+    try {
+      expect(data(await call('GET', '/version'))).toMatchObject({ release: '8.3', version: '8.3.2' });
+      const img = mirror.image('debian', '12');
+      const old = await call('POST', '/nodes/pve1/storage/local/download-url', { url: img.url, content: 'import', filename: 'old.qcow2' });
+      expect([old.status, old.body?.errors]).toEqual([400, { content: "value 'import' does not have a value in the enumeration 'iso, vztmpl'" }]);
+    } finally {
+      fs.writeFileSync(file, saved);
+    }
   });
 
   test('a wrong checksum fails the task and leaves no file; a non-file storage and a bad name fail the request', async () => {

@@ -318,6 +318,18 @@ describe('tasks', () => {
     }
   });
 
+  test('injected faults hit the API as they hit the CLIs: the pvesh call a request is, the qm command a task is', async () => {
+    await t.cluster.injectFault({ command: 'pvesh get /cluster/resources', stderr: 'cluster not ready - no quorum?', times: 1 });
+    const failed = await call('GET', '/cluster/resources', { type: 'vm' });
+    expect([failed.status, failed.statusMessage]).toEqual([500, 'cluster not ready - no quorum?']);
+    expect((await call('GET', '/cluster/resources', { type: 'vm' })).status).toBe(200);
+    expect((await qm('pve1', 'create', '195', '--name', 'faulty')).exitCode).toBe(0);
+    await t.cluster.injectFault({ command: 'qm start', stderr: 'start failed: QEMU exited with code 1', times: 1 });
+    const start = await task(await call('POST', '/nodes/pve1/qemu/195/status/start'));
+    expect(start.log).toEqual(['TASK ERROR: start failed: QEMU exited with code 1']);
+    expect((await qm('pve1', 'status', '195')).stdout).toBe('status: stopped');
+  });
+
   test('an unknown UPID and a malformed one are parameter errors', async () => {
     const malformed = await call('GET', '/nodes/pve1/tasks/nonsense/status');
     expect([malformed.status, malformed.body?.errors]).toEqual([400, { upid: 'unable to parse worker upid' }]);

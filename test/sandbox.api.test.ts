@@ -133,9 +133,16 @@ describe('creating and reading VMs', () => {
     const noNode = await call('GET', '/nodes/pve9/qemu/150/status/current');
     expect(noNode.status).toBe(500);
     expect(noNode.statusMessage).toMatch(/^hostname lookup 'pve9' failed/);
+    const noStorage = await call('POST', '/nodes/pve1/qemu', { vmid: 152, scsi0: 'nope:4' });
+    expect([noStorage.status, noStorage.statusMessage]).toEqual([500, "storage 'nope' does not exist"]);
     const json = await call('POST', '/nodes/pve1/qemu', { vmid: 151, name: 'json-body', onboot: true }, { json: true });
     expect((await task(json)).status.exitstatus).toBe('OK');
     expect((await qm('pve1', 'config', '151')).stdout).toMatch(/^onboot: 1$/m);
+    // A change made against an older config is refused (the digest GET config gave).
+    const { digest } = data<{ digest: string }>(await call('GET', '/nodes/pve1/qemu/151/config'));
+    expect((await call('PUT', '/nodes/pve1/qemu/151/config', { name: 'first', digest })).status).toBe(200);
+    const stale = await call('PUT', '/nodes/pve1/qemu/151/config', { name: 'second', digest });
+    expect([stale.status, stale.statusMessage]).toEqual([500, 'detected modified configuration - file changed by other user? Try again.']);
   });
 });
 

@@ -246,6 +246,16 @@ describe('lifecycle tasks on the CLIs\' state', () => {
     const cfg = await task(await call('POST', '/nodes/pve1/qemu/180/config', { ide2: 'local-lvm:cloudinit', ciuser: 'ops', sshkeys: encodeURIComponent(guestKey.publicKey), boot: 'order=scsi0' }));
     expect(cfg.status).toMatchObject({ type: 'qmconfig', exitstatus: 'OK' });
     expect(cfg.log[0]).toMatch(/^update VM 180: -boot order=scsi0 -ciuser ops -ide2 local-lvm:cloudinit -sshkeys ssh-ed25519/);
+    await call('PUT', '/nodes/pve1/qemu/180/config', { cipassword: 'secret' });
+    const dump = data<string>(await call('GET', '/nodes/pve1/qemu/180/cloudinit/dump', { type: 'user' }));
+    expect(dump).toBe((await qm('pve1', 'cloudinit', 'dump', '180', 'user')).stdout + '\n');
+    expect(dump).toMatch(/^password: \$5\$/m);
+    const auditor = t.cluster.createApiToken({ tokenid: 'qemurun@pve!audit', acl: [{ path: '/', privs: ['PVEAuditor'] }] });
+    const masked = data<string>(await call('GET', '/nodes/pve1/qemu/180/cloudinit/dump', { type: 'user' }, { authorization: auditor.authorization }));
+    expect(masked).toMatch(/^password: \*{10}$/m);
+    const storages = data<Array<{ storage: string; type: string; active: number }>>(await call('GET', '/nodes/pve1/storage', { content: 'images' }));
+    expect(storages.map((s) => s.storage)).toEqual(['local', 'local-lvm']);
+    expect(data(await call('GET', '/nodes/pve1/storage/local-lvm/status'))).toMatchObject({ type: 'lvmthin', active: 1, enabled: 1, total: expect.any(Number), used: expect.any(Number), avail: expect.any(Number) });
     const resized = await task(await call('PUT', '/nodes/pve1/qemu/180/resize', { disk: 'scsi0', size: '+2G' }));
     expect(resized.status).toMatchObject({ type: 'resize', exitstatus: 'OK' });
     expect((await qm('pve1', 'config', '180')).stdout).toMatch(/^scsi0: local-lvm:vm-180-disk-0,size=4G$/m);

@@ -15,6 +15,8 @@ import { nodeOf } from '../../state/model';
 import { validateSshKeys } from '../../cli/qm/sshkeys';
 import { CliError } from '../../cli/errors';
 import { storageFor } from '../../cli/storage';
+import { qmCloudinitDump } from '../../cli/qm/cloudinit';
+import { makeCtx } from '../../cli/context';
 
 /**
  * /nodes/{node}/qemu: qemu-server's API2::Qemu for the calls the product makes. Checks that
@@ -250,6 +252,19 @@ export const qemuRoutes: Route[] = [
   power('stop', { skiplock: bool, timeout, keepActive: bool, 'overrule-shutdown': bool, migratedfrom: { type: 'string', optional: true } }),
   power('shutdown', { skiplock: bool, timeout, keepActive: bool, forceStop: bool }),
   power('reboot', { timeout }),
+  {
+    method: 'GET',
+    path: '/nodes/{node}/qemu/{vmid}/cloudinit/dump',
+    props: { type: { type: 'string', enum: ['user', 'network', 'meta'] } },
+    handle: (r) => {
+      r.check(`/vms/${r.params.vmid}`, ['VM.Audit']);
+      const lines: string[] = [];
+      qmCloudinitDump(makeCtx(r.dir, r.params.node, { out: (l) => lines.push(l), err: () => undefined }), [r.params.vmid, r.params.type]);
+      // The password hash only for who may configure cloud-init.
+      const masked = r.can(`/vms/${r.params.vmid}`, ['VM.Config.Cloudinit']) ? lines : lines.map((l) => (/^password: /.test(l) ? 'password: **********' : l));
+      return masked.join('\n') + '\n';
+    },
+  },
   {
     method: 'GET',
     path: '/nodes/{node}/qemu/{vmid}/status/current',

@@ -27,6 +27,26 @@ const IMPORT_NAME = /^[a-zA-Z0-9\-.+=_]+\.(ova|qcow2|raw|vmdk)$/;
 export const storageRoutes: Route[] = [
   {
     method: 'GET',
+    path: '/nodes/{node}/storage',
+    props: {
+      content: { type: 'string', optional: true },
+      enabled: { type: 'boolean', optional: true },
+      format: { type: 'boolean', optional: true },
+      storage: { type: 'string', optional: true },
+      target: { type: 'string', optional: true },
+    },
+    // Only the storages the token may audit or allocate on are listed.
+    handle: (r) =>
+      nodeStorages(r.ctx(), r.params.node).filter(
+        (s) =>
+          (r.can(`/storage/${s.storage}`, ['Datastore.Audit']) || r.can(`/storage/${s.storage}`, ['Datastore.AllocateSpace'])) &&
+          (!r.params.storage || s.storage === r.params.storage) &&
+          (r.params.enabled !== '1' || s.enabled === 1) &&
+          (!r.params.content || r.params.content.split(/[,;\s]+/).every((c) => String(s.content).split(',').includes(c))),
+      ),
+  },
+  {
+    method: 'GET',
     path: '/nodes/{node}/storage/{storage}/status',
     handle: (r) => {
       auditable(r);

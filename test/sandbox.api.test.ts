@@ -347,6 +347,18 @@ describe('tasks', () => {
     expect((await qm('pve1', 'status', '195')).stdout).toBe('status: stopped');
   });
 
+  test('DELETE on a running task stops it: TASK ERROR: received interrupt', async () => {
+    expect((await qm('pve1', 'create', '196', '--name', 'stopped-task')).exitCode).toBe(0);
+    await t.cluster.injectFault({ command: 'qm start', latencyMs: 10_000, times: 1 });
+    const upid = data<string>(await call('POST', '/nodes/pve1/qemu/196/status/start'));
+    const path = `/nodes/pve1/tasks/${encodeURIComponent(upid)}`;
+    await eventually(async () => expect(data<Array<{ upid: string }>>(await call('GET', '/nodes/pve1/tasks', { source: 'active' })).map((x) => x.upid)).toContain(upid));
+    expect((await call('DELETE', path)).status).toBe(200);
+    const { status } = await task({ status: 200, statusMessage: 'OK', body: { data: upid }, fingerprint: '' });
+    expect(status.exitstatus).toBe('received interrupt');
+    expect((await qm('pve1', 'status', '196')).stdout).toBe('status: stopped');
+  });
+
   test('an unknown UPID and a malformed one are parameter errors', async () => {
     const malformed = await call('GET', '/nodes/pve1/tasks/nonsense/status');
     expect([malformed.status, malformed.body?.errors]).toEqual([400, { upid: 'unable to parse worker upid' }]);

@@ -6,6 +6,7 @@ import { guestActivities } from './guest';
 import { imageActivities } from './images';
 import { lifecycleActivities } from './lifecycle';
 import { rebuildActivities } from './rebuild';
+import { reconcileActivities } from './reconcile';
 
 export interface ActivityDeps {
   config: Config;
@@ -26,6 +27,7 @@ export function createActivities(deps: ActivityDeps) {
     ...imageActivities(deps),
     ...lifecycleActivities(deps),
     ...rebuildActivities(deps),
+    ...reconcileActivities(deps),
   };
 }
 

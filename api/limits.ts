@@ -25,6 +25,9 @@ type Tracked = Response & { [TIMER]?: NodeJS.Timeout; [STREAMING]?: boolean };
  */
 const OPERATION_ROUTES: Array<[method: string, path: RegExp]> = [
   ['POST', /^\/api\/vm\/[^/]+\/(?:shutdown|stop|destroy|set\/(?:cpu|memory|disk))\/?$/i],
+  // A survey reads every VM's config; a run also destroys what it found.
+  ['GET', /^\/api\/reconcile\/?$/i],
+  ['POST', /^\/api\/reconcile\/?$/i],
 ];
 export const OPERATION_TIMEOUT_MS = 15 * 60_000;
 

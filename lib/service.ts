@@ -15,6 +15,7 @@ import { resolveEncryptionKeys } from './temporal/encryptionKeys';
 import { readinessProbe, nodeCheck, temporalCheck, workerCheck } from './readiness';
 import { StartupError, reason } from './startupError';
 import { portHolder } from './run/ports';
+import { ensureReconcileSchedule } from './temporal/reconcileSchedule';
 
 export interface ServiceOptions {
   config: Config;
@@ -69,6 +70,11 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
       { cause: err },
     );
   }
+
+  // Not fatal: installs work without it, and the next start tries again.
+  await ensureReconcileSchedule(temporal.client, config).catch((err: unknown) => {
+    console.warn(`the reconcile schedule could not be set up: ${reason(err).split('\n')[0]}`);
+  });
 
   const executors = createExecutors(
     config,

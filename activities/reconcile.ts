@@ -4,7 +4,7 @@ import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { creationTimeSec } from '../lib/proxmox/vmConfig';
-import { adoptionOf, ownerOf } from '../lib/ownership';
+import { adoptionOf, isAdoptionOwner, ownerOf } from '../lib/ownership';
 import { readDisabledVmids } from '../lib/stateFiles';
 import { vmWorkflowId } from '../lib/types';
 import { verdict, type OwnerState, type ReconcileItem } from '../lib/reconcile';
@@ -72,7 +72,8 @@ export function reconcileActivities({ config, executors, client }: ReconcileDeps
           continue;
         }
         const owner = ownerOf(conf.description);
-        const state = owner === undefined ? undefined : adoptionOf(conf.description) !== undefined ? 'ADOPTED' : await ownerState(owner);
+        const adopted = owner !== undefined && (isAdoptionOwner(owner) || adoptionOf(conf.description) !== undefined);
+        const state = owner === undefined ? undefined : adopted ? 'ADOPTED' : await ownerState(owner);
         const busy = owner === undefined || state === 'ADOPTED' ? undefined : await busyWith(vm.vmid);
         const { action, reason } = verdict(
           {

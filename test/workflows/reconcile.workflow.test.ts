@@ -66,6 +66,21 @@ describeWorkflows('reconcileVms (time-skipping server, fake activities)', () => 
     expect(cluster.vms.size).toBe(6);
   });
 
+  test('an unknown owner of a VM older than the retention says nothing: the VM is kept', async () => {
+    const cluster = new FakeCluster();
+    cluster.add({ vmid: 130, owner: 'install-long-ago', ageSec: 2 * 86400 });
+    cluster.add({ vmid: 131, owner: 'install-just-now', ageSec: 600 });
+    const result = await run(cluster, false);
+
+    expect(result.removed).toEqual([131]);
+    expect(result.vms.find((v) => v.vmid === 130)).toMatchObject({
+      action: 'keep',
+      ownerState: 'UNKNOWN_TO_NAMESPACE',
+      reason: expect.stringContaining("older than the namespace's retention (1d)"),
+    });
+    expect(cluster.vms.has(130)).toBe(true);
+  });
+
   test('a VM gone (or re-owned) by the time of removal is reported, not counted as removed', async () => {
     const cluster = mixed();
     const plain = cluster.plain();

@@ -15,6 +15,8 @@ export interface FakeVm {
   spec?: InstallSpec;
   /** false: the description has no qemurun-owner marker at all (the reconciler ignores it). */
   marked?: boolean;
+  /** Seconds since Proxmox created it (default 0); the namespace's retention here is one day. */
+  ageSec?: number;
 }
 
 export interface Call {
@@ -179,7 +181,7 @@ export class FakeCluster {
           .map((vm) => {
             const owner = vm.marked === false ? undefined : vm.owner;
             const ownerState = owner === undefined ? undefined : (owners.get(owner) ?? 'UNKNOWN_TO_NAMESPACE');
-            const facts = { vmid: vm.vmid, node: vm.node, name: vm.name, owner, ownerState, createdAtSec: now, retentionSec: 86400, disabled: false };
+            const facts = { vmid: vm.vmid, node: vm.node, name: vm.name, owner, ownerState, createdAtSec: now - (vm.ageSec ?? 0), retentionSec: 86400, disabled: false };
             return { vmid: vm.vmid, node: vm.node, name: vm.name, ...(owner ? { owner, ownerState } : {}), ...verdict(facts, now) };
           });
       },

@@ -4,10 +4,8 @@ import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { creationTimeSec } from '../lib/proxmox/vmConfig';
-import { adoptionOf, isAdoptionOwner, ownerOf } from '../lib/ownership';
 import { readDisabledVmids } from '../lib/stateFiles';
-import { vmWorkflowId } from '../lib/types';
-import { verdict, type OwnerState, type ReconcileItem } from '../lib/reconcile';
+import { adoptionOf, isAdoptionOwner, ownerOf, verdict, vmWorkflowId, type OwnerState, type ReconcileItem } from '../contract';
 
 export interface ReconcileDeps {
   config: Config;

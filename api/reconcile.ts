@@ -2,8 +2,7 @@ import crypto from 'node:crypto';
 import { Router, Request, Response } from 'express';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import { reconcileVms } from '../workflows';
-import { VM_OPERATION } from '../lib/temporal/searchAttributes';
+import { VM_OPERATION, type Workflows } from '../contract';
 import { requireMutationAccess } from './guard';
 
 export interface ReconcileRouteDeps {
@@ -25,7 +24,7 @@ export function reconcileRoutes({ config, client }: ReconcileRouteDeps): Router 
     // Named before waiting: a request that times out tells where to follow the run.
     res.set('X-Workflow-Id', workflowId);
     try {
-      const result = await client.workflow.execute(reconcileVms, {
+      const result = await client.workflow.execute<Workflows['reconcileVms']>('reconcileVms', {
         workflowId,
         taskQueue: config.temporal.taskQueue,
         args: [{ dryRun }],

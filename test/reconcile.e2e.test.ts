@@ -3,8 +3,8 @@ import { execa } from 'execa';
 import { startHarness, Harness } from './support/harness';
 import { apiCall } from './support/api';
 import { findTemporalCli } from '../lib/temporal/devServer';
-import { ensureReconcileSchedule } from '../lib/temporal/reconcileSchedule';
-import { reconcileScheduleId, type ReconcileItem } from '../lib/reconcile';
+import { ensureReconcileSchedule } from '../app/reconcileSchedule';
+import { reconcileScheduleId, type ReconcileItem } from '../contract';
 
 /**
  * The reconciler end to end (real service, Temporal dev server, sandbox, SSH): an install

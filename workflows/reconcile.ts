@@ -1,7 +1,5 @@
 import { isCancellation, log, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import type { Activities } from '../activities';
-import type { ReconcileInput, ReconcileItem, ReconcileResult } from '../lib/reconcile';
-import { VM_OPERATION } from '../lib/temporal/searchAttributes';
+import { VM_OPERATION, type Activities, type ReconcileInput, type ReconcileItem, type ReconcileResult } from '../contract';
 import { cleanup, retry } from './activityOptions';
 import { describeFailure } from './install';
 import { Progress } from './progress';
@@ -16,7 +14,7 @@ const survey = proxyActivities<Activities>({
 /**
  * Removes what abandoned installs left behind. `temporal workflow terminate` (or a worker
  * lost for good) skips an install's compensation, leaving a half-built VM that carries the
- * install's owner marker. This run surveys every VM, decides with lib/reconcile.ts's rule
+ * install's owner marker. This run surveys every VM, decides with the rule in contract/reconcile.ts
  * (owner closed without finishing, or unknown to the namespace), and removes those through
  * destroyOwnedVm, which checks the marker again at the last moment. A dry run stops after
  * the survey. Run by the reconcile schedule and by POST /api/reconcile.

@@ -1,8 +1,6 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { Activities } from '../../../activities';
+import { verdict, type Activities, type InstallSpec, type OwnerState } from '../../../contract';
 import { VmidTakenError } from '../../../lib/proxmox/errors';
-import type { InstallSpec } from '../../../lib/types';
-import { verdict, type OwnerState } from '../../../lib/reconcile';
 
 export interface FakeVm {
   vmid: number;
@@ -69,7 +67,7 @@ export class FakeCluster {
         return fn(input);
       };
     }
-    return logged as Activities;
+    return logged as unknown as Activities;
   }
 
   /** The same activities without the log, for an override that builds on one of them. */

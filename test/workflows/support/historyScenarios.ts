@@ -1,15 +1,12 @@
 import { Context } from '@temporalio/activity';
 import type { Workflow } from '@temporalio/common';
-import { installVm, type InstallInput } from '../../../workflows/install';
+import { installVm } from '../../../workflows/install';
 import * as lifecycle from '../../../workflows/lifecycle';
 import { vmRebuild } from '../../../workflows/rebuild';
 import { scheduledRebuild } from '../../../workflows/scheduledRebuild';
 import { reconcileVms } from '../../../workflows/reconcile';
-import { outputSignal } from '../../../workflows/progress';
-import { relayedProgressSignal } from '../../../workflows/rebuildShared';
 import { StorageError } from '../../../lib/proxmox/errors';
-import { vmWorkflowId, type InstallSpec } from '../../../lib/types';
-import type { Activities } from '../../../activities';
+import { outputSignal, relayedProgressSignal, vmWorkflowId, type Activities, type InstallInput, type InstallSpec } from '../../../contract';
 import { FakeCluster, untilCancelled } from './fakeCluster';
 import type { WorkflowTestEnv } from './testEnv';
 

@@ -1,6 +1,6 @@
 import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
-import type { Config } from '../config';
-import { reconcileScheduleId } from '../reconcile';
+import type { Config } from '../lib/config';
+import { reconcileScheduleId, type WorkflowType } from '../contract';
 
 /**
  * The reconciler's schedule, made to match the settings at every start: created when
@@ -26,7 +26,7 @@ export async function ensureReconcileSchedule(client: Client, config: Config): P
     spec: { intervals: [{ every: everyMs }] },
     action: {
       type: 'startWorkflow' as const,
-      workflowType: 'reconcileVms',
+      workflowType: 'reconcileVms' satisfies WorkflowType,
       args: [{}],
       taskQueue: config.temporal.taskQueue,
       // Temporal appends the scheduled time to each run's id.

@@ -26,7 +26,7 @@ if (missing) console.warn(`skipping the workflow tests: ${missing}`);
 
 /** `describe`, or `describe.skip` (with the warning above) when the test server is not installed. */
 export const describeWorkflows: jest.Describe =
-  // Outside jest (scripts/record-histories.ts) there is no describe, and none is needed.
+  // Outside jest (recordHistories.ts) there is no describe, and none is needed.
   typeof describe === 'undefined' ? (undefined as unknown as jest.Describe) : missing ? describe.skip : describe;
 
 export interface WorkflowTestEnv {

@@ -1,6 +1,6 @@
 /**
  * `npm run fixtures:histories`: records the history of every scenario in
- * test/workflows/support/historyScenarios.ts into test/fixtures/histories/<name>.json,
+ * historyScenarios.ts into test/fixtures/histories/<name>.json,
  * which test/workflows/replay.workflow.test.ts replays against the current workflow code.
  * Runs on Temporal's time-skipping test server with fake activities (seconds, no cluster,
  * the same every time); needs the server scripts/install-temporal-test-server.sh installs,
@@ -13,11 +13,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { execa } from 'execa';
-import { findTemporalCli } from '../lib/temporal/devServer';
-import { historyScenarios } from '../test/workflows/support/historyScenarios';
-import { startWorkflowTestEnv } from '../test/workflows/support/testEnv';
+import { findTemporalCli } from '../../../lib/temporal/devServer';
+import { historyScenarios } from './historyScenarios';
+import { startWorkflowTestEnv } from './testEnv';
 
-const OUT = path.resolve(__dirname, '..', 'test', 'fixtures', 'histories');
+const OUT = path.resolve(__dirname, '..', '..', 'fixtures', 'histories');
 /** name → the id the workflow ran under; every other .json file there is a history. */
 const WORKFLOW_IDS = 'workflow-ids.json';
 
@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   const only = process.argv.slice(2);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-histories-'));
   const bundle = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../workflows'),
+    workflowsPath: require.resolve('../../../workflows'),
     logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error },
   });
   process.env.WORKFLOW_TEST_BUNDLE = path.join(tmp, 'workflow-bundle.js');

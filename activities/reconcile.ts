@@ -22,12 +22,12 @@ export function reconcileActivities({ config, executors, client }: ReconcileDeps
   };
 
   /** How the workflow `workflowId` stands; describe reads the newest run, strongly consistent. */
-  async function ownerState(workflowId: string): Promise<OwnerState> {
+  async function ownerOfVm(workflowId: string): Promise<{ state: OwnerState; type?: string }> {
     try {
       const d = await client.workflow.getHandle(workflowId).describe();
-      return d.status.name as OwnerState;
+      return { state: d.status.name as OwnerState, type: d.type };
     } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return 'UNKNOWN_TO_NAMESPACE';
+      if (err instanceof WorkflowNotFoundError) return { state: 'UNKNOWN_TO_NAMESPACE' };
       throw err;
     }
   }
@@ -71,7 +71,9 @@ export function reconcileActivities({ config, executors, client }: ReconcileDeps
         }
         const owner = ownerOf(conf.description);
         const adopted = owner !== undefined && (isAdoptionOwner(owner) || adoptionOf(conf.description) !== undefined);
-        const state = owner === undefined ? undefined : adopted ? 'ADOPTED' : await ownerState(owner);
+        const found: { state: OwnerState; type?: string } | undefined =
+          owner === undefined ? undefined : adopted ? { state: 'ADOPTED' } : await ownerOfVm(owner);
+        const state = found?.state;
         const busy = owner === undefined || state === 'ADOPTED' ? undefined : await busyWith(vm.vmid);
         const { action, reason } = verdict(
           {
@@ -80,6 +82,7 @@ export function reconcileActivities({ config, executors, client }: ReconcileDeps
             name: conf.name,
             owner,
             ownerState: state,
+            ownerType: found?.type,
             createdAtSec: creationTimeSec(conf),
             retentionSec: retention,
             disabled: disabled.has(vm.vmid),

@@ -27,6 +27,8 @@ export interface ReconcileFacts {
   /** The workflow id in the VM's qemurun-owner marker; undefined without one. */
   owner?: string;
   ownerState?: OwnerState;
+  /** The owner's workflow type, when the namespace knows it: only an install builds VMs. */
+  ownerType?: string;
   /** When Proxmox created the VM (`meta: ctime=`), epoch seconds. */
   createdAtSec?: number;
   /** The namespace's retention: how long a closed workflow stays known. */
@@ -79,6 +81,9 @@ export function verdict(f: ReconcileFacts, nowSec: number): ReconcileVerdict {
   const state = f.ownerState;
   if (state === 'ADOPTED') return keep(`adopted into the managed set (${f.owner}), not built by a workflow`);
   if (f.busyWith) return keep(`busy: ${f.busyWith} is running on it`);
+  if (f.ownerType !== undefined && f.ownerType !== 'installVm') {
+    return keep(`its owner ${f.owner} is a ${f.ownerType} workflow, not an install`);
+  }
   if (state === 'RUNNING' || state === 'CONTINUED_AS_NEW') return keep(`its owner ${f.owner} is running`);
   if (state === 'COMPLETED') return keep(`its owner ${f.owner} completed`);
   if (state && ABANDONED_STATES.includes(state)) {

@@ -4,6 +4,8 @@ import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { VM_OPERATION, type Workflows } from '../contract';
 import { requireMutationAccess } from './guard';
+import { HttpError } from './errors';
+import { limitsFor } from './limits';
 
 export interface ReconcileRouteDeps {
   config: Config;
@@ -37,11 +39,12 @@ export function reconcileRoutes({ config, client }: ReconcileRouteDeps): Router 
       // The survey could not read the cluster (a node down, ...): nothing was removed.
       let cause: unknown = err;
       while (cause instanceof Error && cause.cause) cause = cause.cause;
-      res.status(502).json({ success: false, workflowId, message: `reconcile failed: ${cause instanceof Error ? cause.message : String(cause)}` });
+      throw new HttpError(502, `reconcile failed: ${cause instanceof Error ? cause.message : String(cause)}`, { workflowId });
     }
   }
 
-  router.get('/reconcile', (_req: Request, res: Response) => run(res, true));
-  router.post('/reconcile', requireMutationAccess(config), (_req: Request, res: Response) => run(res, false));
+  // A survey reads every VM's config, and a run also destroys what it found: minutes on a big cluster.
+  router.get('/reconcile', ...limitsFor({ long: true }), (_req: Request, res: Response) => run(res, true));
+  router.post('/reconcile', ...limitsFor({ long: true }), requireMutationAccess(config), (_req: Request, res: Response) => run(res, false));
   return router;
 }

@@ -7,6 +7,7 @@ import { guestActivities } from './guest';
 import { imageActivities } from './images';
 import { lifecycleActivities } from './lifecycle';
 import { rebuildActivities } from './rebuild';
+import { reconcileActivities } from './reconcile';
 
 export interface ActivityDeps {
   config: Config;
@@ -28,5 +29,6 @@ export function createActivities(deps: ActivityDeps): Activities {
     ...imageActivities(deps),
     ...lifecycleActivities(deps),
     ...rebuildActivities(deps),
+    ...reconcileActivities(deps),
   };
 }

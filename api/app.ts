@@ -16,6 +16,7 @@ import { listRoutes } from './list';
 import { clusterRoutes } from './cluster';
 import { rebuildRoutes } from './rebuild';
 import { scheduleRoutes } from './schedules/routes';
+import { reconcileRoutes } from './reconcile';
 import { healthRoutes } from './health';
 import type { ReadinessReport } from '../lib/readiness';
 import type { NodeExecutor } from '../lib/executor/types';
@@ -69,6 +70,7 @@ export function createApp(deps: AppDeps): express.Express {
   api.use(clusterRoutes(deps));
   api.use(rebuildRoutes(deps));
   api.use(scheduleRoutes(deps));
+  api.use(reconcileRoutes(deps));
   const workflows = workflowRoutes(deps.client, requireMutationAccess(deps.config), deps.config.temporal.taskQueue);
   api.use('/workflows/:workflowId', workflows);
   api.use('/vm/install/:workflowId', workflows);

@@ -6,6 +6,8 @@ import { nodeCheck, temporalCheck, workerCheck } from '../lib/readiness';
 import { connectService } from './temporal';
 import { startWorker, type RunningWorker } from './worker';
 import { startApi } from './api';
+import { ensureReconcileSchedule } from './reconcileSchedule';
+import { reason } from '../lib/startupError';
 
 export interface ServiceOptions {
   config: Config;
@@ -35,6 +37,10 @@ export interface RunningService {
 export async function startService(opts: ServiceOptions): Promise<RunningService> {
   const { config } = opts;
   const temporal = await connectService(config, opts.temporalAddress);
+  // Not fatal: installs work without it, and the next start tries again.
+  await ensureReconcileSchedule(temporal.client, config).catch((err: unknown) => {
+    console.warn(`the reconcile schedule could not be set up: ${reason(err).split('\n')[0]}`);
+  });
   const executors = createExecutors(
     config,
     opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv },

@@ -1,4 +1,5 @@
 import type { InstallSpec, OsName } from './types';
+import type { ReconcileItem } from './reconcile';
 
 /**
  * Every activity of the product, as workflows call it: the name is what the Temporal UI
@@ -83,4 +84,7 @@ export interface Activities {
   initRootPassword(): Promise<{ rootPassword?: string }>;
   runningVmOperation(input: { vmid: number }): Promise<RunningOperation | undefined>;
   relayProgress(input: { workflowId: string; runId?: string }): Promise<number>;
+
+  // The reconciler: every VM with its verdict (it only reads; removal is destroyOwnedVm).
+  planReconcile(): Promise<ReconcileItem[]>;
 }

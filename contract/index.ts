@@ -13,3 +13,4 @@ export * from './ownership';
 export * from './progress';
 export * from './workflows';
 export * from './activities';
+export * from './reconcile';

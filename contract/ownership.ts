@@ -72,6 +72,11 @@ export function adoptedDescription(
   return `${kept ? `${kept}\n` : ''}${ownerMarker(adoption.owner)}\n${note}`;
 }
 
+/** An owner an adoption wrote (adoptionOwner), not a workflow id. */
+export function isAdoptionOwner(owner: string): boolean {
+  return /^adopted-vm-\d+-/.test(owner);
+}
+
 /** When the VM was adopted (the line adoptedDescription wrote), or undefined. */
 export function adoptionOf(description: string | undefined): string | undefined {
   return markerValue(description, ADOPTED);

@@ -1,4 +1,5 @@
 import type { InstallResult, InstallSecrets, InstallSpec } from './types';
+import type { ReconcileInput, ReconcileResult } from './reconcile';
 
 /**
  * Every workflow type of the product: its name (what the API starts and the Temporal UI
@@ -72,6 +73,7 @@ export interface Workflows {
   vmAdopt: (input: VmRef & { by?: string }) => Promise<VmOperationResult>;
   vmRebuild: (input: RebuildInput) => Promise<RebuildResult>;
   scheduledRebuild: (input: RebuildInput) => Promise<ScheduledRebuildResult>;
+  reconcileVms: (input?: ReconcileInput) => Promise<ReconcileResult>;
 }
 
 export type WorkflowType = keyof Workflows;
@@ -91,4 +93,5 @@ export const WORKFLOW_TYPES = Object.keys({
   vmAdopt: true,
   vmRebuild: true,
   scheduledRebuild: true,
+  reconcileVms: true,
 } satisfies Record<WorkflowType, true>) as WorkflowType[];

@@ -50,6 +50,13 @@ const csv = z
       .filter(Boolean),
   );
 
+/** `15m` → 900000; `off` or `0` → undefined. */
+function durationMs(v: string): number | undefined {
+  const m = /^(\d+)([smhd])$/i.exec(v);
+  if (!m) return undefined;
+  return Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2].toLowerCase() as 's' | 'm' | 'h' | 'd'];
+}
+
 export const envSchema = z.object({
   PORT: intFrom(8080),
   GATEWAY: ipv4.optional(),
@@ -115,6 +122,13 @@ export const envSchema = z.object({
     .regex(/^(0|1|true|false|yes|no)?$/i, 'must be true or false')
     .optional()
     .transform((v) => /^(1|true|yes)$/i.test(v ?? '')),
+
+  RECONCILE_INTERVAL: z
+    .string()
+    .trim()
+    .regex(/^(off|0|[1-9]\d*(s|m|h|d))$/i, 'must be a duration like 15m, 1h, 1d, or off')
+    .default('15m')
+    .transform(durationMs),
 
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
@@ -240,6 +254,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       packages: env.INIT_PACKAGES.split(/[\s,]+/).filter(Boolean),
       swapSize: env.INIT_SWAP_SIZE,
     },
+    /** How often the reconcile schedule runs (workflows/reconcile.ts); undefined: no schedule. */
+    reconcileIntervalMs: env.RECONCILE_INTERVAL,
     /** HTTP limits (api/limits.ts): 0 turns either off. */
     http: {
       requestTimeoutMs: Math.max(0, env.REQUEST_TIMEOUT_MS),

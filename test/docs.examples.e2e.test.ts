@@ -212,6 +212,17 @@ test('the adopt example takes a VM made by hand into the managed set', async () 
   expect(JSON.parse(a.body)).toMatchObject({ success: true, vmid: 150 });
 }, 120_000);
 
+test('the reconcile examples: the dry run changes nothing, the run answers what it did', async () => {
+  const [dryRun, live] = find('api.md', '/api/reconcile');
+  const planned = JSON.parse((await runAsDocumented(dryRun)).body);
+  expect(planned).toMatchObject({ success: true, dryRun: true, removed: [], failed: [] });
+  const done = JSON.parse((await runAsDocumented(live)).body);
+  expect(done).toMatchObject({ success: true, dryRun: false, failed: [] });
+  // What the dry run would remove is what the run removed; every VM is listed either way.
+  expect(done.removed).toEqual(planned.vms.filter((v: { action: string }) => v.action === 'remove').map((v: { vmid: number }) => v.vmid));
+  expect(done.vms.map((v: { vmid: number }) => v.vmid)).toEqual(planned.vms.map((v: { vmid: number }) => v.vmid));
+});
+
 test('no curl example of the docs was left out', () => {
   const all = blocks.flatMap((b) => b.commands.map((c) => c.text));
   expect(all.filter((t) => !ran.has(t))).toEqual([]);

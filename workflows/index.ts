@@ -4,3 +4,4 @@ export { installVm } from './install';
 export { vmStart, vmReboot, vmShutdown, vmStop, vmDestroy, vmSetCpu, vmSetMemory, vmSetDisk, vmMigrate, vmAdopt } from './lifecycle';
 export { vmRebuild } from './rebuild';
 export { scheduledRebuild } from './scheduledRebuild';
+export { reconcileVms } from './reconcile';

@@ -95,6 +95,12 @@ export function parseVmConfig(text: string): VmConfig {
   };
 }
 
+/** When Proxmox created the VM (`meta: creation-qemu=...,ctime=<epoch s>`), epoch seconds. */
+export function creationTimeSec(conf: Pick<VmConfig, 'entries'>): number | undefined {
+  const ctime = parsePropertyString(conf.entries.meta ?? '').ctime;
+  return ctime !== undefined && /^\d+$/.test(ctime) ? Number(ctime) : undefined;
+}
+
 /** `local-lvm:vm-100-disk-0,discard=on,size=32G` → volume ID plus options. */
 export function parseDrive(key: string, value: string): VmDisk {
   const [first, ...rest] = value.split(',');

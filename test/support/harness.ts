@@ -65,6 +65,9 @@ export async function startHarness(
     IMAGE_BASE_ROCKYLINUX: images.baseUrls.rockylinux,
     SANDBOX_BOOT_DELAY_MS: '300',
     SANDBOX_SSH_PORT_BASE: String(sshPortBase),
+    // Test services share one namespace: a scheduled reconcile firing during another test
+    // would remove the VMs that test left on purpose. The reconciler's own test turns it on.
+    RECONCILE_INTERVAL: 'off',
     ...env,
   });
   const key = ensureSshKey(config.sshKeyPath);

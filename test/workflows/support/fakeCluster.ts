@@ -1,5 +1,5 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { Activities, InstallSpec } from '../../../contract';
+import { verdict, type Activities, type InstallSpec, type OwnerState } from '../../../contract';
 import { VmidTakenError } from '../../../lib/proxmox/errors';
 
 export interface FakeVm {
@@ -11,6 +11,10 @@ export interface FakeVm {
   status: 'running' | 'stopped';
   /** The spec marker a rebuild reads; absent on a VM made by hand. */
   spec?: InstallSpec;
+  /** false: the description has no qemurun-owner marker at all (the reconciler ignores it). */
+  marked?: boolean;
+  /** Seconds since Proxmox created it (default 0); the namespace's retention here is one day. */
+  ageSec?: number;
 }
 
 export interface Call {
@@ -27,6 +31,8 @@ export interface Call {
 export class FakeCluster {
   readonly vms = new Map<number, FakeVm>();
   readonly calls: Call[] = [];
+  /** How each owner workflow stands, as the reconciler reads it; unlisted: unknown to the namespace. */
+  readonly owners = new Map<string, OwnerState>();
 
   constructor(readonly mainNode = 'pve1') {}
 
@@ -67,6 +73,7 @@ export class FakeCluster {
   /** The same activities without the log, for an override that builds on one of them. */
   plain(): Activities {
     const vms = this.vms;
+    const owners = this.owners;
     const mainNode = this.mainNode;
     const get = (vmid: number) => vms.get(vmid);
     return {
@@ -164,6 +171,17 @@ export class FakeCluster {
       },
       async relayProgress() {
         return 0;
+      },
+      async planReconcile() {
+        const now = Math.floor(Date.now() / 1000);
+        return [...vms.values()]
+          .sort((a, b) => a.vmid - b.vmid)
+          .map((vm) => {
+            const owner = vm.marked === false ? undefined : vm.owner;
+            const ownerState = owner === undefined ? undefined : (owners.get(owner) ?? 'UNKNOWN_TO_NAMESPACE');
+            const facts = { vmid: vm.vmid, node: vm.node, name: vm.name, owner, ownerState, createdAtSec: now - (vm.ageSec ?? 0), retentionSec: 86400, disabled: false };
+            return { vmid: vm.vmid, node: vm.node, name: vm.name, ...(owner ? { owner, ownerState } : {}), ...verdict(facts, now) };
+          });
       },
     };
   }

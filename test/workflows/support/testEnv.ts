@@ -25,10 +25,14 @@ if (missing && process.env.CI) throw new Error(missing);
 if (missing) console.warn(`skipping the workflow tests: ${missing}`);
 
 /** `describe`, or `describe.skip` (with the warning above) when the test server is not installed. */
-export const describeWorkflows: jest.Describe = missing ? describe.skip : describe;
+export const describeWorkflows: jest.Describe =
+  // Outside jest (recordHistories.ts) there is no describe, and none is needed.
+  typeof describe === 'undefined' ? (undefined as unknown as jest.Describe) : missing ? describe.skip : describe;
 
 export interface WorkflowTestEnv {
   env: TestWorkflowEnvironment;
+  /** The test server's host:port. */
+  address: string;
   taskQueue: string;
   /**
    * Serves these activities (a FakeCluster's, usually) from the file's one worker while
@@ -77,6 +81,7 @@ export async function startWorkflowTestEnv(): Promise<WorkflowTestEnv> {
 
   return {
     env,
+    address: server.address,
     taskQueue,
     async withActivities(activities, fn) {
       current = activities;

@@ -14,6 +14,8 @@ const READY_WITHIN_MS = 90_000;
 
 export interface TestServer {
   env: TestWorkflowEnvironment;
+  /** host:port, for tools other than the SDK (the Temporal CLI). */
+  address: string;
   stop(): Promise<void>;
 }
 
@@ -32,6 +34,7 @@ export async function startTestServer(executable: string): Promise<TestServer> {
     const env = await connectTimeSkipping(`127.0.0.1:${port}`);
     return {
       env,
+      address: `127.0.0.1:${port}`,
       async stop() {
         await env.teardown();
         await stopProcess(child);

@@ -1,0 +1,105 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { Config } from '../lib/config';
+import type { NodeExecutor } from '../lib/executor/types';
+import { ProxmoxNode } from '../lib/proxmox/client';
+import { creationTimeSec } from '../lib/proxmox/vmConfig';
+import { readDisabledVmids } from '../lib/stateFiles';
+import { adoptionOf, isAdoptionOwner, ownerOf, verdict, vmWorkflowId, type OwnerState, type ReconcileItem } from '../contract';
+
+export interface ReconcileDeps {
+  config: Config;
+  executors: Record<string, NodeExecutor>;
+  client: Client;
+}
+
+/** Activities of the reconciler (workflows/reconcile.ts). They read; removal is destroyOwnedVm's. */
+export function reconcileActivities({ config, executors, client }: ReconcileDeps) {
+  const onNode = (node: string) => {
+    const exec = executors[node];
+    if (!exec) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
+    return new ProxmoxNode(exec);
+  };
+
+  /** How the workflow `workflowId` stands; describe reads the newest run, strongly consistent. */
+  async function ownerOfVm(workflowId: string): Promise<{ state: OwnerState; type?: string }> {
+    try {
+      const d = await client.workflow.getHandle(workflowId).describe();
+      return { state: d.status.name as OwnerState, type: d.type };
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return { state: 'UNKNOWN_TO_NAMESPACE' };
+      throw err;
+    }
+  }
+
+  async function busyWith(vmid: number): Promise<string | undefined> {
+    try {
+      const d = await client.workflow.getHandle(vmWorkflowId(vmid)).describe();
+      return d.status.name === 'RUNNING' ? `${d.type} (workflow ${d.workflowId})` : undefined;
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return undefined;
+      throw err;
+    }
+  }
+
+  async function retentionSec(): Promise<number | undefined> {
+    const ns = await client.workflowService.describeNamespace({ namespace: config.temporal.namespace });
+    const ttl = ns.config?.workflowExecutionRetentionTtl?.seconds;
+    return ttl === undefined || ttl === null ? undefined : Number(ttl);
+  }
+
+  return {
+    /**
+     * Every VM of the cluster with the reconciler's verdict. Only reads: the owner marker
+     * (one `qm config` per VM, on its node), the owner's state, the VM's creation time, the
+     * namespace's retention. Heartbeats per VM, so a dead worker is noticed on a big cluster.
+     */
+    async planReconcile(): Promise<ReconcileItem[]> {
+      const ctx = Context.current();
+      const vms = (await onNode(config.mainNode).clusterResources('vm')).filter((r) => r.type === 'qemu');
+      const disabled = readDisabledVmids(config.dataDir);
+      const retention = await retentionSec();
+      const nowSec = Math.floor(Date.now() / 1000);
+      const items: ReconcileItem[] = [];
+      for (const vm of vms.sort((a, b) => a.vmid - b.vmid)) {
+        ctx.heartbeat(vm.vmid);
+        const conf = await onNode(vm.node).config(vm.vmid).catch((err: unknown) => err as Error);
+        if (conf instanceof Error) {
+          // Gone since the listing, or its node unreachable: nothing known, nothing done.
+          items.push({ vmid: vm.vmid, node: vm.node, action: 'keep', reason: `its config could not be read: ${conf.message.split('\n')[0]}` });
+          continue;
+        }
+        const owner = ownerOf(conf.description);
+        const adopted = owner !== undefined && (isAdoptionOwner(owner) || adoptionOf(conf.description) !== undefined);
+        const found: { state: OwnerState; type?: string } | undefined =
+          owner === undefined ? undefined : adopted ? { state: 'ADOPTED' } : await ownerOfVm(owner);
+        const state = found?.state;
+        const busy = owner === undefined || state === 'ADOPTED' ? undefined : await busyWith(vm.vmid);
+        const { action, reason } = verdict(
+          {
+            vmid: vm.vmid,
+            node: vm.node,
+            name: conf.name,
+            owner,
+            ownerState: state,
+            ownerType: found?.type,
+            createdAtSec: creationTimeSec(conf),
+            retentionSec: retention,
+            disabled: disabled.has(vm.vmid),
+            busyWith: busy,
+          },
+          nowSec,
+        );
+        items.push({
+          vmid: vm.vmid,
+          node: vm.node,
+          ...(conf.name ? { name: conf.name } : {}),
+          ...(owner !== undefined ? { owner, ownerState: state } : {}),
+          action,
+          reason,
+        });
+      }
+      return items;
+    },
+  };
+}

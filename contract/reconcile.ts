@@ -1,0 +1,122 @@
+/**
+ * The reconciler's verdicts: which VMs a closed or vanished install left behind. Shared by
+ * the workflow (types only), its activities and the API; free of Node.js imports.
+ */
+
+/** How the workflow named in a VM's owner marker stands in the namespace. */
+export type OwnerState =
+  | 'RUNNING'
+  | 'COMPLETED'
+  | 'FAILED'
+  | 'CANCELLED'
+  | 'TERMINATED'
+  | 'TIMED_OUT'
+  | 'CONTINUED_AS_NEW'
+  | 'UNKNOWN_TO_NAMESPACE'
+  /** An adopted VM: its owner names an adoption, not a workflow. */
+  | 'ADOPTED';
+
+/** Closed without leaving a finished VM: its compensation was skipped (terminate) or may have failed. */
+export const ABANDONED_STATES: readonly OwnerState[] = ['FAILED', 'CANCELLED', 'TERMINATED', 'TIMED_OUT'];
+
+/** What the reconciler knows of one VM before deciding. */
+export interface ReconcileFacts {
+  vmid: number;
+  node: string;
+  name?: string;
+  /** The workflow id in the VM's qemurun-owner marker; undefined without one. */
+  owner?: string;
+  ownerState?: OwnerState;
+  /** The owner's workflow type, when the namespace knows it: only an install builds VMs. */
+  ownerType?: string;
+  /** When Proxmox created the VM (`meta: ctime=`), epoch seconds. */
+  createdAtSec?: number;
+  /** The namespace's retention: how long a closed workflow stays known. */
+  retentionSec?: number;
+  disabled: boolean;
+  /** The operation holding `vm-<vmid>` now, if any (a destroy, a start, ...). */
+  busyWith?: string;
+}
+
+export type ReconcileAction = 'remove' | 'keep';
+
+export interface ReconcileVerdict {
+  action: ReconcileAction;
+  reason: string;
+}
+
+/** One VM in a reconciler's answer: what it found, and what it did or (dry run) would do. */
+export interface ReconcileItem {
+  vmid: number;
+  node: string;
+  name?: string;
+  owner?: string;
+  ownerState?: OwnerState;
+  /** keep: left alone; remove: to be removed (the plan and a dry run); removed, gone, failed: what a run did. */
+  action: ReconcileAction | 'removed' | 'gone' | 'failed';
+  reason: string;
+}
+
+export interface ReconcileInput {
+  /** Decide and report only; change nothing. */
+  dryRun?: boolean;
+}
+
+export interface ReconcileResult {
+  dryRun: boolean;
+  /** Every VM of the cluster, by VMID. */
+  vms: ReconcileItem[];
+  removed: number[];
+  failed: number[];
+}
+
+/**
+ * The rule: remove a VM only when it carries the owner marker and its owner closed without
+ * finishing (failed, terminated, timed out, cancelled) or is unknown to the namespace while
+ * the namespace would still remember it. Everything else is kept, with the reason.
+ */
+export function verdict(f: ReconcileFacts, nowSec: number): ReconcileVerdict {
+  if (f.owner === undefined) return keep('no qemurun-owner marker: not a VM QemuRun manages');
+  if (f.disabled) return keep('listed in the disabled list');
+  const state = f.ownerState;
+  if (state === 'ADOPTED') return keep(`adopted into the managed set (${f.owner}), not built by a workflow`);
+  if (f.busyWith) return keep(`busy: ${f.busyWith} is running on it`);
+  if (f.ownerType !== undefined && f.ownerType !== 'installVm') {
+    return keep(`its owner ${f.owner} is a ${f.ownerType} workflow, not an install`);
+  }
+  if (state === 'RUNNING' || state === 'CONTINUED_AS_NEW') return keep(`its owner ${f.owner} is running`);
+  if (state === 'COMPLETED') return keep(`its owner ${f.owner} completed`);
+  if (state && ABANDONED_STATES.includes(state)) {
+    return remove(`its owner ${f.owner} closed as ${state.toLowerCase().replace('_', ' ')}`);
+  }
+  if (state === 'UNKNOWN_TO_NAMESPACE') {
+    // A closed workflow is forgotten once the retention passes: past that, "unknown" says
+    // nothing, and every older VM would look abandoned.
+    if (f.createdAtSec === undefined || f.retentionSec === undefined) {
+      return keep(`its owner ${f.owner} is unknown to the namespace, but the VM's creation time or the retention is unknown`);
+    }
+    const ageSec = nowSec - f.createdAtSec;
+    if (ageSec >= f.retentionSec) {
+      return keep(`its owner ${f.owner} is unknown to the namespace, but the VM is older than the namespace's retention (${hours(f.retentionSec)}): its history may simply have expired`);
+    }
+    return remove(`its owner ${f.owner} is unknown to the namespace, and the VM is younger than the namespace's retention (${hours(f.retentionSec)})`);
+  }
+  return keep(`its owner ${f.owner} is in an unexpected state (${state ?? 'unread'})`);
+}
+
+function keep(reason: string): ReconcileVerdict {
+  return { action: 'keep', reason };
+}
+
+function remove(reason: string): ReconcileVerdict {
+  return { action: 'remove', reason };
+}
+
+function hours(sec: number): string {
+  return sec % 86400 === 0 ? `${sec / 86400}d` : `${Math.round(sec / 360) / 10}h`;
+}
+
+/** The schedule a service creates for its task queue (one reconciler per cluster and queue). */
+export function reconcileScheduleId(taskQueue: string): string {
+  return `${taskQueue}-reconcile`;
+}

@@ -1,0 +1,174 @@
+import { Context } from '@temporalio/activity';
+import type { Workflow } from '@temporalio/common';
+import { installVm } from '../../../workflows/install';
+import * as lifecycle from '../../../workflows/lifecycle';
+import { vmRebuild } from '../../../workflows/rebuild';
+import { scheduledRebuild } from '../../../workflows/scheduledRebuild';
+import { reconcileVms } from '../../../workflows/reconcile';
+import { StorageError } from '../../../lib/proxmox/errors';
+import { outputSignal, relayedProgressSignal, vmWorkflowId, type Activities, type InstallInput, type InstallSpec } from '../../../contract';
+import { FakeCluster, untilCancelled } from './fakeCluster';
+import type { WorkflowTestEnv } from './testEnv';
+
+/**
+ * The runs whose histories are kept under test/fixtures/histories/ and replayed by
+ * replay.workflow.test.ts: each workflow type, on its ordinary path and on the paths that
+ * take other branches (compensation, cancellation, a skipped scheduled run). They run on
+ * the time-skipping server with fake activities; a history holds only what the workflow
+ * decided and what its activities answered, so fakes record the same commands a real
+ * cluster would. Each returns the id of the workflow whose history is kept; it has closed.
+ */
+export interface HistoryScenario {
+  name: string;
+  run(t: WorkflowTestEnv): Promise<string>;
+}
+
+const spec: InstallSpec = { os: 'debian', version: '12', cpu: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
+const installInput = (over: Partial<InstallSpec> = {}): InstallInput => ({ spec: { ...spec, ...over }, secrets: {}, mainNode: 'pve1' });
+const recorded: InstallSpec = { ...spec, vmid: 120, name: 'web' };
+
+/** Starts `workflow` under `workflowId` with `acts` and waits until it has closed, however it ended. */
+async function runToEnd(t: WorkflowTestEnv, acts: Activities, workflow: Workflow, workflowId: string, args: unknown[], during?: (h: { cancel(): Promise<unknown> }) => Promise<void>): Promise<string> {
+  return t.withActivities(acts, async () => {
+    const handle = await t.env.client.workflow.start(workflow, { workflowId, taskQueue: t.taskQueue, args });
+    await during?.(handle);
+    await handle.result().catch(() => undefined);
+    return workflowId;
+  });
+}
+
+/** importDisk as the real one streams qm's output: signals to its own workflow. */
+function streamingImport(t: WorkflowTestEnv, cluster: FakeCluster): Partial<Activities> {
+  const plain = cluster.plain();
+  return {
+    async importDisk(input) {
+      const wf = Context.current().info.workflowExecution!;
+      await t.env.client.workflow.getHandle(wf.workflowId, wf.runId).signal(outputSignal, {
+        lines: [{ status: 'processing', message: 'transferred 2.0 GiB of 2.0 GiB (100.00%)' }],
+      });
+      return plain.importDisk(input);
+    },
+  };
+}
+
+/** relayProgress as the real one does: the child's events, signalled to the parent. */
+function relaying(t: WorkflowTestEnv): Partial<Activities> {
+  return {
+    async relayProgress() {
+      const wf = Context.current().info.workflowExecution!;
+      await t.env.client.workflow.getHandle(wf.workflowId, wf.runId).signal(relayedProgressSignal, {
+        events: [{ step: 'VM creation > qm create', status: 'processing', message: '[*] creating VM', at: 0 }],
+      });
+      return 1;
+    },
+  };
+}
+
+function installedWeb(): FakeCluster {
+  const cluster = new FakeCluster();
+  cluster.add({ vmid: 120, name: 'web-120', owner: 'install-old', status: 'running', spec: recorded });
+  return cluster;
+}
+
+const guest = { vmid: 130, ip: '10.10.0.130', user: 'debian' };
+const lifecycleCases: Array<[Workflow, Record<string, unknown>, 'running' | 'stopped']> = [
+  [lifecycle.vmStart, guest, 'stopped'],
+  [lifecycle.vmReboot, guest, 'running'],
+  [lifecycle.vmShutdown, { vmid: 130 }, 'running'],
+  [lifecycle.vmStop, { vmid: 130 }, 'running'],
+  [lifecycle.vmDestroy, { vmid: 130 }, 'stopped'],
+  [lifecycle.vmSetCpu, { vmid: 130, cores: 4 }, 'stopped'],
+  [lifecycle.vmSetMemory, { vmid: 130, memoryMb: 4096 }, 'stopped'],
+  [lifecycle.vmSetDisk, { vmid: 130, disk: 'scsi0', incrementGb: 8 }, 'stopped'],
+  [lifecycle.vmMigrate, { vmid: 130, from: 'pve1', target: 'pve2' }, 'stopped'],
+  [lifecycle.vmAdopt, { vmid: 130, by: '127.0.0.1' }, 'running'],
+];
+
+export const historyScenarios: HistoryScenario[] = [
+  {
+    name: 'installVm-completed',
+    run: (t) => {
+      const cluster = new FakeCluster();
+      return runToEnd(t, cluster.activities(streamingImport(t, cluster)), installVm, 'install-fixture-completed', [installInput({ name: 'web', node: 'pve2' })]);
+    },
+  },
+  {
+    name: 'installVm-failed-after-qm-create',
+    run: (t) => {
+      const cluster = new FakeCluster();
+      const acts = cluster.activities({
+        async importDisk() {
+          throw new StorageError({ command: 'qm disk import', node: 'pve1', exitCode: 255, stderr: "storage 'local-lvm' is not available on node 'pve1'" });
+        },
+      });
+      return runToEnd(t, acts, installVm, 'install-fixture-failed', [installInput()]);
+    },
+  },
+  {
+    name: 'installVm-cancelled',
+    run: (t) => {
+      const cluster = new FakeCluster();
+      return runToEnd(t, cluster.activities({ waitForSsh: untilCancelled }), installVm, 'install-fixture-cancelled', [installInput()], async (h) => {
+        await cluster.called('waitForSsh');
+        await h.cancel();
+      });
+    },
+  },
+  ...lifecycleCases.map(([workflow, input, status]): HistoryScenario => ({
+    name: `${workflow.name}-completed`,
+    run: (t) => {
+      const cluster = new FakeCluster();
+      cluster.add({ vmid: 130, owner: 'install-1', status });
+      return runToEnd(t, cluster.activities(), workflow, vmWorkflowId(130), [input]);
+    },
+  })),
+  {
+    name: 'vmRebuild-completed',
+    run: (t) => {
+      const cluster = installedWeb();
+      return runToEnd(t, cluster.activities(relaying(t)), vmRebuild, vmWorkflowId(120), [{ vmid: 120 }]);
+    },
+  },
+  {
+    name: 'scheduledRebuild-rebuilt',
+    run: (t) => {
+      const cluster = installedWeb();
+      return runToEnd(t, cluster.activities(relaying(t)), scheduledRebuild, 'rebuild-vm-120-2026-12-01T03:00:00Z', [{ vmid: 120 }]);
+    },
+  },
+  {
+    name: 'scheduledRebuild-skipped',
+    run: async (t) => {
+      const cluster = installedWeb();
+      const acts = cluster.activities({
+        waitForSsh: untilCancelled,
+        async runningVmOperation({ vmid }) {
+          const d = await t.env.client.workflow.getHandle(vmWorkflowId(vmid)).describe();
+          return { workflowId: d.workflowId, runId: d.runId, type: d.type, startTime: d.startTime.toISOString() };
+        },
+      });
+      return t.withActivities(acts, async () => {
+        const holder = await t.env.client.workflow.start(lifecycle.vmStart, { workflowId: vmWorkflowId(120), taskQueue: t.taskQueue, args: [{ vmid: 120, ip: '10.10.0.120', user: 'debian' }] });
+        await cluster.called('waitForSsh');
+        try {
+          return await runToEnd(t, acts, scheduledRebuild, 'rebuild-vm-120-2026-12-01T04:00:00Z', [{ vmid: 120 }]);
+        } finally {
+          await holder.cancel();
+          await holder.result().catch(() => undefined);
+        }
+      });
+    },
+  },
+  ...[false, true].map((dryRun): HistoryScenario => ({
+    name: `reconcileVms-${dryRun ? 'dry-run' : 'removed'}`,
+    run: (t) => {
+      const cluster = new FakeCluster();
+      cluster.add({ vmid: 120, owner: 'install-done' });
+      cluster.owners.set('install-done', 'COMPLETED');
+      cluster.add({ vmid: 121, owner: 'install-terminated', status: 'stopped' });
+      cluster.owners.set('install-terminated', 'TERMINATED');
+      cluster.add({ vmid: 150, owner: 'by-hand', marked: false });
+      return runToEnd(t, cluster.activities(), reconcileVms, `reconcile-fixture-${dryRun ? 'dry-run' : 'run'}`, [{ dryRun }]);
+    },
+  })),
+];

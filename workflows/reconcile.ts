@@ -1,0 +1,71 @@
+import { isCancellation, log, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { VM_OPERATION, type Activities, type ReconcileInput, type ReconcileItem, type ReconcileResult } from '../contract';
+import { cleanup, retry } from './activityOptions';
+import { describeFailure } from './install';
+import { Progress } from './progress';
+
+/** One `qm config` per VM: minutes on a big cluster, so it heartbeats per VM instead of one long deadline. */
+const survey = proxyActivities<Activities>({
+  startToCloseTimeout: '10m',
+  heartbeatTimeout: '30s',
+  retry: { ...retry, maximumAttempts: 5 },
+});
+
+/**
+ * Removes what abandoned installs left behind. `temporal workflow terminate` (or a worker
+ * lost for good) skips an install's compensation, leaving a half-built VM that carries the
+ * install's owner marker. This run surveys every VM, decides with the rule in contract/reconcile.ts
+ * (owner closed without finishing, or unknown to the namespace), and removes those through
+ * destroyOwnedVm, which checks the marker again at the last moment. A dry run stops after
+ * the survey. Run by the reconcile schedule and by POST /api/reconcile.
+ */
+export async function reconcileVms(input: ReconcileInput = {}): Promise<ReconcileResult> {
+  const dryRun = input.dryRun === true;
+  const progress = new Progress();
+  progress.emit('reconcile > workflow', 'info', `[*] workflow id: ${workflowInfo().workflowId}${dryRun ? ' (dry run)' : ''}`);
+  upsertSearchAttributes([{ key: VM_OPERATION, value: 'reconcile' }]);
+
+  try {
+    const plan = await progress.step('reconcile > survey', 'reading every VM, its owner marker and its owner', () => survey.planReconcile());
+    const doomed = plan.filter((v) => v.action === 'remove');
+    progress.info('reconcile > survey', `${plan.length} VM(s), ${doomed.length} left behind by abandoned installs`);
+    if (dryRun) {
+      for (const v of doomed) progress.info('reconcile > survey', `would remove VM ${v.vmid}: ${v.reason}`);
+      progress.emit('reconcile > finalizing', 'info', '[+] dry run: nothing was changed');
+      progress.state = 'completed';
+      return { dryRun, vms: plan, removed: [], failed: [] };
+    }
+
+    const vms: ReconcileItem[] = [];
+    for (const item of plan) {
+      if (item.action !== 'remove' || item.owner === undefined) {
+        vms.push(item);
+        continue;
+      }
+      vms.push(await removeVm(item, item.owner));
+    }
+    const removed = vms.filter((v) => v.action === 'removed').map((v) => v.vmid);
+    const failed = vms.filter((v) => v.action === 'failed').map((v) => v.vmid);
+    progress.emit('reconcile > finalizing', 'info', `[+] removed ${removed.length} VM(s)${failed.length ? `, ${failed.length} could not be removed` : ''}`);
+    progress.state = 'completed';
+    return { dryRun, vms, removed, failed };
+  } catch (err) {
+    progress.emit(progress.current || 'reconcile > workflow', 'error', `[-] ${describeFailure(err)}`);
+    progress.state = isCancellation(err) ? 'cancelled' : 'failed';
+    throw err;
+  }
+
+  /** destroyOwnedVm checks the marker again: a VM re-owned since the survey is left alone. */
+  async function removeVm(item: ReconcileItem, owner: string): Promise<ReconcileItem> {
+    const step = `reconcile > remove ${item.vmid}`;
+    try {
+      const removed = await progress.step(step, `removing VM ${item.vmid}: ${item.reason}`, () => cleanup.destroyOwnedVm({ vmid: item.vmid, owner }));
+      return removed ? { ...item, action: 'removed' } : { ...item, action: 'gone', reason: `${item.reason}; by now it is gone or carries another owner` };
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      log.error('reconciler could not remove a VM', { vmid: item.vmid, error: describeFailure(err) });
+      progress.emit(step, 'processing', `[-] VM ${item.vmid} could not be removed: ${describeFailure(err)}`);
+      return { ...item, action: 'failed', reason: `${item.reason}; removing it failed: ${describeFailure(err)}` };
+    }
+  }
+}

@@ -51,6 +51,7 @@ async function startSandbox(config: Config, key: SshKeyPair, run: RunRecords, to
     sshPortBase: config.sandboxOptions.sshPortBase,
     rootAuthorizedKey: key.publicKey,
     sshdPath: tools.sshd,
+    pveVersions: config.sandboxOptions.pveVersions,
   });
   for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
   // The nodes the rest of the service talks to are the sandbox's.

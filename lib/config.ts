@@ -120,6 +120,12 @@ export const envSchema = z.object({
   SANDBOX_NODES: z.string().default('pve1,pve2'),
   SANDBOX_SSH_PORT_BASE: intFrom(2200),
   SANDBOX_TOOLS_PATH: z.string().optional(),
+  SANDBOX_PVE_VERSIONS: z
+    .string()
+    .trim()
+    .regex(/^([A-Za-z0-9-]+=\d+\.\d+[.-]\d+(\s*,\s*|$))*$/, 'must be <node>=<pve-manager version>, comma-separated (pve2=7.4-3)')
+    .optional()
+    .transform((v) => Object.fromEntries((v ?? '').split(',').filter((p) => p.trim()).map((p) => p.split('=').map((x) => x.trim())))),
 });
 
 /** Where the cloud images come from unless IMAGE_BASE_* say otherwise. */
@@ -251,6 +257,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       sshPortBase: env.SANDBOX_SSH_PORT_BASE,
       /** Where sandbox mode looks for sshd, bwrap...; unset: PATH and the system dirs. */
       toolsPath: env.SANDBOX_TOOLS_PATH,
+      /** Nodes reporting another Proxmox VE version than the cluster's (an upgrade in progress). */
+      pveVersions: env.SANDBOX_PVE_VERSIONS as Record<string, string>,
     },
   };
 }
@@ -278,6 +286,12 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     if (!source.GATEWAY) problems.push('GATEWAY: required when MAIN_NODE is set');
     if (!source.ASSIGN_STORAGE) problems.push('ASSIGN_STORAGE: required when MAIN_NODE is set');
     if (!source[`NODE_${main}`]) problems.push(`NODE_${main}: required, the address of MAIN_NODE`);
+  }
+  if (parsed.success) {
+    const sandboxNodes = parsed.data.SANDBOX_NODES.split(',').map((n) => n.trim());
+    for (const node of Object.keys(parsed.data.SANDBOX_PVE_VERSIONS)) {
+      if (!sandboxNodes.includes(node)) problems.push(`SANDBOX_PVE_VERSIONS: '${node}' is not one of SANDBOX_NODES (${sandboxNodes.join(', ')})`);
+    }
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   return buildConfig(parsed.data, nodes);

@@ -15,6 +15,7 @@ import { resolveEncryptionKeys } from './temporal/encryptionKeys';
 import { readinessProbe, nodeCheck, temporalCheck, workerCheck } from './readiness';
 import { StartupError, reason } from './startupError';
 import { portHolder } from './run/ports';
+import { checkNodeVersions } from './nodeVersions';
 
 export interface ServiceOptions {
   config: Config;
@@ -74,6 +75,14 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     config,
     opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv },
   );
+  try {
+    const { unreachable } = await checkNodeVersions(executors);
+    for (const [node, why] of Object.entries(unreachable)) console.warn(`node ${node}: could not read its Proxmox VE version (${why}); it is checked again at the next start`);
+  } catch (err) {
+    await Promise.all(Object.values(executors).map((e) => e.close()));
+    await temporal.close();
+    throw err;
+  }
   let worker: Worker | undefined;
   let workerDone: Promise<void> | undefined;
   if (opts.worker !== false) {

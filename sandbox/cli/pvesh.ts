@@ -3,7 +3,7 @@ import { parseArgs, type Prop } from './args';
 import { CliError, paramError } from './errors';
 import type { Ctx } from './context';
 import * as f from './formats';
-import { nodeOf, storagesOn } from '../state/model';
+import { nodeOf, nodePveVersion, storagesOn } from '../state/model';
 import { listVms } from '../state/vmlist';
 import { parseConf } from '../state/vmconf';
 import { readIfExists } from '../state/files';
@@ -52,7 +52,7 @@ function nodeStatus(ctx: Ctx, name: string): unknown {
     kversion: `Linux ${ctx.model.kernel} ${kernelVersion}`,
     loadavg: os.loadavg().map((l) => l.toFixed(2)),
     memory: { free: n.memoryBytes - u.mem, total: n.memoryBytes, used: u.mem },
-    pveversion: ctx.model.pveVersion,
+    pveversion: ((v) => `pve-manager/${v.version}/${v.repoid}`)(nodePveVersion(ctx.model, n.name)),
     rootfs: { avail: n.rootfsBytes - n.rootfsUsedBytes, free: n.rootfsBytes - n.rootfsUsedBytes, total: n.rootfsBytes, used: n.rootfsUsedBytes },
     swap: { free: swap, total: swap, used: 0 },
     uptime: u.uptime,
@@ -159,7 +159,7 @@ const ROUTES: Route[] = [
     props: { vmid: { type: 'integer', optional: true, format: f.vmidFormat } },
     get: (ctx, _m, p) => nextId(ctx, p.vmid),
   },
-  { path: /^\/version$/, get: (ctx) => ({ release: '8.3', repoid: ctx.model.pveVersion.split('/')[2], version: ctx.model.pveVersion.split('/')[1] }) },
+  { path: /^\/version$/, get: (ctx) => nodePveVersion(ctx.model, ctx.node) },
 ];
 
 const FORMAT_PROPS: Record<string, Prop> = {

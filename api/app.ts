@@ -18,6 +18,9 @@ import { scheduleRoutes } from './schedules';
 import { healthRoutes } from './health';
 import type { ReadinessReport } from '../lib/readiness';
 import type { NodeExecutor } from '../lib/executor/types';
+import type { Metrics } from '../lib/observability/metrics';
+import type { Logger } from '../lib/observability/log';
+import { httpMetrics, metricsRoute } from './metrics';
 
 export interface AppDeps {
   config: Config;
@@ -32,6 +35,10 @@ export interface AppDeps {
   corsSubnets?: Array<{ address: string; bits: number }>;
   /** Answers /api/health/ready; without it the API reports itself ready. */
   readiness?: () => Promise<ReadinessReport>;
+  /** Counts requests and serves GET /metrics; without it there is no /metrics. */
+  metrics?: Metrics;
+  /** Where unexpected request failures are logged; default stderr. */
+  logger?: Logger;
 }
 
 /** A body in another format is refused outright instead of being read as "no fields". */
@@ -47,11 +54,17 @@ function requireJsonBody(req: Request, res: Response, next: NextFunction) {
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  if (deps.metrics) app.use(httpMetrics(app, deps.metrics));
   // First of all: a deadline for every answer but event streams, and a cap on streams.
   const limits = deps.config.http ?? { requestTimeoutMs: 30_000, sseMaxPerClient: 20, sseMaxTotal: 100 };
   app.use(requestTimeout(limits.requestTimeoutMs));
   const sse = sseLimiter({ maxPerClient: limits.sseMaxPerClient, maxTotal: limits.sseMaxTotal, trustedProxies: deps.config.trustedProxies });
   app.locals.sseLimiter = sse;
+  if (deps.metrics) {
+    deps.metrics.countOpenStreams(() => sse.openTotal());
+    // Read-only and without VM data, like /api/health: scrapers need no token.
+    app.get('/metrics', metricsRoute(deps.metrics));
+  }
   // Before the API's CORS and body limit: the Temporal UI (another origin, e.g.
   // localhost:8233) posts whole history pages here.
   if (deps.codec) {
@@ -82,7 +95,7 @@ export function createApp(deps: AppDeps): express.Express {
     res.status(404).json({ success: false, message: 'not found' });
   });
   // Malformed JSON, oversized bodies and anything unexpected: a JSON answer, never a crash.
-  app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
+  app.use((err: Error & { status?: number; type?: string }, req: Request, res: Response, _next: NextFunction) => {
     if (res.headersSent) {
       res.end();
       return;
@@ -102,7 +115,10 @@ export function createApp(deps: AppDeps): express.Express {
     }
     const status = err.status && err.status >= 400 && err.status < 500 ? err.status : 500;
     res.status(status).json({ success: false, message: status === 500 ? 'internal error' : err.message });
-    if (status === 500) console.error('request failed:', err);
+    if (status === 500) {
+      if (deps.logger) deps.logger.error({ err, method: req.method, path: req.path }, 'request failed');
+      else console.error('request failed:', err);
+    }
   });
   return app;
 }

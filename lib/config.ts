@@ -2,6 +2,7 @@ import path from 'node:path';
 import os from 'node:os';
 import { z } from 'zod';
 import { StartupError } from './startupError';
+import { LOG_LEVELS } from './observability/log';
 
 /**
  * Settings, read once from the environment (and `.env`, loaded by the entry point).
@@ -115,6 +116,18 @@ export const envSchema = z.object({
     .regex(/^(0|1|true|false|yes|no)?$/i, 'must be true or false')
     .optional()
     .transform((v) => /^(1|true|yes)$/i.test(v ?? '')),
+
+  LOG_LEVEL: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .pipe(z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }))
+    .default('info'),
+  TEMPORAL_METRICS_ADDRESS: z
+    .string()
+    .trim()
+    .regex(/^[^:\s]+:\d{1,5}$/, 'must be <host>:<port>, e.g. 127.0.0.1:9464')
+    .optional(),
 
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
@@ -245,6 +258,9 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       packages: env.INIT_PACKAGES.split(/[\s,]+/).filter(Boolean),
       swapSize: env.INIT_SWAP_SIZE,
     },
+    logLevel: env.LOG_LEVEL,
+    /** Where the Temporal SDK's own Prometheus exporter (worker and client metrics) listens; unset: off. */
+    temporalMetricsAddress: env.TEMPORAL_METRICS_ADDRESS,
     /** HTTP limits (api/limits.ts): 0 turns either off. */
     http: {
       requestTimeoutMs: Math.max(0, env.REQUEST_TIMEOUT_MS),

@@ -16,6 +16,8 @@ import { readinessProbe, nodeCheck, temporalCheck, workerCheck } from './readine
 import { StartupError, reason } from './startupError';
 import { portHolder } from './run/ports';
 import { checkNodeVersions } from './nodeVersions';
+import { createLogger, type Logger } from './observability/log';
+import { createMetrics, type Metrics } from './observability/metrics';
 
 export interface ServiceOptions {
   config: Config;
@@ -29,18 +31,25 @@ export interface ServiceOptions {
   host?: string;
   /** Run the API without a worker (another process polls the task queue). */
   worker?: boolean;
+  /** Default: warnings and errors as JSON on stdout. */
+  logger?: Logger;
+  /** Default: a registry of this service's own. */
+  metrics?: Metrics;
 }
 
 export interface RunningService {
   url: string;
   client: Client;
   worker?: Worker;
+  metrics: Metrics;
   stop(): Promise<void>;
 }
 
 /** Wires executors, activities, a worker and the HTTP API to one Temporal namespace. */
 export async function startService(opts: ServiceOptions): Promise<RunningService> {
   const { config } = opts;
+  const logger = opts.logger ?? createLogger({ level: 'warn', pretty: false });
+  const metrics = opts.metrics ?? createMetrics();
   let keys: ReturnType<typeof resolveEncryptionKeys>;
   try {
     keys = resolveEncryptionKeys({ ...config.encryption, dataDir: config.dataDir });
@@ -49,7 +58,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     throw new StartupError(`payload encryption keys: ${reason(err)}`, undefined, { cause: err });
   }
   if (keys.created) {
-    console.warn(`created the payload encryption key file ${keys.created}: back it up, history cannot be read without it`);
+    logger.warn(`created the payload encryption key file ${keys.created}: back it up, history cannot be read without it`);
   }
   const codec = new EncryptionCodec(keys);
   const dataConverter = dataConverterFor(codec);
@@ -77,7 +86,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   );
   try {
     const { unreachable } = await checkNodeVersions(executors);
-    for (const [node, why] of Object.entries(unreachable)) console.warn(`node ${node}: could not read its Proxmox VE version (${why}); it is checked again at the next start`);
+    for (const [node, why] of Object.entries(unreachable)) logger.warn({ node }, `node ${node}: could not read its Proxmox VE version (${why}); it is checked again at the next start`);
   } catch (err) {
     await Promise.all(Object.values(executors).map((e) => e.close()));
     await temporal.close();
@@ -86,13 +95,14 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   let worker: Worker | undefined;
   let workerDone: Promise<void> | undefined;
   if (opts.worker !== false) {
-    const activities = createActivities({ config, executors, client: temporal.client });
+    const activities = createActivities({ config, executors, client: temporal.client, metrics });
     worker = await createWorker({
       config,
       connection: temporal.nativeConnection,
       activities,
       workflowBundlePath: opts.workflowBundlePath,
       dataConverter,
+      metrics,
     });
     workerDone = worker.run();
   }
@@ -109,6 +119,8 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     executors,
     codec,
     readiness: readinessProbe(checks),
+    metrics,
+    logger,
   });
   // Node checks its header and request deadlines every connectionsCheckingInterval.
   const server = http.createServer({ connectionsCheckingInterval: 1000 }, app);
@@ -141,6 +153,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     url: `http://127.0.0.1:${port}`,
     client: temporal.client,
     worker,
+    metrics,
     async stop() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

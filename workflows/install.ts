@@ -6,8 +6,9 @@ import {
   upsertSearchAttributes,
   workflowInfo,
   log,
+  proxySinks,
 } from '@temporalio/workflow';
-import { DEFAULT_USER, type InstallResult, type InstallSecrets, type InstallSpec } from '../lib/types';
+import { DEFAULT_USER, type InstallResult, type InstallSecrets, type InstallSpec, type QemuRunSinks } from '../lib/types';
 import { VM_ID, VM_NAME, VM_NODE, VM_OS, VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
@@ -23,6 +24,8 @@ export interface InstallInput {
 
 const MAX_VMID_ATTEMPTS = 20;
 
+const { metrics } = proxySinks<QemuRunSinks>();
+
 /** Creates a VM from an official cloud image and initialises it, step by step. */
 export async function installVm(input: InstallInput): Promise<InstallResult> {
   const { spec, secrets, mainNode } = checkedInput(workflowInputs.install, input) as InstallInput;
@@ -32,11 +35,13 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   const compensations: Array<() => Promise<void>> = [];
 
   const step = progress.step.bind(progress);
+  const os = `${spec.os}-${spec.version}`;
+  metrics.installStarted(os);
 
   progress.emit('preparation > workflow', 'info', `[*] workflow id: ${owner}`);
   upsertSearchAttributes([
     { key: VM_OPERATION, value: 'install' },
-    { key: VM_OS, value: `${spec.os}-${spec.version}` },
+    { key: VM_OS, value: os },
     { key: VM_NODE, value: spec.node ?? mainNode },
   ]);
 
@@ -102,6 +107,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     );
 
     const elapsedSec = (Date.now() - started) / 1000;
+    metrics.installFinished(os, 'completed', elapsedSec);
     progress.finished('VM initialization > finalizing', `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, user: spec.user });
     return { vmid: vm.vmid, ip: vm.ip, user: spec.user, node: spec.node ?? mainNode, name: vm.name, elapsedSec };
   } catch (err) {
@@ -120,6 +126,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     // The last event names the step that failed, as the seed's clients expect.
     progress.emit(failedStep, 'error', `[-] ${cancelled ? 'install cancelled' : describeFailure(err)}`);
     progress.state = cancelled ? 'cancelled' : 'failed';
+    metrics.installFinished(os, progress.state, (Date.now() - started) / 1000, failedStep);
     throw err;
   }
 
@@ -149,6 +156,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         compensations.splice(compensations.indexOf(undo), 1); // the ID belongs to someone else
         if (spec.vmid !== undefined) throw err;
         progress.info('VM creation > qm create', `VMID ${vmid} was taken meanwhile, picking another`);
+        metrics.vmidTaken();
         tried.push(vmid);
       }
     }

@@ -21,6 +21,7 @@ import type { NodeExecutor } from '../lib/executor/types';
 import type { Metrics } from '../lib/observability/metrics';
 import type { Logger } from '../lib/observability/log';
 import { httpMetrics, metricsRoute } from './metrics';
+import { openApiRoute } from './openapi/route';
 
 export interface AppDeps {
   config: Config;
@@ -79,6 +80,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   const api = express.Router();
   api.use(healthRoutes(deps.readiness));
+  api.get('/openapi.json', openApiRoute());
   api.use(installRoutes(deps));
   api.use(listRoutes(deps));
   api.use(vmRoutes(deps));

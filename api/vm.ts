@@ -60,10 +60,10 @@ class HttpError extends Error {
 
 const invalid = (message: string) => new HttpError(400, `please check your input: ${message}`);
 
-const cpuBody = z
+export const cpuBody = z
   .object({ cpu: z.number({ error: 'must be an integer from 1 to 32' }).int('must be an integer from 1 to 32').min(1, 'must be at least 1').max(32, 'must be at most 32') })
   .strict();
-const memoryBody = z
+export const memoryBody = z
   .object({
     memory: z
       .number({ error: 'must be an integer number of MB from 512 to 32768' })
@@ -74,7 +74,7 @@ const memoryBody = z
   .strict();
 /** The increment a disk grows by, as the seed took it: `<n>G`. */
 const MAX_DISK_INCREMENT_GB = 4096;
-const diskBody = z
+export const diskBody = z
   .object({
     disk: z.string({ error: 'must be a string like "16G"' }).superRefine((v, ctx) => {
       const problem = !/^\d{1,9}G$/.test(v)
@@ -89,8 +89,8 @@ const diskBody = z
   })
   .strict();
 /** Adoption takes no options: an empty body or `{}`. */
-const adoptBody = z.object({}).strict();
-const nodeBody = z.object({ node: z.string({ error: 'must be the name of a cluster node' }).min(1, 'must be the name of a cluster node') }).strict();
+export const adoptBody = z.object({}).strict();
+export const nodeBody = z.object({ node: z.string({ error: 'must be the name of a cluster node' }).min(1, 'must be the name of a cluster node') }).strict();
 
 function parseBody<T>(schema: z.ZodType<T>, raw: unknown): T {
   const body = raw ?? {};

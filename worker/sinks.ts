@@ -1,6 +1,6 @@
 import type { InjectedSinks } from '@temporalio/worker';
 import type { Metrics } from '../lib/observability/metrics';
-import type { QemuRunSinks } from '../lib/types';
+import type { QemuRunSinks } from '../contract';
 
 /**
  * The workflows' metrics sink, counting into the process's registry. Not called during

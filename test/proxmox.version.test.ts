@@ -52,6 +52,12 @@ describe('against a sandbox cluster with a node left on 7.4', () => {
     expect(status.pveversion).toBe(`pve-manager/7.4-3/${old.repoid}`);
   });
 
+  test("a 7.4 node's qm does not know --ciupgrade, as qemu-server before 8.0.2 did not", async () => {
+    const qm = (node: string, args: string[]) => execa('qm', args, { env: t.cluster.envFor(node), reject: false });
+    expect((await qm('pve2', ['create', '150', '--ciupgrade', '0'])).stderr).toMatch(/^Unknown option: ciupgrade\n400 unable to parse option/);
+    expect((await qm('pve1', ['create', '151', '--ciupgrade', '0'])).exitCode).toBe(0);
+  });
+
   test('the start-up check names the old node, its version and the minimum', async () => {
     const executors: Record<string, NodeExecutor> = Object.fromEntries(
       ['pve1', 'pve2', 'pve3'].map((n) => [n, new LocalExecutor(n, { env: t.cluster.envFor(n) })]),

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { installBodySchema } from '../installRequest';
 import { rebuildBodySchema } from '../rebuild';
-import { createScheduleSchema, reasonSchema, updateScheduleSchema } from '../schedulesRequest';
-import { adoptBody, cpuBody, diskBody, memoryBody, nodeBody } from '../vm';
+import { createScheduleSchema, reasonSchema, updateScheduleSchema } from '../schedules/request';
+import { adoptBody, cpuBody, diskBody, memoryBody, nodeBody } from '../vm/bodies';
 import * as answers from './responses';
 
 /**

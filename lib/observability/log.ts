@@ -42,7 +42,9 @@ export function createLogger(opts: LoggerOptions): Logger {
     });
     return pino(base, prettyStream);
   }
-  return pino(base, opts.destination ?? pino.destination({ fd: 1, sync: true }));
+  // process.stdout itself (synchronous on Linux for files, pipes and terminals): lines are
+  // out before an exit, and whoever watches process.stdout (a test) sees them.
+  return pino(base, opts.destination ?? process.stdout);
 }
 
 const TEMPORAL_TO_PINO: Record<TemporalLogLevel, pino.Level> = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' };

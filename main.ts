@@ -21,10 +21,8 @@ import { RunRecords } from './lib/run/records';
 import { checkPortsFree } from './lib/run/ports';
 import { servicePorts } from './lib/run/servicePorts';
 import type { SandboxToolPaths } from './sandbox/requirements';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
-
-// The worker's start-up chatter (webpack's bundle report) would bury the banner below.
-Runtime.install({ logger: new DefaultLogger((process.env.LOG_LEVEL as 'WARN' | undefined) ?? 'WARN') });
+import { createLogger, type Logger } from './lib/observability/log';
+import { installTemporalRuntime } from './lib/observability/runtime';
 
 /** A step to undo on shutdown (or when a later start-up step fails). */
 type Stop = () => Promise<void>;
@@ -40,6 +38,7 @@ function prebuiltWorkflowBundle(): string | undefined {
 
 async function main(): Promise<void> {
   const config = loadConfig();
+  const logger = createLogger({ level: config.logLevel });
   fs.mkdirSync(config.dataDir, { recursive: true });
   if (config.sandbox) {
     console.log('*** QemuRun is starting in SANDBOX MODE (MAIN_NODE is not set): no real Proxmox will be used. ***');
@@ -51,8 +50,10 @@ async function main(): Promise<void> {
   let key: SshKeyPair;
   let tools: SandboxToolPaths | undefined;
   try {
-    for (const line of await run.stopLeftovers()) console.log(line);
+    for (const line of await run.stopLeftovers()) logger.info(line);
     await checkPortsFree(servicePorts(config));
+    // After the port check: the SDK's metrics exporter listens from here on.
+    installTemporalRuntime({ logger, level: config.logLevel, metricsAddress: config.temporalMetricsAddress });
     // The sandbox's tools before anything is made: a missing sshd leaves no key behind.
     tools = config.sandbox ? await (await import('./sandbox/requirements')).ensureSandboxTools({ toolsPath: config.sandboxOptions.toolsPath }) : undefined;
     key = serviceSshKey(config);
@@ -63,7 +64,7 @@ async function main(): Promise<void> {
 
   const stops: Stop[] = [];
   const stopAll = async () => {
-    for (const stop of stops) await stop().catch((err) => console.error('shutdown step failed:', err));
+    for (const stop of stops) await stop().catch((err: unknown) => logger.error({ err }, 'shutdown step failed'));
     run.release();
   };
   try {
@@ -82,7 +83,7 @@ async function main(): Promise<void> {
     let devServer: DevServer | undefined;
     let temporalAddress = config.temporal.address;
     if (!temporalAddress) {
-      const server = await embeddedDevServer(config, run);
+      const server = await embeddedDevServer(config, run, logger);
       devServer = server;
       temporalAddress = server.address;
       stops.push(async () => {
@@ -96,6 +97,7 @@ async function main(): Promise<void> {
       temporalAddress,
       mainNodeEnv: sandbox?.envFor(config.mainNode),
       workflowBundlePath: prebuiltWorkflowBundle(),
+      logger,
     });
     stops.unshift(() => service.stop());
 
@@ -128,7 +130,7 @@ async function main(): Promise<void> {
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    console.log(`${signal}: shutting down`);
+    logger.info(`${signal}: shutting down`);
     await stopAll();
     process.exit(0);
   };

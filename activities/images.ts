@@ -7,16 +7,18 @@ import path from 'node:path';
 import type { NodeExecutor } from '../lib/executor/types';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
+import type { Metrics } from '../lib/observability/metrics';
 import { copyDir, pruneOlderCopies, touchCopy } from '../lib/images/nodeCopies';
 
 export interface ImageDeps {
   config: Config;
   client: Client;
   executors: Record<string, NodeExecutor>;
+  metrics?: Metrics;
 }
 
 /** The official cloud image, cached and checksum-verified where `qm importdisk` reads it. */
-export function imageActivities({ config, client, executors }: ImageDeps) {
+export function imageActivities({ config, client, executors, metrics }: ImageDeps) {
   return {
     /**
      * `qm importdisk` reads the image on the main node. When the service runs there, the
@@ -77,6 +79,8 @@ export function imageActivities({ config, client, executors }: ImageDeps) {
             onWaitForLock: () => out.line('[*] another worker is downloading this image; waiting for it'),
           }),
         );
+        metrics?.imageCache.inc({ result: image.downloaded ? 'miss' : 'hit' });
+        if (image.downloaded) metrics?.imageBytes.inc(image.bytes);
         out.line(image.downloaded ? `[*] ${image.url} downloaded and verified (${image.algorithm})` : `[*] cached image is current (${image.algorithm} verified)`);
         return { path: image.path, sha: image.sha, downloaded: image.downloaded };
       } finally {

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
+import type { Metrics } from '../lib/observability/metrics';
 import type { Activities } from '../contract';
 import { proxmoxActivities } from './proxmox';
 import { guestActivities } from './guest';
@@ -15,6 +16,8 @@ export interface ActivityDeps {
   executors: Record<string, NodeExecutor>;
   /** Lets long activities stream command output into their workflow's progress. */
   client: Client;
+  /** Image cache hits, misses and bytes downloaded are counted here. */
+  metrics?: Metrics;
 }
 
 /**

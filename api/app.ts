@@ -20,6 +20,10 @@ import { reconcileRoutes } from './reconcile';
 import { healthRoutes } from './health';
 import type { ReadinessReport } from '../lib/readiness';
 import type { NodeExecutor } from '../lib/executor/types';
+import type { Metrics } from '../lib/observability/metrics';
+import type { Logger } from '../lib/observability/log';
+import { httpMetrics, metricsRoute } from './metrics';
+import { openApiRoute } from './openapi/route';
 
 export interface AppDeps {
   config: Config;
@@ -34,6 +38,10 @@ export interface AppDeps {
   corsSubnets?: Array<{ address: string; bits: number }>;
   /** Answers /api/health/ready; without it the API reports itself ready. */
   readiness?: () => Promise<ReadinessReport>;
+  /** Counts requests and serves GET /metrics; without it there is no /metrics. */
+  metrics?: Metrics;
+  /** Where unexpected request failures are logged; default stderr. */
+  logger?: Logger;
 }
 
 /** A body in another format is refused outright instead of being read as "no fields". */
@@ -45,12 +53,20 @@ function requireJsonBody(req: Request, _res: Response, next: NextFunction) {
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  if (deps.metrics) app.use(httpMetrics(app, deps.metrics));
+  // The error middleware logs unexpected failures through it.
+  if (deps.logger) app.locals.logger = deps.logger;
   // First of all: a deadline for every answer but event streams. The cap on streams is
   // applied by each streaming route (limitsFor in api/limits.ts) and counted here.
   const limits = deps.config.http ?? { requestTimeoutMs: 30_000, sseMaxPerClient: 20, sseMaxTotal: 100 };
   app.use(requestTimeout(limits.requestTimeoutMs));
   const sse = sseLimiter({ maxPerClient: limits.sseMaxPerClient, maxTotal: limits.sseMaxTotal, trustedProxies: deps.config.trustedProxies });
   app.locals.sseLimiter = sse;
+  if (deps.metrics) {
+    deps.metrics.countOpenStreams(() => sse.openTotal());
+    // Read-only and without VM data, like /api/health: scrapers need no token.
+    app.get('/metrics', metricsRoute(deps.metrics));
+  }
   // Before the API's CORS and body limit: the Temporal UI (another origin, e.g.
   // localhost:8233) posts whole history pages here.
   if (deps.codec) {
@@ -64,6 +80,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   const api = express.Router();
   api.use(healthRoutes(deps.readiness));
+  api.get('/openapi.json', openApiRoute());
   api.use(installRoutes(deps));
   api.use(listRoutes(deps));
   api.use(vmRoutes(deps));

@@ -10,6 +10,7 @@ import {
 } from '@temporalio/client';
 import { failureStatus } from '../contract';
 import { describeIssues } from './issues';
+import type { Logger } from '../lib/observability/log';
 
 /**
  * The one way a route refuses or fails a request: throw an HttpError (Express 5 hands a
@@ -78,7 +79,7 @@ function bodyError(err: Error & { type?: string; limit?: number }): HttpError | 
  * non-UTF-8 body as a 4xx naming the problem; anything unexpected as a 500 that is logged
  * and says no more than "internal error".
  */
-export function errorMiddleware(err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction): void {
+export function errorMiddleware(err: Error & { status?: number; type?: string }, req: Request, res: Response, _next: NextFunction): void {
   if (res.headersSent) {
     res.end();
     return;
@@ -88,7 +89,9 @@ export function errorMiddleware(err: Error & { status?: number; type?: string },
       ? err
       : (bodyError(err) ?? (err.status && err.status >= 400 && err.status < 500 ? new HttpError(err.status, err.message) : undefined));
   if (!known) {
-    console.error('request failed:', err);
+    const logger = req.app?.locals?.logger as Logger | undefined;
+    if (logger) logger.error({ err, method: req.method, path: req.path }, 'request failed');
+    else console.error('request failed:', err);
     res.status(500).json({ success: false, message: 'internal error' });
     return;
   }

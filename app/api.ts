@@ -8,6 +8,8 @@ import { readinessProbe, type ReadinessCheck } from '../lib/readiness';
 import { StartupError } from '../lib/startupError';
 import { portHolder } from '../lib/run/ports';
 import type { TemporalConnection } from './temporal';
+import type { Metrics } from '../lib/observability/metrics';
+import type { Logger } from '../lib/observability/log';
 
 export interface RunningApi {
   url: string;
@@ -25,6 +27,8 @@ export async function startApi(opts: {
   executors: Record<string, NodeExecutor>;
   checks: ReadinessCheck[];
   host: string;
+  metrics?: Metrics;
+  logger?: Logger;
 }): Promise<RunningApi> {
   const { config, temporal, executors } = opts;
   const app = createApp({
@@ -34,6 +38,8 @@ export async function startApi(opts: {
     executors,
     codec: temporal.codec,
     readiness: readinessProbe(opts.checks),
+    metrics: opts.metrics,
+    logger: opts.logger,
   });
   // Node checks its header and request deadlines every connectionsCheckingInterval.
   const server = http.createServer({ connectionsCheckingInterval: 1000 }, app);

@@ -3,9 +3,10 @@ import type { Config } from '../lib/config';
 import { findTemporalCli, startDevServer, type DevServer } from '../lib/temporal/devServer';
 import type { RunRecords } from '../lib/run/records';
 import { StartupError, reason } from '../lib/startupError';
+import type { Logger } from '../lib/observability/log';
 
 /** With no TEMPORAL_ADDRESS: a Temporal dev server of our own, supervised, history in DATA_DIR. */
-export function embeddedDevServer(config: Config, run: RunRecords): Promise<DevServer> {
+export function embeddedDevServer(config: Config, run: RunRecords, logger: Logger): Promise<DevServer> {
   const explicit = config.temporal.cliPath;
   if (explicit && !findTemporalCliOrUndefined(explicit)) {
     throw new StartupError(`TEMPORAL_CLI_PATH=${explicit} is not an executable file: fix the path, or unset it to use .tools/bin/temporal (npm run setup:temporal)`);
@@ -21,7 +22,7 @@ export function embeddedDevServer(config: Config, run: RunRecords): Promise<DevS
     codecEndpoint: `http://127.0.0.1:${config.port}/codec`,
     supervise: true,
     onSpawn: (pid) => run.record('temporal-dev-server', 'Temporal dev server', pid),
-    log: (line) => console.error(line),
+    log: (line) => logger.warn({ component: 'temporal-dev-server' }, line),
   }).catch((err: unknown) => {
     if (err instanceof StartupError) throw err;
     throw new StartupError(

@@ -22,6 +22,7 @@ export async function startSandbox(config: Config, key: SshKeyPair, run: RunReco
     rootAuthorizedKey: key.publicKey,
     sshdPath: tools.sshd,
     api: { port: config.sandboxOptions.apiPort },
+    pveVersions: config.sandboxOptions.pveVersions,
   });
   for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
   // The nodes the rest of the service talks to are the sandbox's.

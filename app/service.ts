@@ -8,6 +8,9 @@ import { startWorker, type RunningWorker } from './worker';
 import { startApi } from './api';
 import { ensureReconcileSchedule } from './reconcileSchedule';
 import { reason } from '../lib/startupError';
+import { checkNodeVersions } from '../lib/nodeVersions';
+import { createLogger, type Logger } from '../lib/observability/log';
+import { createMetrics, type Metrics } from '../lib/observability/metrics';
 
 export interface ServiceOptions {
   config: Config;
@@ -21,12 +24,17 @@ export interface ServiceOptions {
   host?: string;
   /** Run the API without a worker (another process polls the task queue). */
   worker?: boolean;
+  /** Default: warnings and errors as JSON on stdout. */
+  logger?: Logger;
+  /** Default: a registry of this service's own. */
+  metrics?: Metrics;
 }
 
 export interface RunningService {
   url: string;
   client: Client;
   worker?: Worker;
+  metrics: Metrics;
   stop(): Promise<void>;
 }
 
@@ -36,10 +44,12 @@ export interface RunningService {
  */
 export async function startService(opts: ServiceOptions): Promise<RunningService> {
   const { config } = opts;
-  const temporal = await connectService(config, opts.temporalAddress);
+  const logger = opts.logger ?? createLogger({ level: 'warn', pretty: false });
+  const metrics = opts.metrics ?? createMetrics();
+  const temporal = await connectService(config, opts.temporalAddress, logger);
   // Not fatal: installs work without it, and the next start tries again.
   await ensureReconcileSchedule(temporal.client, config).catch((err: unknown) => {
-    console.warn(`the reconcile schedule could not be set up: ${reason(err).split('\n')[0]}`);
+    logger.warn(`the reconcile schedule could not be set up: ${reason(err).split('\n')[0]}`);
   });
   const executors = createExecutors(
     config,
@@ -53,12 +63,18 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   };
 
   try {
-    if (opts.worker !== false) worker = await startWorker({ config, temporal, executors, workflowBundlePath: opts.workflowBundlePath });
+    const { unreachable } = await checkNodeVersions(executors);
+    for (const [node, why] of Object.entries(unreachable)) {
+      logger.warn({ node }, `node ${node}: could not read its Proxmox VE version (${why}); it is checked again at the next start`);
+    }
+    if (opts.worker !== false) worker = await startWorker({ config, temporal, executors, workflowBundlePath: opts.workflowBundlePath, metrics });
     const api = await startApi({
       config,
       temporal,
       executors,
       host: opts.host ?? '0.0.0.0',
+      metrics,
+      logger,
       checks: [
         temporalCheck(temporal.client, opts.temporalAddress),
         ...(worker ? [workerCheck(worker.worker)] : []),
@@ -69,6 +85,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
       url: api.url,
       client: temporal.client,
       worker: worker?.worker,
+      metrics,
       async stop() {
         await api.stop();
         await closeAll();

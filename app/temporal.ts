@@ -4,6 +4,7 @@ import { temporalTls } from '../lib/temporal/tls';
 import { EncryptionCodec, dataConverterFor } from '../lib/temporal/codec';
 import { resolveEncryptionKeys } from '../lib/temporal/encryptionKeys';
 import { StartupError, reason } from '../lib/startupError';
+import type { Logger } from '../lib/observability/log';
 
 export type TemporalConnection = TemporalConnections & {
   codec: EncryptionCodec;
@@ -14,7 +15,7 @@ export type TemporalConnection = TemporalConnections & {
  * The payload codec (from the encryption keys) and one connection to the namespace, with
  * the product's search attributes registered. The API and the worker share both.
  */
-export async function connectService(config: Config, temporalAddress: string): Promise<TemporalConnection> {
+export async function connectService(config: Config, temporalAddress: string, logger: Logger): Promise<TemporalConnection> {
   let keys: ReturnType<typeof resolveEncryptionKeys>;
   try {
     keys = resolveEncryptionKeys({ ...config.encryption, dataDir: config.dataDir });
@@ -23,7 +24,7 @@ export async function connectService(config: Config, temporalAddress: string): P
     throw new StartupError(`payload encryption keys: ${reason(err)}`, undefined, { cause: err });
   }
   if (keys.created) {
-    console.warn(`created the payload encryption key file ${keys.created}: back it up, history cannot be read without it`);
+    logger.warn(`created the payload encryption key file ${keys.created}: back it up, history cannot be read without it`);
   }
   const codec = new EncryptionCodec(keys);
   const dataConverter = dataConverterFor(codec);

@@ -4,6 +4,7 @@ import type { NodeExecutor } from '../lib/executor/types';
 import { createActivities } from '../activities';
 import { createWorker } from '../worker/worker';
 import type { TemporalConnection } from './temporal';
+import type { Metrics } from '../lib/observability/metrics';
 
 export interface RunningWorker {
   worker: Worker;
@@ -20,15 +21,18 @@ export async function startWorker(opts: {
   temporal: TemporalConnection;
   executors: Record<string, NodeExecutor>;
   workflowBundlePath?: string;
+  /** Image figures, step durations and the workflows' install counts go here. */
+  metrics?: Metrics;
 }): Promise<RunningWorker> {
-  const { config, temporal, executors } = opts;
-  const activities = createActivities({ config, executors, client: temporal.client });
+  const { config, temporal, executors, metrics } = opts;
+  const activities = createActivities({ config, executors, client: temporal.client, metrics });
   const worker = await createWorker({
     config,
     connection: temporal.nativeConnection,
     activities,
     workflowBundlePath: opts.workflowBundlePath,
     dataConverter: temporal.dataConverter,
+    metrics,
   });
   const done = worker.run();
   return {

@@ -68,3 +68,18 @@ export interface InstallResult {
   name: string;
   elapsedSec: number;
 }
+
+/**
+ * What workflows report for the service's metrics, through a Temporal sink: the worker
+ * calls these only when a workflow task runs for the first time, never on replay, so a
+ * worker restart or a cache eviction does not count an install twice. (Type aliases, not
+ * interfaces: a sink must be assignable to the SDK's Record of functions.)
+ */
+export type InstallMetricsSink = {
+  installStarted(os: string): void;
+  installFinished(os: string, outcome: 'completed' | 'failed' | 'cancelled', seconds: number, failedStep?: string): void;
+  /** A VMID another install (or a VM made by hand) took between its allocation and `qm create`. */
+  vmidTaken(): void;
+};
+
+export type QemuRunSinks = { metrics: InstallMetricsSink };

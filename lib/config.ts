@@ -2,6 +2,7 @@ import path from 'node:path';
 import os from 'node:os';
 import { z } from 'zod';
 import { StartupError } from './startupError';
+import { LOG_LEVELS } from './observability/log';
 
 /**
  * Settings, read once from the environment (and `.env`, loaded by the entry point).
@@ -129,12 +130,29 @@ export const envSchema = z.object({
     .regex(/^(off|0|[1-9]\d*(s|m|h|d))$/i, 'must be a duration like 15m, 1h, 1d, or off')
     .default('15m')
     .transform(durationMs),
+  LOG_LEVEL: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .pipe(z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }))
+    .default('info'),
+  TEMPORAL_METRICS_ADDRESS: z
+    .string()
+    .trim()
+    .regex(/^[^:\s]+:\d{1,5}$/, 'must be <host>:<port>, e.g. 127.0.0.1:9464')
+    .optional(),
 
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
   SANDBOX_SSH_PORT_BASE: intFrom(2200),
   SANDBOX_TOOLS_PATH: z.string().optional(),
   SANDBOX_API_PORT: intFrom(0).refine((p) => p >= 0 && p <= 65535, 'must be a port number (0 = any free port)'),
+  SANDBOX_PVE_VERSIONS: z
+    .string()
+    .trim()
+    .regex(/^([A-Za-z0-9-]+=\d+\.\d+[.-]\d+(\s*,\s*|$))*$/, 'must be <node>=<pve-manager version>, comma-separated (pve2=7.4-3)')
+    .optional()
+    .transform((v) => Object.fromEntries((v ?? '').split(',').filter((p) => p.trim()).map((p) => p.split('=').map((x) => x.trim())))),
 });
 
 /** Where the cloud images come from unless IMAGE_BASE_* say otherwise. */
@@ -256,6 +274,9 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     },
     /** How often the reconcile schedule runs (workflows/reconcile.ts); undefined: no schedule. */
     reconcileIntervalMs: env.RECONCILE_INTERVAL,
+    logLevel: env.LOG_LEVEL,
+    /** Where the Temporal SDK's own Prometheus exporter (worker and client metrics) listens; unset: off. */
+    temporalMetricsAddress: env.TEMPORAL_METRICS_ADDRESS,
     /** HTTP limits (api/limits.ts): 0 turns either off. */
     http: {
       requestTimeoutMs: Math.max(0, env.REQUEST_TIMEOUT_MS),
@@ -270,6 +291,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       toolsPath: env.SANDBOX_TOOLS_PATH,
       /** The sandbox's REST API (HTTPS, 127.0.0.1); 0 = a free port, shown in the banner. */
       apiPort: env.SANDBOX_API_PORT,
+      /** Nodes reporting another Proxmox VE version than the cluster's (an upgrade in progress). */
+      pveVersions: env.SANDBOX_PVE_VERSIONS as Record<string, string>,
     },
   };
 }
@@ -297,6 +320,12 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     if (!source.GATEWAY) problems.push('GATEWAY: required when MAIN_NODE is set');
     if (!source.ASSIGN_STORAGE) problems.push('ASSIGN_STORAGE: required when MAIN_NODE is set');
     if (!source[`NODE_${main}`]) problems.push(`NODE_${main}: required, the address of MAIN_NODE`);
+  }
+  if (parsed.success) {
+    const sandboxNodes = parsed.data.SANDBOX_NODES.split(',').map((n) => n.trim());
+    for (const node of Object.keys(parsed.data.SANDBOX_PVE_VERSIONS)) {
+      if (!sandboxNodes.includes(node)) problems.push(`SANDBOX_PVE_VERSIONS: '${node}' is not one of SANDBOX_NODES (${sandboxNodes.join(', ')})`);
+    }
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   return buildConfig(parsed.data, nodes);

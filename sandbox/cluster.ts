@@ -58,6 +58,10 @@ export interface SandboxApiToken {
   secret: string;
   /** `PVEAPIToken=<tokenid>=<secret>` */
   authorization: string;
+   * pve-manager versions of nodes that do not run the cluster's `pveVersion`, e.g.
+   * `{ pve2: '7.4-3' }`: a node left behind by an upgrade. Applied at every start.
+   */
+  pveVersions?: Record<string, string>;
 }
 
 export interface SandboxCall {
@@ -110,6 +114,10 @@ function checkOptions(o: SandboxClusterOptions, nodes: string[], mainNode: strin
   }
   if (!nodes.includes(mainNode)) throw new Error(`main node '${mainNode}' is not one of ${nodes.join(', ')}`);
   for (const n of nodes) if (!/^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$/.test(n)) throw new Error(`invalid node name '${n}'`);
+  for (const [n, v] of Object.entries(o.pveVersions ?? {})) {
+    if (!nodes.includes(n)) throw new Error(`pveVersions names '${n}', which is not one of ${nodes.join(', ')}`);
+    if (!/^\d+\.\d+[.-]\d+$/.test(v)) throw new Error(`pveVersions: '${v}' is not a pve-manager version like 8.3.2 or 7.4-3`);
+  }
   if (!o.rootAuthorizedKey.trim()) throw new Error('rootAuthorizedKey is required');
 }
 
@@ -143,6 +151,11 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     model = { ...loadModel(dir), ...settings };
   } else {
     model = defaultModel({ ...settings, nodes, nodeHost: NODE_HOST });
+  }
+  for (const n of model.nodes) {
+    const version = opts.pveVersions?.[n.name];
+    if (version) n.pveVersion = version;
+    else delete n.pveVersion;
   }
   saveModel(dir, model);
   for (const n of model.nodes) fs.mkdirSync(paths.qemuDir(n.name), { recursive: true });

@@ -172,6 +172,12 @@ test('the rebuild examples rebuild the VM', async () => {
   }
 }, 240_000);
 
+test('the metrics example counts the install', async () => {
+  const [cmd] = find('deployment.md', '/metrics');
+  const a = await runAsDocumented(cmd);
+  expect(a.body).toMatch(/^qemurun_installs_completed_total\{os="ubuntu-24\.04"\} [1-9]/m);
+});
+
 test('the schedule examples, including a triggered rebuild that completes', async () => {
   expect(vmid).toBeGreaterThan(0);
   const before = Date.now();

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../lib/temporal/devServer';
 import { freePorts } from '../sandbox/testkit';
+import { checkPortsFree } from '../lib/run/ports';
 import { buildIfStale, spawnService } from './support/serviceProcess';
 
 /**
@@ -97,3 +98,15 @@ test('a TEMPORAL_CLI_PATH that is not a program is named', async () => {
   expect(stderr).toContain('TEMPORAL_CLI_PATH=');
   expectCleanMessage(stderr);
 });
+
+test('a node older than Proxmox VE 8.0 stops the start with one line naming it', async () => {
+  const { exitCode, stderr } = await failedStart({ SANDBOX_PVE_VERSIONS: 'pve2=7.4-3' });
+  expect(exitCode).toBe(78);
+  expect(stderr).toContain('qemurun: pve2 runs Proxmox VE 7.4 (pve-manager 7.4-3); QemuRun needs Proxmox VE 8.0 or later');
+  expectCleanMessage(stderr);
+  // Everything started before the check (sandbox sshds, Temporal) was stopped again.
+  await checkPortsFree([
+    { host: '127.0.0.1', port: Number(env.TEMPORAL_DEV_PORT), setting: 'TEMPORAL_DEV_PORT', what: 'Temporal' },
+    { host: '127.0.0.1', port: Number(env.SANDBOX_SSH_PORT_BASE) + 1, setting: 'SANDBOX_SSH_PORT_BASE', what: "pve2's sshd" },
+  ]);
+}, 180_000);

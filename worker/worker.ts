@@ -1,5 +1,8 @@
 import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Config } from '../lib/config';
+import type { Metrics } from '../lib/observability/metrics';
+import { activityObservability } from './interceptors';
+import { metricsSinks } from './sinks';
 import type { Workflows } from '../contract';
 import type * as registered from '../workflows';
 
@@ -17,10 +20,12 @@ export interface WorkerDeps {
   /** A pre-built bundle (tests bundle once per run); otherwise the workflows are bundled now. */
   workflowBundlePath?: string;
   dataConverter?: WorkerOptions['dataConverter'];
+  /** Where workflow facts (installs started, finished) and step durations are counted. */
+  metrics?: Metrics;
 }
 
 /** One worker runs every workflow and activity of the product on one task queue. */
-export async function createWorker({ config, connection, activities, workflowBundlePath, dataConverter }: WorkerDeps): Promise<Worker> {
+export async function createWorker({ config, connection, activities, workflowBundlePath, dataConverter, metrics }: WorkerDeps): Promise<Worker> {
   return Worker.create({
     connection,
     namespace: config.temporal.namespace,
@@ -30,6 +35,8 @@ export async function createWorker({ config, connection, activities, workflowBun
       ? { workflowBundle: { codePath: workflowBundlePath } }
       : { workflowsPath: require.resolve('../workflows') }),
     dataConverter,
+    interceptors: { activity: [activityObservability(metrics)] },
+    ...(metrics ? { sinks: metricsSinks(metrics) } : {}),
     // A handful of Proxmox nodes: more parallel qm calls than this only queue up on locks.
     maxConcurrentActivityTaskExecutions: 20,
     // Let SSH steps finish or checkpoint before the process exits.

@@ -4,6 +4,7 @@ import {
   type InstallResult,
   type InstallSecrets,
   type InstallSpec,
+  type QemuRunSinks,
   VM_ID,
   VM_NAME,
   VM_NODE,
@@ -20,12 +21,15 @@ import {
   upsertSearchAttributes,
   workflowInfo,
   log,
+  proxySinks,
 } from '@temporalio/workflow';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
 import { cleanup, guest, proxmox, transfer } from './activityOptions';
 
 const MAX_VMID_ATTEMPTS = 20;
+
+const { metrics } = proxySinks<QemuRunSinks>();
 
 /** Creates a VM from an official cloud image and initialises it, step by step. */
 export async function installVm(input: InstallInput): Promise<InstallResult> {
@@ -36,11 +40,13 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   const compensations: Array<() => Promise<void>> = [];
 
   const step = progress.step.bind(progress);
+  const os = `${spec.os}-${spec.version}`;
+  metrics.installStarted(os);
 
   progress.emit('preparation > workflow', 'info', `[*] workflow id: ${owner}`);
   upsertSearchAttributes([
     { key: VM_OPERATION, value: 'install' },
-    { key: VM_OS, value: `${spec.os}-${spec.version}` },
+    { key: VM_OS, value: os },
     { key: VM_NODE, value: spec.node ?? mainNode },
   ]);
 
@@ -106,6 +112,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     );
 
     const elapsedSec = (Date.now() - started) / 1000;
+    metrics.installFinished(os, 'completed', elapsedSec);
     progress.finished('VM initialization > finalizing', `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, user: spec.user });
     return { vmid: vm.vmid, ip: vm.ip, user: spec.user, node: spec.node ?? mainNode, name: vm.name, elapsedSec };
   } catch (err) {
@@ -124,6 +131,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     // The last event names the step that failed, as the seed's clients expect.
     progress.emit(failedStep, 'error', `[-] ${cancelled ? 'install cancelled' : describeFailure(err)}`);
     progress.state = cancelled ? 'cancelled' : 'failed';
+    metrics.installFinished(os, progress.state, (Date.now() - started) / 1000, failedStep);
     throw err;
   }
 
@@ -153,6 +161,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         compensations.splice(compensations.indexOf(undo), 1); // the ID belongs to someone else
         if (spec.vmid !== undefined) throw err;
         progress.info('VM creation > qm create', `VMID ${vmid} was taken meanwhile, picking another`);
+        metrics.vmidTaken();
         tried.push(vmid);
       }
     }

@@ -20,6 +20,8 @@ import {
   parseNextId,
   parseNodeStatus,
   parseNodes,
+  parseVersion,
+  type PveVersion,
   type ClusterNode,
   type ClusterResourceByType,
   type NodeStatus,
@@ -254,6 +256,11 @@ export class ProxmoxNode {
   /** `pvesh get /cluster/resources --type <type>`: cluster-wide VMs (with containers), nodes or storages. */
   async clusterResources<T extends keyof ClusterResourceByType>(type: T, call: CallOptions = {}): Promise<ClusterResourceByType[T][]> {
     return parseClusterResources((await this.read(cmd.pveshClusterResources(type), call)).stdout, type);
+  }
+
+  /** `pvesh get /version`: the Proxmox VE release of the node answering (this one). */
+  async version(call: CallOptions = {}): Promise<PveVersion> {
+    return parseVersion((await this.read(cmd.pveshVersion(), call)).stdout);
   }
 
   /** `pvesh get /cluster/nextid`: the lowest free VMID. It reserves nothing. */

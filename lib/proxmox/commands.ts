@@ -156,6 +156,7 @@ export const pveshNodes = (): Argv => pveshGet('/nodes');
 export const pveshNodeStatus = (node: string): Argv => pveshGet(`/nodes/${encodeURIComponent(node)}/status`);
 export const pveshClusterResources = (type?: 'vm' | 'storage' | 'node'): Argv => pveshGet('/cluster/resources', { type });
 export const pveshNextId = (): Argv => pveshGet('/cluster/nextid');
+export const pveshVersion = (): Argv => pveshGet('/version');
 
 export const pvesmStatus = (opts: { storage?: string; content?: string; enabled?: boolean; target?: string } = {}): Argv => [
   'pvesm',

@@ -234,3 +234,20 @@ function optionalStrings<K extends string>(o: Json, keys: K[]): Partial<Record<K
   }
   return out;
 }
+
+/** `pvesh get /version`: `{"release":"8.3","repoid":"3e76eec21c4a14a7","version":"8.3.2"}`. */
+export interface PveVersion {
+  /** The major.minor release, `8.3`. */
+  release: string;
+  /** pve-manager's version: `8.3.2`, or `7.4-3` before Proxmox VE 8. */
+  version: string;
+  repoid?: string;
+}
+
+export function parseVersion(stdout: string): PveVersion {
+  const v = object(parsePveshJson(stdout), '/version');
+  const version = str(v.version);
+  const release = str(v.release) ?? version?.match(/^\d+\.\d+/)?.[0];
+  if (!version || !release) throw new Error('/version: no release or version');
+  return { release, version, ...(str(v.repoid) ? { repoid: str(v.repoid) } : {}) };
+}

@@ -8,6 +8,10 @@ export function servicePorts(config: Config): PlannedPort[] {
     ports.push({ host: '127.0.0.1', port: config.temporal.devPort, setting: 'TEMPORAL_DEV_PORT', what: 'the Temporal dev server' });
     ports.push({ host: '127.0.0.1', port: config.temporal.uiPort, setting: 'TEMPORAL_UI_PORT', what: 'the Temporal UI' });
   }
+  if (config.temporalMetricsAddress) {
+    const [host, port] = config.temporalMetricsAddress.split(':');
+    ports.push({ host, port: Number(port), setting: 'TEMPORAL_METRICS_ADDRESS', what: "the Temporal SDK's metrics exporter" });
+  }
   if (config.sandbox) {
     config.sandboxOptions.nodes.forEach((node, i) => {
       ports.push({

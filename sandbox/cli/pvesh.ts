@@ -4,7 +4,7 @@ import { parseArgs, type Prop } from './args';
 import { CliError, paramError } from './errors';
 import type { Ctx } from './context';
 import * as f from './formats';
-import { nodeOf, storagesOn } from '../state/model';
+import { nodeOf, nodePveVersion, storagesOn } from '../state/model';
 import { listVms } from '../state/vmlist';
 import { parseConf } from '../state/vmconf';
 import { readIfExists } from '../state/files';
@@ -54,7 +54,7 @@ export function nodeStatus(ctx: Ctx, name: string): unknown {
     kversion: `Linux ${ctx.model.kernel} ${kernelVersion}`,
     loadavg: os.loadavg().map((l) => l.toFixed(2)),
     memory: { free: n.memoryBytes - u.mem, total: n.memoryBytes, used: u.mem },
-    pveversion: ctx.model.pveVersion,
+    pveversion: ((v) => `pve-manager/${v.version}/${v.repoid}`)(nodePveVersion(ctx.model, n.name)),
     rootfs: { avail: n.rootfsBytes - n.rootfsUsedBytes, free: n.rootfsBytes - n.rootfsUsedBytes, total: n.rootfsBytes, used: n.rootfsUsedBytes },
     swap: { free: swap, total: swap, used: 0 },
     uptime: u.uptime,
@@ -92,9 +92,9 @@ export function vmConfOn(ctx: Ctx, node: string, vmid: number) {
   return parseConf(raw);
 }
 
-/** What the API's read paths answer; pvesh and the REST API share them. */
+/** What the API's read paths answer; pvesh and the REST API share them. `/version` is the answering node's. */
 export function version(ctx: Ctx) {
-  return { release: ctx.model.pveVersion.split('/')[1].split('.').slice(0, 2).join('.'), repoid: ctx.model.pveVersion.split('/')[2], version: ctx.model.pveVersion.split('/')[1] };
+  return nodePveVersion(ctx.model, ctx.node);
 }
 
 export function vmStatusCurrent(ctx: Ctx, node: string, vmid: number) {

@@ -70,3 +70,13 @@ export const VM_OPTIONS: Record<string, Prop> = {
 };
 
 export const VMID: Prop = { type: 'integer', format: f.vmidFormat };
+
+/**
+ * A command's options as a node's qemu-server knows them: `ciupgrade` came with
+ * qemu-server 8.0.2, so a node still on Proxmox VE 7 refuses it as an unknown option.
+ */
+export function optionsOnRelease(props: Record<string, Prop>, pveRelease: string): Record<string, Prop> {
+  if (Number(pveRelease.split('.')[0]) >= 8) return props;
+  const { ciupgrade: _added, ...older } = props;
+  return older;
+}

@@ -33,6 +33,11 @@ export interface NodeDef {
   rootfsBytes: number;
   rootfsUsedBytes: number;
   sslFingerprint: string;
+  /**
+   * pve-manager's version on this node (`7.4-3`) when it differs from the cluster's
+   * `pveVersion`, as during a rolling upgrade.
+   */
+  pveVersion?: string;
 }
 
 export interface ClusterModel {
@@ -147,6 +152,16 @@ export function loadModel(dir: string): ClusterModel {
 
 export function saveModel(dir: string, model: ClusterModel): void {
   writeFileAtomic(clusterPaths(dir).clusterJson, JSON.stringify(model, null, 2) + '\n');
+}
+
+/** What `pvesh get /version` answers on a node: its own pve-manager release. */
+export function nodePveVersion(model: ClusterModel, node: string): { release: string; repoid: string; version: string } {
+  const own = nodeOf(model, node)?.pveVersion;
+  const [, clusterVersion, clusterRepo] = model.pveVersion.split('/');
+  const version = own ?? clusterVersion;
+  // Releases before 8 print an 8-digit repository id.
+  const repoid = own ? createHash('sha256').update(own).digest('hex').slice(0, Number(own.split('.')[0]) < 8 ? 8 : 16) : clusterRepo;
+  return { release: version.match(/^\d+\.\d+/)![0], repoid, version };
 }
 
 export function nodeOf(model: ClusterModel, name: string): NodeDef | undefined {

@@ -3,7 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { parseArgs, usageLine, type CommandDef, type Params } from '../args';
 import { CliError } from '../errors';
 import type { Ctx } from '../context';
-import { VM_OPTIONS, VMID } from '../vmOptions';
+import { VM_OPTIONS, VMID, optionsOnRelease } from '../vmOptions';
+import { nodePveVersion } from '../../state/model';
 import { claimVmid, releaseVmid, vmOwner } from '../../state/vmlist';
 import { freeVolume, type Volume } from '../../state/volumes';
 import type { VmConf } from '../../state/vmconf';
@@ -31,7 +32,7 @@ export const CREATE_DEF: CommandDef = {
  * task removes the config and frees what it allocated.
  */
 export function qmCreate(ctx: Ctx, argv: string[]): number {
-  const params = parseArgs(CREATE_DEF, argv);
+  const params = parseArgs({ ...CREATE_DEF, props: optionsOnRelease(CREATE_DEF.props, nodePveVersion(ctx.model, ctx.node).release) }, argv);
   if (params.sshkeys !== undefined) params.sshkeys = sshkeysFromFile(params.sshkeys);
   createVm(ctx, params);
   return 0;

@@ -1,7 +1,8 @@
 import { parseArgs, usageLine, type CommandDef, type Params } from '../args';
 import { CliError } from '../errors';
 import type { Ctx } from '../context';
-import { VM_OPTIONS, VMID } from '../vmOptions';
+import { VM_OPTIONS, VMID, optionsOnRelease } from '../vmOptions';
+import { nodePveVersion } from '../../state/model';
 import { freeVolume, type Volume } from '../../state/volumes';
 import { applyVmOptions, deleteVmOptions } from './apply';
 import { sshkeysFromFile, validateSshKeys } from './sshkeys';
@@ -29,7 +30,7 @@ export const SET_DEF: CommandDef = {
  * `[PENDING]` until the next boot.
  */
 export function qmSet(ctx: Ctx, argv: string[]): number {
-  const params = parseArgs(SET_DEF, argv);
+  const params = parseArgs({ ...SET_DEF, props: optionsOnRelease(SET_DEF.props, nodePveVersion(ctx.model, ctx.node).release) }, argv);
   if (params.sshkeys !== undefined) params.sshkeys = sshkeysFromFile(params.sshkeys);
   return updateVm(ctx, params);
 }

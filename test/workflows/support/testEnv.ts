@@ -6,6 +6,8 @@ import { DefaultLogger, Runtime, Worker, type LogLevel } from '@temporalio/worke
 import { type Activities, ALL_SEARCH_ATTRIBUTES } from '../../../contract';
 import { FakeCluster } from './fakeCluster';
 import { startTestServer } from './testServer';
+import { metricsSinks } from '../../../worker/sinks';
+import { createMetrics } from '../../../lib/observability/metrics';
 
 /**
  * Workflow tests run the real workflow code on Temporal's Java time-skipping test server
@@ -73,6 +75,8 @@ export async function startWorkflowTestEnv(): Promise<WorkflowTestEnv> {
     taskQueue,
     activities: dispatch,
     workflowBundle: { codePath: bundlePath },
+    // The workflows report to the metrics sink; the real one, counting into a registry of its own.
+    sinks: metricsSinks(createMetrics()),
     // A fake activity that waits for its cancellation hears of it on its next heartbeat.
     maxHeartbeatThrottleInterval: '100ms',
     defaultHeartbeatThrottleInterval: '100ms',

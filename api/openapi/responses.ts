@@ -1,0 +1,104 @@
+import { z } from 'zod';
+
+/**
+ * The shapes the API answers with, as zod schemas: the OpenAPI document is generated from
+ * them (and from the request schemas the routes validate with), and the tests check real
+ * answers against that document.
+ */
+
+export const errorBody = z
+  .object({
+    success: z.literal(false),
+    message: z.string().describe('what went wrong; a bad input names the field: "please check your input: cpu: …"'),
+    workflowId: z.string().optional(),
+    status: z.string().optional(),
+  })
+  ;
+
+export const okText = z.literal('ok');
+
+export const progressEvent = z
+  .object({
+    step: z.string().describe('the step, "VM creation > import disk"'),
+    status: z.enum(['processing', 'success', 'info', 'error']),
+    message: z.string().describe('"[*]" info, "[+]" success, "[-]" failure'),
+  })
+  .meta({
+    description:
+      'The `data:` of one event of a `text/event-stream` answer, whose `id:` is the event\'s sequence number (send it back as `Last-Event-ID` to re-attach). The stream ends with `event: close` and `data: {}`; idle streams get `: keepalive` comments.',
+  });
+
+export const installAccepted = z
+  .object({ success: z.literal(true), workflowId: z.string(), status: z.string().describe('the status resource, as in `Location`') })
+  ;
+
+const installResult = z.object({
+  vmid: z.number().int(),
+  ip: z.string(),
+  user: z.string(),
+  node: z.string(),
+  name: z.string(),
+  elapsedSec: z.number(),
+});
+
+export const workflowStatus = z
+  .object({
+    success: z.literal(true),
+    workflowId: z.string(),
+    runId: z.string(),
+    type: z.string().describe('the workflow type: installVm, vmStart, vmRebuild, …'),
+    status: z.enum(['RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED', 'CONTINUED_AS_NEW', 'TIMED_OUT', 'UNKNOWN']),
+    startTime: z.string(),
+    closeTime: z.string().optional(),
+    events: z.number().int().optional().describe('how many events the operation has sent'),
+    step: z.string().optional(),
+    vmid: z.number().int().optional(),
+    ip: z.string().optional(),
+    result: z.union([installResult, z.record(z.string(), z.unknown()), z.null()]).optional(),
+    error: z.string().optional(),
+  })
+  ;
+
+export const cancelAccepted = z.object({ success: z.literal(true), message: z.string() });
+
+const vmEntry = z.object({
+  vmid: z.number().int(),
+  name: z.string(),
+  os: z.string(),
+  running: z.boolean(),
+  node: z.string(),
+  cpu: z.number(),
+  disk: z.number(),
+  memory: z.number(),
+  memory_used: z.number(),
+});
+
+const nodeEntry = z.object({
+  node: z.string(),
+  max_cpu: z.number(),
+  max_memory: z.number(),
+  cpu: z.number(),
+  memory: z.number(),
+  memory_used: z.number(),
+  disk: z.number(),
+  running: z.boolean(),
+});
+
+export const vmList = z
+  .object({ count: z.number().int(), list: z.array(vmEntry), cluster: z.array(nodeEntry), data: z.array(vmEntry).describe('the same as `list`, for the seed\'s clients') })
+  ;
+
+export const vmState = z.enum(['running', 'stopped']);
+
+export const readiness = z
+  .object({ ready: z.boolean(), checks: z.record(z.string(), z.string()), message: z.string().optional() })
+  ;
+
+export const cpuBaseline = z.object({ success: z.literal(true), cpu: z.string(), nodes: z.array(z.string()) });
+
+export const adopted = z
+  .object({ success: z.literal(true), message: z.string(), vmid: z.number().int(), owner: z.string(), workflowId: z.string() })
+  ;
+
+/** Schedules answer with their description; the fields are those of docs/api.md's Schedules. */
+export const scheduleAnswer = z.looseObject({ success: z.literal(true) });

@@ -50,6 +50,11 @@ export interface SandboxClusterOptions {
    * (sandbox/api/). Off unless given; `true` = defaults (127.0.0.1, a free port).
    */
   api?: SandboxApiOptions | boolean;
+  /**
+   * pve-manager versions of nodes that do not run the cluster's `pveVersion`, e.g.
+   * `{ pve2: '7.4-3' }`: a node left behind by an upgrade. Applied at every start.
+   */
+  pveVersions?: Record<string, string>;
 }
 
 /** A token `createApiToken` made: its id, secret and the header that sends it. */
@@ -58,10 +63,6 @@ export interface SandboxApiToken {
   secret: string;
   /** `PVEAPIToken=<tokenid>=<secret>` */
   authorization: string;
-   * pve-manager versions of nodes that do not run the cluster's `pveVersion`, e.g.
-   * `{ pve2: '7.4-3' }`: a node left behind by an upgrade. Applied at every start.
-   */
-  pveVersions?: Record<string, string>;
 }
 
 export interface SandboxCall {

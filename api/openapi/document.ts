@@ -191,6 +191,19 @@ const OPERATIONS: Operation[] = [
     guarded: true,
     answers: { 200: { description: 'the baseline', json: answers.cpuBaseline }, 502: err('detection failed') },
   },
+  {
+    method: 'GET',
+    path: '/api/reconcile',
+    summary: 'Dry run of the reconciler: what it would remove, VM by VM; changes nothing',
+    answers: { 200: { description: 'the plan', json: answers.reconcileAnswer }, 502: err('the survey could not read the cluster') },
+  },
+  {
+    method: 'POST',
+    path: '/api/reconcile',
+    summary: 'Remove the VMs that closed or vanished installs left behind',
+    guarded: true,
+    answers: { 200: { description: 'what was done', json: answers.reconcileAnswer }, 502: err('the survey could not read the cluster; nothing was removed') },
+  },
   { method: 'GET', path: '/api/schedules', summary: 'Rebuild schedules', answers: { 200: { description: 'the schedules', json: answers.scheduleAnswer } } },
   {
     method: 'POST',

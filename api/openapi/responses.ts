@@ -102,3 +102,24 @@ export const adopted = z
 
 /** Schedules answer with their description; the fields are those of docs/api.md's Schedules. */
 export const scheduleAnswer = z.looseObject({ success: z.literal(true) });
+
+export const reconcileAnswer = z.object({
+  success: z.literal(true),
+  workflowId: z.string(),
+  dryRun: z.boolean(),
+  vms: z
+    .array(
+      z.object({
+        vmid: z.number().int(),
+        node: z.string(),
+        name: z.string().optional(),
+        owner: z.string().optional().describe('the workflow id its `qemurun-owner` marker names'),
+        ownerState: z.string().optional().describe("the owner's state in Temporal: running, completed, failed, terminated, …, unknown"),
+        action: z.enum(['keep', 'remove', 'removed', 'gone', 'failed']).describe('keep/remove: the plan (and a dry run); removed, gone, failed: what a run did'),
+        reason: z.string(),
+      }),
+    )
+    .describe('every VM of the cluster, by VMID'),
+  removed: z.array(z.number().int()),
+  failed: z.array(z.number().int()),
+});

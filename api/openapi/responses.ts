@@ -114,7 +114,7 @@ export const reconcileAnswer = z.object({
         node: z.string(),
         name: z.string().optional(),
         owner: z.string().optional().describe('the workflow id its `qemurun-owner` marker names'),
-        ownerState: z.string().optional().describe("the owner's state in Temporal: running, completed, failed, terminated, …, unknown"),
+        ownerState: z.string().optional().describe("the owner's state in Temporal: RUNNING, COMPLETED, FAILED, TERMINATED, …, UNKNOWN_TO_NAMESPACE"),
         action: z.enum(['keep', 'remove', 'removed', 'gone', 'failed']).describe('keep/remove: the plan (and a dry run); removed, gone, failed: what a run did'),
         reason: z.string(),
       }),

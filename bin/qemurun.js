@@ -32,6 +32,6 @@ function builtIsCurrent() {
 if (builtIsCurrent()) {
   require(compiled);
 } else {
-  require('ts-node').register({ transpileOnly: true, project: path.join(root, 'tsconfig.json') });
+  require('ts-node').register({ transpileOnly: true, swc: true, project: path.join(root, 'tsconfig.json') });
   require(path.join(root, 'cli', 'main.ts'));
 }

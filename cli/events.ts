@@ -98,10 +98,19 @@ export async function followEvents(
         },
       });
       const decoder = new TextDecoder();
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        parser.feed(decoder.decode(chunk, { stream: true }));
-        if (closed) break;
+      const reader = res.body!.getReader();
+      // fetch's signal does not always reach a body already being read: cancel it here.
+      const stop = () => void reader.cancel().catch(() => undefined);
+      opts.signal?.addEventListener('abort', stop, { once: true });
+      try {
+        for (let chunk = await reader.read(); !chunk.done && !closed; chunk = await reader.read()) {
+          parser.feed(decoder.decode(chunk.value, { stream: true }));
+        }
+      } finally {
+        opts.signal?.removeEventListener('abort', stop);
+        if (closed) stop();
       }
+      opts.signal?.throwIfAborted();
       if (closed) return { workflowId, closed: true, last };
       why = 'the stream ended before the operation did';
     } catch (err) {

@@ -28,6 +28,9 @@ export class ApiError extends Error {
   }
 }
 
+/** A re-attach that failed in a way the next attempt may not. */
+class Retry extends Error {}
+
 export interface FollowOptions {
   signal?: AbortSignal;
   /** Re-attach attempts in a row after a dropped connection before giving up. */
@@ -74,8 +77,14 @@ export async function followEvents(
           headers: lastId > 0 ? { 'Last-Event-ID': String(lastId) } : {},
           signal: opts.signal,
         }));
+      const reattaching = response === undefined;
       response = undefined;
-      if (!isEventStream(res)) throw new ApiError(res.status, await readBody(res));
+      if (!isEventStream(res)) {
+        const error = new ApiError(res.status, await readBody(res));
+        // A server restarting behind a proxy answers 502/503 for a moment: worth another try.
+        if (!reattaching || res.status < 500) throw error;
+        throw new Retry(`the server answered ${res.status}: ${error.message}`);
+      }
       let closed = false;
       const parser = createParser({
         onEvent(frame) {
@@ -115,7 +124,10 @@ export async function followEvents(
       why = 'the stream ended before the operation did';
     } catch (err) {
       if (opts.signal?.aborted || err instanceof ApiError) throw err;
-      why = err instanceof UnreachableError ? err.message : `connection lost: ${err instanceof Error ? err.message : String(err)}`;
+      why =
+        err instanceof UnreachableError || err instanceof Retry
+          ? err.message
+          : `connection lost: ${err instanceof Error ? err.message : String(err)}`;
     }
     // Without a workflow id there is nothing to re-attach to.
     if (!workflowId || ++failures > retries) return { workflowId, closed: false, last };

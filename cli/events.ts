@@ -1,5 +1,5 @@
 import { createParser } from 'eventsource-parser';
-import type { EventStatus } from '../lib/types';
+import type { EventStatus } from '../contract';
 import { ApiClient, UnreachableError, isEventStream, messageOf, readBody } from './client';
 
 /** One progress event as the stream sends it, with its `id:`. */

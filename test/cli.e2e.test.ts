@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { freePort } from '../lib/temporal/devServer';
 import { startHarness, type Harness } from './support/harness';
 import { apiCall } from './support/api';
 import { flakyProxy, runCli, runCliInPty } from './support/cliProcess';
@@ -157,9 +158,11 @@ describe('in a pipe', () => {
     expect(usage.exitCode).toBe(2);
     expect(usage.stderr).toContain("option '--cpu <n>' argument 'two' is invalid");
 
-    const nobody = await runCli('http://127.0.0.1:1', ['list']);
+    // A port that was free a moment ago: nothing listens there.
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const nobody = await runCli(closed, ['list']);
     expect(nobody.exitCode).toBe(3);
-    expect(nobody.stderr).toContain('cannot reach QemuRun at http://127.0.0.1:1');
+    expect(nobody.stderr).toBe(`qemurun: cannot reach QemuRun at ${closed}: ECONNREFUSED`);
 
     // A server from before reconcile existed answers its route with the API's plain 404.
     const old = http.createServer((_req, res) => res.writeHead(404, { 'Content-Type': 'application/json' }).end('{"success":false,"message":"not found"}'));

@@ -201,3 +201,23 @@ describe('off a terminal', () => {
     expect(back).toEqual(recorded);
   });
 });
+
+describe('a rebuild', () => {
+  it('keeps its own workflow id and summary, not those of the install it relays', () => {
+    const model = new ProgressModel();
+    model.apply({ id: 1, step: 'VM rebuild > workflow', status: 'info', message: '[*] workflow id: vm-120' });
+    for (const e of recorded) model.apply(e);
+    for (const [i, message] of ['[+] VM rebuild completed in 20.00s', '[*] VMID: 120', '[*] IP: 10.0.0.120', '[*] User: ubuntu'].entries()) {
+      model.apply({ id: 500 + i, step: 'VM rebuild > finalizing', status: 'success', message });
+    }
+    expect(model.workflowId).toBe('vm-120');
+    expect(model.summary).toEqual({
+      headline: 'VM rebuild completed in 20.00s',
+      facts: [
+        ['VMID', '120'],
+        ['IP', '10.0.0.120'],
+        ['User', 'ubuntu'],
+      ],
+    });
+  });
+});

@@ -63,7 +63,8 @@ export class ProgressModel {
     this.events++;
     const named = WORKFLOW_ID.exec(e.message);
     if (named && e.step.endsWith('> workflow')) {
-      this.workflowId = named[1];
+      // A rebuild relays its install's events, whose own workflow id is not the one to attach to.
+      this.workflowId ??= named[1];
       return;
     }
     if (e.status === 'error') {
@@ -76,7 +77,11 @@ export class ProgressModel {
     if (e.step.endsWith('> finalizing') && (e.status === 'success' || e.status === 'info')) {
       const fact = FACT.exec(e.message);
       if (fact) this.summary.facts.push([fact[1], fact[2]]);
-      else this.summary.headline = unmarked(e.message);
+      else {
+        // The last headline wins with its own facts: a rebuild's after its relayed install's.
+        this.summary.headline = unmarked(e.message);
+        this.summary.facts.length = 0;
+      }
       return;
     }
     const latest = this.steps.at(-1);

@@ -1,6 +1,6 @@
 import pc from 'picocolors';
 import { ApiError, followEvents } from './events';
-import { UnreachableError } from './client';
+import { UnreachableError, isEventStream, messageOf, readBody } from './client';
 import type { Context } from './context';
 import { CliError, EXIT } from './exitCodes';
 import type { Renderer } from './render/renderer';
@@ -11,7 +11,12 @@ import { ProgressModel } from './render/model';
 export interface FollowFlags {
   /** Ctrl-C cancels the operation (and waits for its cleanup) instead of detaching. */
   cancelOnInterrupt?: boolean;
+  /** What to do with an answer that is not an event stream (`ok`, a `202`); else it is an error. */
+  plainAnswer?: (res: Response) => Promise<number>;
 }
+
+/** Sends the request that starts an operation; Ctrl-C while it waits aborts it. */
+export type StartRequest = (signal: AbortSignal) => Promise<Response>;
 
 function rendererFor(ctx: Context): Renderer {
   if (ctx.json) return new JsonRenderer(ctx.stdout, ctx.stderr);
@@ -26,53 +31,70 @@ function rendererFor(ctx: Context): Renderer {
  */
 export async function followOperation(
   ctx: Context,
-  start: Response | { workflowId: string; after?: number },
+  start: StartRequest | { workflowId: string; after?: number },
   flags: FollowFlags = {},
 ): Promise<number> {
-  const renderer = rendererFor(ctx);
-  const model = new ProgressModel();
-  let workflowId = start instanceof Response ? (start.headers.get('x-workflow-id') ?? undefined) : start.workflowId;
+  let workflowId = typeof start === 'function' ? undefined : start.workflowId;
   const abort = new AbortController();
   let interrupts = 0;
+  // Made once the stream is there: an answer that is not a stream draws nothing.
+  let renderer: Renderer | undefined;
 
   const onInterrupt = () => {
     interrupts++;
     if (flags.cancelOnInterrupt && interrupts === 1 && workflowId) {
-      renderer.notice([pc.yellow(`cancelling workflow ${workflowId} (Ctrl-C again to stop waiting)`)]);
+      renderer?.notice([pc.yellow(`cancelling workflow ${workflowId} (Ctrl-C again to stop waiting)`)]);
       ctx.client
         .call('POST', `/api/workflows/${encodeURIComponent(workflowId)}/cancel`)
         .then((a) => {
-          if (a.status >= 300) renderer.notice([pc.red(`cancel refused (${a.status}): ${messageText(a.body)}`)]);
+          if (a.status >= 300) renderer?.notice([pc.red(`cancel refused (${a.status}): ${messageText(a.body)}`)]);
         })
-        .catch((err: unknown) => renderer.notice([pc.red(`cancel failed: ${String(err)}`)]));
+        .catch((err: unknown) => renderer?.notice([pc.red(`cancel failed: ${String(err)}`)]));
       return;
     }
     abort.abort();
   };
   process.on('SIGINT', onInterrupt);
+  let first: Response | { workflowId: string; after?: number };
+  try {
+    first = typeof start === 'function' ? await start(abort.signal) : start;
+  } catch (err) {
+    process.off('SIGINT', onInterrupt);
+    if (!abort.signal.aborted) throw err;
+    ctx.stderr.write('qemurun: interrupted before the server answered; the operation may have started: see qemurun list\n');
+    return EXIT.detached;
+  }
+  if (first instanceof Response && !isEventStream(first)) {
+    process.off('SIGINT', onInterrupt);
+    if (!flags.plainAnswer) throw new CliError(`${first.status}: ${messageOf(await readBody(first))}`, EXIT.failed);
+    return flags.plainAnswer(first);
+  }
+  if (first instanceof Response) workflowId = first.headers.get('x-workflow-id') ?? undefined;
+  const view = (renderer = rendererFor(ctx));
+  const model = new ProgressModel();
   try {
     const result = await followEvents(
       ctx.client,
-      start,
+      first,
       {
         workflow(id) {
           workflowId = id;
-          renderer.workflow?.(id);
+          view.workflow?.(id);
         },
         event(e) {
           model.apply(e);
-          renderer.event(e);
+          view.event(e);
         },
-        reconnecting: (...args) => renderer.reconnecting?.(...args),
+        reconnecting: (...args) => view.reconnecting?.(...args),
       },
       { signal: abort.signal },
     );
-    renderer.finish(result.closed);
+    view.finish(result.closed);
     const outcome = model.outcome(result.closed);
     return outcome === 'success' ? EXIT.ok : outcome === 'failed' ? EXIT.failed : EXIT.unreachable;
   } catch (err) {
     if (abort.signal.aborted) {
-      renderer.stop();
+      view.stop();
       const again = workflowId ? `qemurun attach ${workflowId}` : undefined;
       const lines = [
         `detached: ${workflowId ? `workflow ${workflowId}` : 'the operation'} goes on`,
@@ -82,7 +104,7 @@ export async function followOperation(
       else ctx.stdout.write(`\n${pc.yellow(lines[0])}\n${lines[1] ? `${pc.bold(lines[1])}\n` : ''}`);
       return EXIT.detached;
     }
-    renderer.stop();
+    view.stop();
     if (err instanceof ApiError) throw new CliError(`${err.status}: ${err.message}`, EXIT.failed);
     if (err instanceof UnreachableError) throw new CliError(err.message, EXIT.unreachable);
     throw err;

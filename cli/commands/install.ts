@@ -1,11 +1,11 @@
 import fs from 'node:fs';
 import { Command, Option } from 'commander';
 import { integer } from '../args';
-import { isEventStream, readBody } from '../client';
+import { readBody } from '../client';
 import type { Context, Runner } from '../context';
 import { CliError, EXIT } from '../exitCodes';
 import { followOperation } from '../operation';
-import { printAnswer, refusal } from '../output';
+import { printAnswer } from '../output';
 
 /** The install body's fields, each a flag of the same name; integers are checked here, the rest by the API. */
 const FIELDS: Array<{ field: string; flag: string; help: string; int?: boolean }> = [
@@ -61,13 +61,14 @@ export async function install(ctx: Context, flags: InstallFlags): Promise<number
   const headers: Record<string, string> = {};
   if (flags.idempotencyKey) headers['Idempotency-Key'] = flags.idempotencyKey;
   if (flags.async) headers.Prefer = 'respond-async';
-  const res = await ctx.client.send('POST', '/api/vm/install', { body, headers });
-  if (isEventStream(res)) return followOperation(ctx, res, flags);
-  const answer = { status: res.status, headers: res.headers, body: await readBody(res) };
-  if (answer.status >= 300) throw refusal(answer);
-  return printAnswer(ctx, answer, (b: { workflowId: string }) =>
-    [`install started: workflow ${b.workflowId}`, `follow it:   qemurun attach ${b.workflowId}`, `its status:  qemurun status ${b.workflowId}`].join('\n'),
-  );
+  return followOperation(ctx, (signal) => ctx.client.send('POST', '/api/vm/install', { body, headers, signal }), {
+    ...flags,
+    // Prefer: respond-async: 202 and the workflow id, no stream.
+    plainAnswer: async (res) =>
+      printAnswer(ctx, { status: res.status, headers: res.headers, body: await readBody(res) }, (b: { workflowId: string }) =>
+        [`install started: workflow ${b.workflowId}`, `follow it:   qemurun attach ${b.workflowId}`, `its status:  qemurun status ${b.workflowId}`].join('\n'),
+      ),
+  });
 }
 
 export function installCommand(run: Runner): Command {

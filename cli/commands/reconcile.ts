@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { isEventStream, readBody } from '../client';
+import { readBody } from '../client';
 import type { Runner } from '../context';
 import { CliError, EXIT } from '../exitCodes';
 import { followOperation } from '../operation';
@@ -14,12 +14,14 @@ export function reconcileCommand(run: Runner): Command {
     .description("compare the cluster with QemuRun's records and clean up what half-finished work left (servers that offer it)")
     .action(
       run(async (ctx) => {
-        const res = await ctx.client.send('POST', '/api/reconcile');
-        if (res.status === 404) {
-          throw new CliError(`this server has no reconcile endpoint (POST /api/reconcile answered 404): it predates reconcile; nothing was done`, EXIT.failed);
-        }
-        if (isEventStream(res)) return followOperation(ctx, res);
-        return printAnswer(ctx, { status: res.status, headers: res.headers, body: await readBody(res) });
+        return followOperation(ctx, (signal) => ctx.client.send('POST', '/api/reconcile', { signal }), {
+          plainAnswer: async (res) => {
+            if (res.status === 404) {
+              throw new CliError('this server has no reconcile endpoint (POST /api/reconcile answered 404): it predates reconcile; nothing was done', EXIT.failed);
+            }
+            return printAnswer(ctx, { status: res.status, headers: res.headers, body: await readBody(res) });
+          },
+        });
       }),
     );
 }

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { integer, vmid } from '../args';
-import { isEventStream, readBody } from '../client';
+import { readBody } from '../client';
 import type { Context, Runner } from '../context';
 import { followOperation, type FollowFlags } from '../operation';
 import { printAnswer, table } from '../output';
@@ -28,9 +28,10 @@ function listText(b: VmListBody): string {
  * like an install; a plain answer (stop, destroy, set cpu, ...) is printed.
  */
 export async function post(ctx: Context, path: string, body?: unknown, flags: FollowFlags = {}): Promise<number> {
-  const res = await ctx.client.send('POST', path, { body });
-  if (isEventStream(res)) return followOperation(ctx, res, flags);
-  return printAnswer(ctx, { status: res.status, headers: res.headers, body: await readBody(res) });
+  return followOperation(ctx, (signal) => ctx.client.send('POST', path, { body, signal }), {
+    ...flags,
+    plainAnswer: async (res) => printAnswer(ctx, { status: res.status, headers: res.headers, body: await readBody(res) }),
+  });
 }
 
 const SETTINGS: Record<string, { field: string; parse: (v: string) => unknown; help: string }> = {

@@ -10,6 +10,8 @@ const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
 const compiled = path.join(root, 'dist', 'cli', 'main.js');
+// Written after each whole build; tsc leaves unchanged outputs (main.js) with their old times.
+const stamp = path.join(root, 'dist', '.build-stamp');
 
 function newest(dir) {
   let t = 0;
@@ -23,7 +25,8 @@ function newest(dir) {
 function builtIsCurrent() {
   try {
     const sources = path.join(root, 'cli');
-    return !fs.existsSync(sources) || fs.statSync(compiled).mtimeMs >= newest(sources);
+    if (!fs.existsSync(compiled)) return false;
+    return !fs.existsSync(sources) || fs.statSync(stamp).mtimeMs >= newest(sources);
   } catch {
     return false;
   }

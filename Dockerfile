@@ -23,6 +23,8 @@ COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY --from=build /src/init-scripts ./init-scripts
+# The CLI, for `docker compose exec qemurun bin/qemurun.js list` (it runs dist/cli).
+COPY --from=build /src/bin ./bin
 ENV NODE_ENV=production DATA_DIR=/data
 VOLUME /data
 EXPOSE 8080

@@ -106,4 +106,18 @@ export default tseslint.config(
       }],
     },
   },
+  {
+    // The CLI is a client of the HTTP API and nothing else: it loads none of the service's
+    // code, so it starts fast and works against any server that speaks the API. Types only.
+    files: ['cli/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [{
+          regex: '^(\\.\\./)+(api|activities|worker|workflows|app|lib|sandbox|contract)(/|$)',
+          allowTypeImports: true,
+          message: 'cli/ talks to QemuRun over HTTP only: import types from the service, never its code.',
+        }],
+      }],
+    },
+  },
 );

@@ -5,6 +5,10 @@ const esmOnly = [
   'execa', '@sindresorhus/merge-streams', '@sec-ant/readable-stream', 'figures', 'get-stream',
   'human-signals', 'is-plain-obj', 'is-stream', 'is-unicode-supported', 'npm-run-path',
   'parse-ms', 'path-key', 'pretty-ms', 'strip-final-newline', 'unicorn-magic', 'yoctocolors',
+  // log-update (the CLI's terminal view) and its dependencies.
+  'log-update', 'ansi-escapes', 'ansi-regex', 'ansi-styles', 'cli-cursor', 'emoji-regex', 'environment',
+  'get-east-asian-width', 'is-fullwidth-code-point', 'mimic-function', 'onetime', 'restore-cursor',
+  'slice-ansi', 'string-width', 'strip-ansi', 'wrap-ansi',
 ];
 
 const common = {

@@ -1,0 +1,85 @@
+import fs from 'node:fs';
+import { Command, Option } from 'commander';
+import { integer } from '../args';
+import { readBody } from '../client';
+import type { Context, Runner } from '../context';
+import { CliError, EXIT } from '../exitCodes';
+import { followOperation } from '../operation';
+import { printAnswer } from '../output';
+
+/** The install body's fields, each a flag of the same name; integers are checked here, the rest by the API. */
+const FIELDS: Array<{ field: string; flag: string; help: string; int?: boolean }> = [
+  { field: 'os', flag: '--os <os>', help: 'debian, ubuntu or rockylinux' },
+  { field: 'version', flag: '--version <version>', help: 'debian 11 12 13; ubuntu 20.04 22.04 24.04; rockylinux 8 9 10' },
+  { field: 'id', flag: '--id <vmid>', help: 'VMID 100..254 (default: the next free one)', int: true },
+  { field: 'name', flag: '--name <name>', help: 'name prefix; the VM is named <name>-<vmid>' },
+  { field: 'node', flag: '--node <node>', help: 'node to migrate to before the first boot' },
+  { field: 'cpu', flag: '--cpu <n>', help: 'vCPUs', int: true },
+  { field: 'ram', flag: '--ram <mb>', help: 'memory in MB', int: true },
+  { field: 'disk', flag: '--disk <size>', help: 'disk size, e.g. 32G' },
+  { field: 'user', flag: '--user <user>', help: 'cloud-init user' },
+  { field: 'passwd', flag: '--passwd <password>', help: "the user's password (visible to other local users in ps; prefer -f)" },
+  { field: 'pubkey', flag: '--pubkey <key>', help: 'SSH public key(s) to log in with' },
+];
+
+export interface InstallFlags {
+  file?: string;
+  pubkeyFile?: string;
+  async?: boolean;
+  idempotencyKey?: string;
+  cancelOnInterrupt?: boolean;
+  [field: string]: unknown;
+}
+
+/** The request body: the spec file's fields, overridden by the flags given. */
+export function installBody(flags: InstallFlags): Record<string, unknown> {
+  let body: Record<string, unknown> = {};
+  if (flags.file) {
+    const text = flags.file === '-' ? fs.readFileSync(0, 'utf8') : readFile(flags.file);
+    try {
+      body = JSON.parse(text) as Record<string, unknown>;
+    } catch (err) {
+      throw new CliError(`${flags.file}: not JSON (${(err as Error).message})`, EXIT.usage);
+    }
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw new CliError(`${flags.file}: must hold a JSON object`, EXIT.usage);
+  }
+  for (const { field } of FIELDS) if (flags[field] !== undefined) body[field] = flags[field];
+  if (flags.pubkeyFile) body.pubkey = readFile(flags.pubkeyFile).trim();
+  return body;
+}
+
+function readFile(path: string): string {
+  try {
+    return fs.readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new CliError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, EXIT.usage);
+  }
+}
+
+export async function install(ctx: Context, flags: InstallFlags): Promise<number> {
+  const body = installBody(flags);
+  const headers: Record<string, string> = {};
+  if (flags.idempotencyKey) headers['Idempotency-Key'] = flags.idempotencyKey;
+  if (flags.async) headers.Prefer = 'respond-async';
+  return followOperation(ctx, (signal) => ctx.client.send('POST', '/api/vm/install', { body, headers, signal }), {
+    ...flags,
+    // Prefer: respond-async: 202 and the workflow id, no stream.
+    plainAnswer: async (res) =>
+      printAnswer(ctx, { status: res.status, headers: res.headers, body: await readBody(res) }, (b: { workflowId: string }) =>
+        [`install started: workflow ${b.workflowId}`, `follow it:   qemurun attach ${b.workflowId}`, `its status:  qemurun status ${b.workflowId}`].join('\n'),
+      ),
+  });
+}
+
+export function installCommand(run: Runner): Command {
+  const cmd = new Command('install').description('install a VM from an official cloud image and follow its progress');
+  cmd.option('-f, --file <spec.json>', 'the install body as a JSON file (- for stdin); flags override its fields');
+  for (const f of FIELDS) cmd.addOption(f.int ? new Option(f.flag, f.help).argParser(integer) : new Option(f.flag, f.help));
+  cmd
+    .option('--pubkey-file <path>', 'read pubkey from a file (e.g. ~/.ssh/id_ed25519.pub)')
+    .option('--async', 'start the install and print its workflow id, without following it (Prefer: respond-async)')
+    .option('--idempotency-key <key>', 'a repeat with the same key attaches to the install the first one started')
+    .option('--cancel-on-interrupt', 'Ctrl-C cancels the install (its VM is removed) instead of detaching')
+    .action(run((ctx, flags: InstallFlags) => install(ctx, flags)));
+  return cmd;
+}

@@ -1,0 +1,144 @@
+import type { StreamEvent } from '../events';
+
+/**
+ * What an operation's events mean to a person watching: the steps in order (running, done
+ * or failed, with their elapsed time), a percentage where the step reports one (image
+ * download and copy, disk import, migration), the last lines of command output (the init
+ * script's), and the closing summary. Pure: every renderer (terminal, plain, tests) reads
+ * the same model.
+ */
+
+export type StepState = 'running' | 'done' | 'failed';
+
+export interface StepView {
+  name: string;
+  state: StepState;
+  /** When this client saw it start (local clock); the elapsed time while it runs. */
+  seenAt: number;
+  /** The server's figure from `[+] ... done (1.32s)`, once done. */
+  elapsedSec?: number;
+  percent?: number;
+  /** Command output of the step, newest last, at most OUTPUT_KEPT lines. */
+  output: string[];
+  /** Notices about the step after it finished (`VMID 120, IP ..., name ...`). */
+  details: string[];
+  error?: string;
+}
+
+export interface Summary {
+  headline?: string;
+  /** `[*] VMID: 120` and the like, in order. */
+  facts: Array<[string, string]>;
+}
+
+export const OUTPUT_KEPT = 50;
+
+const DONE = /^\[\+\] .* done \((\d+(?:\.\d+)?)s\)$/;
+const PERCENT = /(\d{1,3}(?:\.\d+)?)%\)?(?:\s|$)/g;
+const WORKFLOW_ID = /^\[\*\] workflow id: (\S+)/;
+const FACT = /^\[\*\] ([A-Za-z][\w ]*): (.+)$/;
+
+/** Drops the seed's `[*]` / `[+]` / `[-]` marker: the renderer says it with a symbol. */
+export function unmarked(message: string): string {
+  return message.replace(/^\[[*+-]\] /, '');
+}
+
+/** The last percentage a line reports (`transferred 1.2 GiB of 2.0 GiB (61.02%)`), if any. */
+export function percentOf(message: string): number | undefined {
+  const all = [...message.matchAll(PERCENT)];
+  if (all.length === 0) return undefined;
+  const p = Number(all[all.length - 1][1]);
+  return p >= 0 && p <= 100 ? p : undefined;
+}
+
+export class ProgressModel {
+  workflowId?: string;
+  readonly steps: StepView[] = [];
+  readonly summary: Summary = { facts: [] };
+  /** The error event that ended the operation, if one did. */
+  failure?: StreamEvent;
+  events = 0;
+
+  apply(e: StreamEvent, now = Date.now()): void {
+    this.events++;
+    const named = WORKFLOW_ID.exec(e.message);
+    if (named && e.step.endsWith('> workflow')) {
+      // A rebuild relays its install's events, whose own workflow id is not the one to attach to.
+      this.workflowId ??= named[1];
+      return;
+    }
+    if (e.status === 'error') {
+      const step = this.current(e.step) ?? this.open(e.step, now);
+      step.state = 'failed';
+      step.error = unmarked(e.message);
+      this.failure = e;
+      return;
+    }
+    if (e.step.endsWith('> finalizing') && (e.status === 'success' || e.status === 'info')) {
+      const fact = FACT.exec(e.message);
+      if (fact) this.summary.facts.push([fact[1], fact[2]]);
+      else {
+        // The last headline wins with its own facts: a rebuild's after its relayed install's.
+        this.summary.headline = unmarked(e.message);
+        this.summary.facts.length = 0;
+      }
+      return;
+    }
+    const latest = this.steps.at(-1);
+    if (latest?.name !== e.step) {
+      // A step's first event is its `[*] <doing>`; a relayed or late event opens it too.
+      const step = this.open(e.step, now);
+      if (!this.finished(step, e) && !e.message.startsWith('[*] ')) this.output(step, e.message);
+      return;
+    }
+    if (latest.state !== 'running') {
+      latest.details.push(unmarked(e.message));
+      return;
+    }
+    if (!this.finished(latest, e)) this.output(latest, e.message);
+  }
+
+  get running(): StepView[] {
+    return this.steps.filter((s) => s.state === 'running');
+  }
+
+  /** `success` once the stream closed without an error event. */
+  outcome(closed: boolean): 'success' | 'failed' | 'unfinished' {
+    if (this.failure) return 'failed';
+    return closed ? 'success' : 'unfinished';
+  }
+
+  private current(name: string): StepView | undefined {
+    const latest = this.steps.at(-1);
+    return latest?.name === name ? latest : undefined;
+  }
+
+  private open(name: string, now: number): StepView {
+    // A new step means the one before has ended even if its `done` never came (a rebuild
+    // relays its install's events as they are, and a step can end without one).
+    const before = this.steps.at(-1);
+    if (before?.state === 'running') before.state = 'done';
+    const step: StepView = { name, state: 'running', seenAt: now, output: [], details: [] };
+    this.steps.push(step);
+    return step;
+  }
+
+  /** Ends the step on its `[+] <doing> done (1.32s)`; other success lines are its output. */
+  private finished(step: StepView, e: StreamEvent): boolean {
+    const m = e.status === 'success' ? DONE.exec(e.message) : null;
+    if (!m) return false;
+    step.state = 'done';
+    step.elapsedSec = Number(m[1]);
+    return true;
+  }
+
+  private output(step: StepView, message: string): void {
+    const p = percentOf(message);
+    if (p !== undefined) {
+      step.percent = p;
+      return;
+    }
+    step.output.push(message.startsWith('[*] ') ? unmarked(message) : message);
+    if (step.output.length > OUTPUT_KEPT) step.output.splice(0, step.output.length - OUTPUT_KEPT);
+  }
+}

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import { proxmoxActivities } from './proxmox';
 import { guestActivities } from './guest';
 import { imageActivities } from './images';
@@ -9,8 +10,13 @@ import { rebuildActivities } from './rebuild';
 
 export interface ActivityDeps {
   config: Config;
-  /** One executor per Proxmox node: local for the main node when we run on it, SSH otherwise. */
+  /**
+   * One executor per Proxmox node: local for the main node when we run on it, SSH otherwise.
+   * Empty in API mode, where no node is reached over SSH.
+   */
   executors: Record<string, NodeExecutor>;
+  /** The nodes as ProxmoxNodes: through the executors (CLI mode) or the REST API. */
+  proxmox: ProxmoxCluster;
   /** Lets long activities stream command output into their workflow's progress. */
   client: Client;
 }

@@ -1,9 +1,7 @@
 import { Router, Request, Response } from 'express';
 import type { Config } from '../lib/config';
-import { displayCommand, type NodeExecutor } from '../lib/executor/types';
-import { pveshClusterResources } from '../lib/proxmox/commands';
-import { classifyFailure } from '../lib/proxmox/errors';
-import { parseClusterResources, type NodeResource, type VmResource } from '../lib/proxmox/pvesh';
+import type { ProxmoxCluster } from '../lib/proxmox';
+import type { NodeResource, VmResource } from '../lib/proxmox/pvesh';
 import { readDisabledVmids } from '../lib/stateFiles';
 import { OS_VERSIONS } from '../lib/types';
 
@@ -15,7 +13,7 @@ import { OS_VERSIONS } from '../lib/types';
 
 export interface ListRouteDeps {
   config: Config;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
 }
 
 export interface VmListEntry {
@@ -96,7 +94,7 @@ export function vmList(
   return { count: list.length, list, cluster, data: list };
 }
 
-export function listRoutes({ config, executors }: ListRouteDeps): Router {
+export function listRoutes({ config, proxmox }: ListRouteDeps): Router {
   const router = Router();
 
   router.get('/vm/list', async (req: Request, res: Response) => {
@@ -105,19 +103,13 @@ export function listRoutes({ config, executors }: ListRouteDeps): Router {
       res.status(400).json({ success: false, message: 'please check your input: disable: must be 0 (running VMs) or 1 (stopped VMs)' });
       return;
     }
-    const exec = executors[config.mainNode];
-    const argv = pveshClusterResources();
-    const result = await exec.run(argv, { timeoutMs: 60_000 }).catch((err: Error) => err);
-    if (result instanceof Error || result.exitCode !== 0) {
-      const reason =
-        result instanceof Error
-          ? result.message
-          : classifyFailure({ node: exec.node, command: displayCommand(argv), exitCode: result.exitCode, stderr: result.stderr, stdout: result.stdout }).message;
-      res.status(502).json({ success: false, message: `could not read the cluster: ${reason}` });
+    const result = await proxmox.node(config.mainNode)!.resources({ timeoutMs: 60_000 }).catch((err: Error) => err);
+    if (result instanceof Error) {
+      res.status(502).json({ success: false, message: `could not read the cluster: ${result.message}` });
       return;
     }
     res.json(
-      vmList(parseClusterResources(result.stdout, 'vm'), parseClusterResources(result.stdout, 'node'), {
+      vmList(result.vm, result.node, {
         disabled: readDisabledVmids(config.dataDir),
         filter: disable === '0' ? 'running' : disable === '1' ? 'stopped' : undefined,
       }),

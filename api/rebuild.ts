@@ -2,7 +2,7 @@ import { Router, Request, Response } from 'express';
 import { z } from 'zod';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import type { NodeExecutor } from '../lib/executor/types';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import { vmRebuild } from '../workflows';
 import { describeIssues, installBodySchema } from './installRequest';
 import { openEventStream, streamProgress } from './sse';
@@ -13,7 +13,7 @@ import { checkRebuildTarget, parseVmid, RebuildRefused, vmidProblem } from './re
 export interface RebuildRouteDeps {
   config: Config;
   client: Client;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
 }
 
 /** The spec marker holds no secrets: a new cloud-init password comes with the request; without one the VM keeps its own. */
@@ -29,7 +29,7 @@ export function badInput(res: Response, message: string): void {
  * the product did not install 409; another operation running on the VM gets 409 naming it.
  * In all of these nothing is started and nothing is touched.
  */
-export function rebuildRoutes({ config, client, executors }: RebuildRouteDeps): Router {
+export function rebuildRoutes({ config, client, proxmox }: RebuildRouteDeps): Router {
   const router = Router();
 
   router.post('/vm/:id/rebuild', requireMutationAccess(config), async (req: Request, res: Response) => {
@@ -40,7 +40,7 @@ export function rebuildRoutes({ config, client, executors }: RebuildRouteDeps): 
 
     let target;
     try {
-      target = await checkRebuildTarget({ config, executors, client }, { vmid });
+      target = await checkRebuildTarget({ config, proxmox, client }, { vmid });
     } catch (err) {
       if (!(err instanceof RebuildRefused)) throw err;
       res.status(err.status).json({ success: false, message: err.message });

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import type { NodeExecutor } from '../lib/executor/types';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import type { InstallSpec } from '../lib/types';
 import { inspectVmForRebuild, RebuildRefusal, type RebuildTarget } from '../activities/rebuild';
 
@@ -46,7 +46,7 @@ export function vmidProblem(raw: string): string {
  * again: a schedule's runs have no API in front of them). Throws RebuildRefused.
  */
 export async function checkRebuildTarget(
-  deps: { config: Config; executors: Record<string, NodeExecutor>; client: Client },
+  deps: { config: Config; proxmox: ProxmoxCluster; client: Client },
   input: { vmid: number; spec?: InstallSpec },
 ): Promise<RebuildTarget> {
   try {

@@ -9,7 +9,7 @@ import {
   WorkflowFailedError,
 } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import type { NodeExecutor } from '../lib/executor/types';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import type { InstallSpec } from '../lib/types';
 import { VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../lib/temporal/searchAttributes';
 import { scheduledRebuild } from '../workflows';
@@ -31,7 +31,7 @@ export interface ScheduleRouteDeps {
   config: Config;
   client: Client;
   knownNodes: string[];
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
 }
 
 /** Marks the schedules this API manages; others in the namespace are not its business. */
@@ -46,7 +46,7 @@ const CATCHUP_WINDOW = '15m';
  * arguments (which may hold the cloud-init password) go through the payload codec; memo,
  * note and search attributes never hold a secret.
  */
-export function scheduleRoutes({ config, client, knownNodes, executors }: ScheduleRouteDeps): Router {
+export function scheduleRoutes({ config, client, knownNodes, proxmox }: ScheduleRouteDeps): Router {
   const router = Router();
   const guard = requireMutationAccess(config);
   const schedules = client.schedule;
@@ -124,7 +124,7 @@ export function scheduleRoutes({ config, client, knownNodes, executors }: Schedu
       } else {
         input = { vmid: body.vmid as number, ...(body.passwd !== undefined ? { passwd: body.passwd } : {}) };
       }
-      const target = await checkRebuildTarget({ config, executors, client }, { vmid: input.vmid, spec: input.spec });
+      const target = await checkRebuildTarget({ config, proxmox, client }, { vmid: input.vmid, spec: input.spec });
       const scheduleId = body.id ?? `rebuild-vm-${input.vmid}`;
       await specChecked(body, () => schedules.create({
         scheduleId,
@@ -232,7 +232,7 @@ export function scheduleRoutes({ config, client, knownNodes, executors }: Schedu
         const { spec, passwd } = withPrefix('spec', () => specFromBody(body.spec));
         if (spec.vmid !== current.vmid) throw new InvalidRequestError(`spec.id: must stay ${current.vmid}; make another schedule for another VM`);
         input = { ...input, spec, ...(passwd !== undefined ? { passwd } : {}) };
-        attributes = actionAttributes(await checkRebuildTarget({ config, executors, client }, { vmid: spec.vmid, spec }));
+        attributes = actionAttributes(await checkRebuildTarget({ config, proxmox, client }, { vmid: spec.vmid, spec }));
       }
       if (body.passwd !== undefined) input = { ...input, passwd: body.passwd };
       const timing = { ...timingOf(desc.spec), ...(body.timezone ? { timezone: body.timezone } : {}) };

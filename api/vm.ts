@@ -4,7 +4,7 @@ import type { Workflow } from '@temporalio/common';
 import { z } from 'zod';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
-import { ProxmoxNode } from '../lib/proxmox/client';
+import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
 import { readDisabledVmids } from '../lib/stateFiles';
 import { vmIp } from '../lib/network';
 import { DEFAULT_USER, OS_VERSIONS, OsName } from '../lib/types';
@@ -30,7 +30,7 @@ import { parseVmid, vmidProblem } from './rebuildCheck';
 export interface VmRouteDeps {
   config: Config;
   client: Client;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
   knownNodes: string[];
 }
 
@@ -99,13 +99,13 @@ function parseBody<T>(schema: z.ZodType<T>, raw: unknown): T {
   return parsed.data;
 }
 
-export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps): Router {
+export function vmRoutes({ config, client, proxmox, knownNodes }: VmRouteDeps): Router {
   const router = Router();
   const guard = requireMutationAccess(config);
   const onNode = (node: string): ProxmoxNode => {
-    const exec = executors[node];
-    if (!exec) throw new HttpError(502, `VM is on node '${node}', which is not configured (NODE_${node})`);
-    return new ProxmoxNode(exec);
+    const found = proxmox.node(node);
+    if (!found) throw new HttpError(502, `VM is on node '${node}', which is not configured (NODE_${node})`);
+    return found;
   };
 
   function vmidOf(req: Request): number {

@@ -6,13 +6,15 @@ import type { Config } from './config';
 import { connectTemporal, ensureSearchAttributes } from './temporal/connect';
 import { temporalTls } from './temporal/tls';
 import { createExecutors } from './executor';
+import { connectCluster, type ProxmoxCluster } from './proxmox';
+import { PermissionDeniedError } from './proxmox/errors';
 import { createActivities } from '../activities';
 import { createWorker } from '../worker/worker';
 import { createApp } from '../api/app';
 import { applyServerLimits } from '../api/limits';
 import { EncryptionCodec, dataConverterFor } from './temporal/codec';
 import { resolveEncryptionKeys } from './temporal/encryptionKeys';
-import { readinessProbe, nodeCheck, temporalCheck, workerCheck } from './readiness';
+import { readinessProbe, nodeCheck, apiCheck, temporalCheck, workerCheck } from './readiness';
 import { StartupError, reason } from './startupError';
 import { portHolder } from './run/ports';
 
@@ -70,14 +72,23 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     );
   }
 
-  const executors = createExecutors(
-    config,
-    opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv },
-  );
+  // API mode reaches no node over SSH: no executors at all.
+  const executors = config.proxmoxApi
+    ? {}
+    : createExecutors(config, opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv });
+  const proxmox = connectCluster(config.proxmoxApi, executors);
+  let knownNodes: string[];
+  try {
+    knownNodes = await clusterNodes(proxmox, config, executors);
+  } catch (err) {
+    await proxmox.close();
+    await temporal.close();
+    throw err;
+  }
   let worker: Worker | undefined;
   let workerDone: Promise<void> | undefined;
   if (opts.worker !== false) {
-    const activities = createActivities({ config, executors, client: temporal.client });
+    const activities = createActivities({ config, executors, proxmox, client: temporal.client });
     worker = await createWorker({
       config,
       connection: temporal.nativeConnection,
@@ -92,12 +103,13 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     temporalCheck(temporal.client, opts.temporalAddress),
     ...(worker ? [workerCheck(worker)] : []),
     ...Object.values(executors).map(nodeCheck),
+    ...(config.proxmoxApi ? [apiCheck(proxmox.node(config.mainNode)!)] : []),
   ];
   const app = createApp({
     config,
     client: temporal.client,
-    knownNodes: Object.keys(executors),
-    executors,
+    knownNodes,
+    proxmox,
     codec,
     readiness: readinessProbe(checks),
   });
@@ -119,6 +131,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     if (worker && worker.getState() === 'RUNNING') worker.shutdown();
     await workerDone?.catch(() => undefined);
     await Promise.all(Object.values(executors).map((e) => e.close()));
+    await proxmox.close();
     await temporal.close();
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') {
@@ -138,7 +151,26 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
       if (worker && worker.getState() === 'RUNNING') worker.shutdown();
       await workerDone?.catch(() => undefined);
       await Promise.all(Object.values(executors).map((e) => e.close()));
+      await proxmox.close();
       await temporal.close();
     },
   };
+}
+
+/**
+ * The node names requests may name. CLI mode: the nodes with an executor. API mode: the
+ * cluster's, asked at start-up, which also tells a wrong token at once; a cluster that
+ * cannot be reached now falls back to the configured names (NODE_<name>, MAIN_NODE).
+ */
+async function clusterNodes(proxmox: ProxmoxCluster, config: Config, executors: Record<string, unknown>): Promise<string[]> {
+  if (proxmox.mode === 'cli') return Object.keys(executors);
+  try {
+    return (await proxmox.node(config.mainNode)!.nodes({ timeoutMs: 15_000 })).map((n) => n.node);
+  } catch (err) {
+    if (err instanceof PermissionDeniedError) {
+      throw new StartupError(`the Proxmox API refuses PROXMOX_API_TOKEN: ${err.message}\ncheck the token and its privileges (docs/proxmox-api.md)`);
+    }
+    console.warn(`cannot list the cluster's nodes through the Proxmox API yet (${reason(err).split('\n')[0]}); accepting the configured ones`);
+    return [...new Set([config.mainNode, ...Object.keys(config.nodes)])];
+  }
 }

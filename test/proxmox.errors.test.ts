@@ -2,6 +2,7 @@ import { ExecutorTimeoutError, ExecutorUnreachableError } from '../lib/executor/
 import {
   LockTimeoutError,
   NON_RETRYABLE_PROXMOX_ERRORS,
+  PermissionDeniedError,
   NoSuchNodeError,
   ParameterError,
   ProxmoxCommandError,
@@ -87,7 +88,7 @@ describe('classifyFailure (reference §12 texts)', () => {
   });
 
   it('lists exactly the non-retryable classes', () => {
-    const all = [VmidTakenError, VmNotFoundError, ParameterError, StorageError, NoSuchNodeError, VmStateError, VmLockedError, LockTimeoutError, ProxmoxCommandError];
+    const all = [VmidTakenError, VmNotFoundError, ParameterError, StorageError, NoSuchNodeError, VmStateError, PermissionDeniedError, VmLockedError, LockTimeoutError, ProxmoxCommandError];
     const nonRetryable = all.filter((E) => !new E({ node: 'n', command: 'c', exitCode: 1, stderr: '' }).retryable).map((E) => E.name);
     expect([...NON_RETRYABLE_PROXMOX_ERRORS].sort()).toEqual(nonRetryable.sort());
   });

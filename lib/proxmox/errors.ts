@@ -7,12 +7,18 @@ import { ExecutorTimeoutError, ExecutorUnreachableError } from '../executor/type
  * ApplicationFailure types Temporal sees; lib/failures.ts lists the non-retryable ones.
  */
 
-/** A command that ran on a node and failed. Secret values never reach these fields. */
+/**
+ * A command that ran on a node, or an API request (or its task), and failed. Secret values
+ * never reach these fields.
+ */
 export interface CommandFailure {
   node: string;
-  /** The argv as displayed, with secrets replaced. */
+  /** The argv as displayed, with secrets replaced; or `POST /nodes/pve1/qemu`. */
   command: string;
+  /** The exit status; for an API request, its HTTP status. */
   exitCode: number;
+  /** Set for API requests: the message reads "HTTP 403" rather than "exit 403". */
+  http?: boolean;
   stderr: string;
   stdout?: string;
 }
@@ -26,7 +32,7 @@ export abstract class ProxmoxError extends Error {
   readonly stderr: string;
 
   constructor(failure: CommandFailure) {
-    super(`${failure.command} failed on node '${failure.node}' (exit ${failure.exitCode}): ${reason(failure)}`);
+    super(`${failure.command} failed on node '${failure.node}' (${failure.http ? 'HTTP' : 'exit'} ${failure.exitCode}): ${reason(failure)}`);
     this.node = failure.node;
     this.command = failure.command;
     this.exitCode = failure.exitCode;
@@ -90,6 +96,20 @@ export class VmStateError extends ProxmoxError {
   readonly retryable = false;
 }
 
+/**
+ * `Permission check failed (/vms/120, VM.Allocate)`: the API token lacks a privilege (or,
+ * HTTP 401, is not valid at all). Retrying cannot grant it; the message names what is missing.
+ */
+export class PermissionDeniedError extends ProxmoxError {
+  override readonly name: string = 'PermissionDeniedError';
+  readonly retryable = false;
+  /** The privilege and the ACL path it is checked on, when Proxmox named them. */
+  get missing(): { path: string; privilege: string } | undefined {
+    const m = /Permission check failed \(([^,)]+), ([^)]+)\)/.exec(this.stderr);
+    return m ? { path: m[1], privilege: m[2] } : undefined;
+  }
+}
+
 /** Any other failure. Unknown is treated as transient: better one retry too many. */
 export class ProxmoxCommandError extends ProxmoxError {
   override readonly name: string = 'ProxmoxCommandError';
@@ -100,6 +120,8 @@ type ErrorClass = new (failure: CommandFailure) => ProxmoxError;
 
 /** First match wins; the order matters where one output holds two texts. */
 const RULES: ReadonlyArray<readonly [RegExp, ErrorClass]> = [
+  // The API's 403 and 401 (the status leads the text, as pvesh prints it).
+  [/^(?:40[13] )?(?:Permission check failed|authentication failure|No ticket)/im, PermissionDeniedError],
   // create/clone on a used VMID; `pvesh get /cluster/nextid --vmid N` on a used one.
   [/already exists on node '[^']*'|config file already exists|^vmid: VM \d+ already exists/m, VmidTakenError],
   [/Configuration file '[^']*' does not exist|unable to find configuration file for VM \d+/, VmNotFoundError],
@@ -143,6 +165,7 @@ export function isRetryable(err: unknown): boolean {
 
 /** Names of the non-retryable classes, for a Temporal retry policy. */
 export const NON_RETRYABLE_PROXMOX_ERRORS = [
+  'PermissionDeniedError',
   'VmidTakenError',
   'VmNotFoundError',
   'ParameterError',

@@ -217,6 +217,13 @@ export function parseNextId(stdout: string): number {
   return Number(text);
 }
 
+/** `pvesh get /version`: `{"version":"8.4.1","release":"8.4",...}` → `8.4.1`. */
+export function parseVersion(stdout: string): string {
+  const v = object(parsePveshJson(stdout), '/version').version;
+  if (typeof v !== 'string' || v === '') throw new Error(`unexpected /version output: ${JSON.stringify(stdout.slice(0, 100))}`);
+  return v;
+}
+
 function optionalNumbers<K extends string>(o: Json, keys: K[]): Partial<Record<K, number>> {
   const out: Partial<Record<K, number>> = {};
   for (const k of keys) {

@@ -23,7 +23,7 @@ export function beat(ctx: Context = Context.current()): void {
  * follow, and the hook that records a new one at once (checkpointed again right away, so a
  * second crash finds it too).
  */
-export function recordedTask(): { resumeTask?: string; onTask: (upid: string) => void } {
+export function recordedTask(): { resumeTask?: string; onTask: (upid: string) => void; stopTaskOnAbort: (reason: unknown) => boolean } {
   const ctx = Context.current();
   const before = ctx.info.heartbeatDetails as Partial<TaskCheckpoint> | undefined;
   const resumeTask = typeof before?.upid === 'string' ? before.upid : undefined;
@@ -33,5 +33,8 @@ export function recordedTask(): { resumeTask?: string; onTask: (upid: string) =>
       checkpoints.set(ctx, { upid });
       beat(ctx);
     },
+    // Only the workflow's own cancellation ends the task. A worker shutting down, or an
+    // attempt timing out, leaves it running for the next attempt to follow.
+    stopTaskOnAbort: (reason) => (reason as { message?: unknown } | undefined)?.message === 'CANCELLED',
   };
 }

@@ -21,6 +21,11 @@ export interface TaskOptions extends CallOptions {
   onTask?: (upid: string) => void;
   /** A UPID from an earlier attempt: follow it instead of starting anew. */
   resumeTask?: string;
+  /**
+   * Whether an abort of `signal` (given its reason) also stops the task on its node.
+   * Default: no, the task runs on; a caller that gives up on the operation for good says yes.
+   */
+  stopTaskOnAbort?: (reason: unknown) => boolean;
 }
 
 export type ProxmoxMode = 'cli' | 'api';

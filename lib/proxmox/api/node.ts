@@ -75,7 +75,7 @@ export class ApiNode implements ProxmoxNode {
       upid = data;
     }
     opts.onTask?.(upid);
-    await followTask(this.api, upid, { onLine: opts.onLine, signal: opts.signal, command, pollMs: this.options.pollMs });
+    await followTask(this.api, upid, { onLine: opts.onLine, signal: opts.signal, command, pollMs: this.options.pollMs, stopTaskOnAbort: opts.stopTaskOnAbort });
   }
 
   private get<T>(path: string, params: Params = {}, call: CallOptions = {}): Promise<T> {

@@ -39,6 +39,8 @@ export interface FollowOptions {
   command?: string;
   /** Between status polls. Default 1 s. */
   pollMs?: number;
+  /** Whether an abort of `signal` stops the task too (see TaskOptions). */
+  stopTaskOnAbort?: (reason: unknown) => boolean;
 }
 
 /** A task that ended OK or with warnings only. */
@@ -49,8 +51,8 @@ const LOG_PAGE = 500;
  * Follows a task to its end, as `pvesh` and the GUI do: polls
  * `/nodes/<node>/tasks/<upid>/status` and reads new lines of `/log` as they come. A task
  * that ended with an error becomes the error class its message maps to (the message is
- * the task's exit status, the log's last lines add context). Aborting the signal stops
- * the task on its node, since nobody would follow it any more.
+ * the task's exit status, the log's last lines add context). An abort stops following;
+ * the task itself is stopped only when `stopTaskOnAbort` says so.
  */
 export async function followTask(api: PveApi, upid: string, opts: FollowOptions = {}): Promise<void> {
   const where = parseUpid(upid);
@@ -93,7 +95,7 @@ export async function followTask(api: PveApi, upid: string, opts: FollowOptions 
       await sleep(pollMs, opts.signal);
     }
   } catch (err) {
-    if (opts.signal?.aborted) {
+    if (opts.signal?.aborted && opts.stopTaskOnAbort?.(opts.signal.reason)) {
       await api.request('DELETE', base, {}, { node: where.node }).catch(() => undefined);
     }
     throw err;

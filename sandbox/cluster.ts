@@ -10,6 +10,9 @@ import { clearVmProcess, runningVmids, signalVm } from './state/runtime';
 import { startNodeSshd, type NodeSshd } from './nodeSshd';
 import { sandboxSourceDir } from './location';
 import { startCliServer } from './cliServer';
+import { startApiServer, type SandboxApi, type SandboxApiOptions } from './api/start';
+import { addToken, authHeader, type AclEntry } from './api/access';
+import { killRunningTasks } from './api/tasks';
 
 /**
  * A stand-in Proxmox VE cluster on this machine: its state in one directory (laid out
@@ -37,6 +40,19 @@ export interface SandboxClusterOptions {
   rootAuthorizedKey: string;
   /** The node sshd binary; default /usr/sbin/sshd. */
   sshdPath?: string;
+  /**
+   * Serve Proxmox's REST API (`/api2/json`) over HTTPS too, on the same state as the CLIs
+   * (sandbox/api/). Off unless given; `true` = defaults (127.0.0.1, a free port).
+   */
+  api?: SandboxApiOptions | boolean;
+}
+
+/** A token `createApiToken` made: its id, secret and the header that sends it. */
+export interface SandboxApiToken {
+  tokenid: string;
+  secret: string;
+  /** `PVEAPIToken=<tokenid>=<secret>` */
+  authorization: string;
 }
 
 export interface SandboxCall {
@@ -59,6 +75,13 @@ export interface SandboxCluster {
   nodeAddresses: Record<string, { host: string; port: number }>;
   /** The pid of each node's sshd. */
   sshdPids: Record<string, number>;
+  /** The REST API server, when started with `api`. */
+  api?: SandboxApi;
+  /**
+   * Adds an API token (privilege-separated unless `privsep: false`) with these ACL
+   * entries, e.g. `{ tokenid: 'qemurun@pve!ci', acl: [{ path: '/', privs: ['VM.Audit'] }] }`.
+   */
+  createApiToken(t: { tokenid: string; secret?: string; privsep?: boolean; acl?: AclEntry[]; expire?: number }): SandboxApiToken;
   injectFault(f: FaultSpec): Promise<void>;
   clearFaults(): Promise<void>;
   calls(): Promise<SandboxCall[]>;
@@ -149,6 +172,20 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     await cliServer.stop();
     throw err;
   }
+  let api: SandboxApi | undefined;
+  if (opts.api) {
+    try {
+      api = await startApiServer(sandboxSourceDir(), dir, mainNode, opts.api === true ? {} : opts.api);
+    } catch (err) {
+      await Promise.all(sshds.map((s) => s.stop()));
+      await cliServer.stop();
+      throw err;
+    }
+    // /nodes reports each node's certificate fingerprint: the one this server presents.
+    const fingerprint = api.fingerprint;
+    model = { ...model, nodes: model.nodes.map((n) => ({ ...n, sslFingerprint: fingerprint })) };
+    saveModel(dir, model);
+  }
 
   return {
     dir,
@@ -157,6 +194,11 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     envFor,
     nodeAddresses,
     sshdPids: Object.fromEntries(model.nodes.map((n, i) => [n.name, sshds[i].pid])),
+    api,
+    createApiToken: (t) => {
+      const token = addToken(dir, t);
+      return { tokenid: token.tokenid, secret: token.secret, authorization: authHeader(token) };
+    },
     injectFault: async (f) => addFault(dir, f),
     clearFaults: async () => clearFaults(dir),
     calls: async () => readCalls(dir).map(({ node, argv, exitCode }) => ({ node, argv, exitCode })),
@@ -172,6 +214,10 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
       }
       await Promise.all(sshds.map((s) => s.stop()));
       await cliServer.stop();
+      await api?.stop();
+      // Tasks outlive the API server, as PVE's workers outlive pveproxy, except when the
+      // cluster goes away for good.
+      if (!keepVms) killRunningTasks(dir);
     },
   };
 }

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import net from 'node:net';
+import https from 'node:https';
 import path from 'node:path';
 import { Client } from 'ssh2';
 import { generateEd25519 } from './sshKeys';
@@ -139,4 +140,50 @@ export async function eventually<T>(fn: () => Promise<T>, timeoutMs = 15_000, ev
       await new Promise((r) => setTimeout(r, everyMs));
     }
   }
+}
+
+export interface ApiAnswer {
+  status: number;
+  /** The status line's reason phrase: PVE puts the error message there. */
+  statusMessage: string;
+  /** Parsed JSON body (`{ data, message?, errors?, total? }`), undefined when there is none. */
+  body: { data?: unknown; message?: string; errors?: Record<string, string>; total?: number } | undefined;
+  /** SHA-256 fingerprint of the certificate the server presented. */
+  fingerprint: string;
+}
+
+/**
+ * One request to a sandbox REST API over real HTTPS, trusting only its certificate (as
+ * a client given it as a CA file would). Parameters go in the query string for GET and
+ * DELETE, as a form body otherwise, as PVE's clients send them.
+ */
+export function apiRequest(
+  api: { url: string; certPem: string; authorization: string },
+  method: string,
+  apiPath: string,
+  params: Record<string, string | number | boolean> = {},
+  o: { authorization?: string | null; json?: boolean } = {},
+): Promise<ApiAnswer> {
+  const form = new URLSearchParams(Object.entries(params).map(([k, v]): [string, string] => [k, String(v)])).toString();
+  const inQuery = method === 'GET' || method === 'DELETE';
+  const url = new URL(`/api2/json${apiPath}${inQuery && form ? `?${form}` : ''}`, api.url);
+  const body = inQuery ? undefined : o.json ? JSON.stringify(params) : form;
+  const headers: Record<string, string> = {};
+  const auth = o.authorization === undefined ? api.authorization : o.authorization;
+  if (auth !== null) headers.Authorization = auth;
+  if (body !== undefined) {
+    headers['Content-Type'] = o.json ? 'application/json' : 'application/x-www-form-urlencoded';
+    headers['Content-Length'] = String(Buffer.byteLength(body));
+  }
+  return new Promise((resolve, reject) => {
+    const req = https.request(url, { method, headers, ca: api.certPem, agent: false }, (res) => {
+      const fingerprint = (res.socket as import('node:tls').TLSSocket).getPeerCertificate().fingerprint256;
+      let raw = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (raw += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, statusMessage: res.statusMessage ?? '', body: raw ? (JSON.parse(raw) as ApiAnswer['body']) : undefined, fingerprint }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
 }

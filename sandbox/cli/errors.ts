@@ -8,12 +8,21 @@ export class CliError extends Error {
   }
 }
 
-/** `400 Parameter verification failed.` + one `param: message` line each + the usage line. */
+/**
+ * PVE's raise_param_exc: the CLI prints it as `400 Parameter verification failed.` + one
+ * `param: message` line each + the usage line; the REST API answers the `errors` object.
+ */
+export class ParamError extends CliError {
+  constructor(readonly errors: Record<string, string>, usage: string) {
+    const lines = Object.keys(errors)
+      .sort()
+      .map((k) => `${k}: ${errors[k]}`);
+    super(['400 Parameter verification failed.', ...lines, usage].join('\n'));
+  }
+}
+
 export function paramError(errors: Record<string, string>, usage: string): CliError {
-  const lines = Object.keys(errors)
-    .sort()
-    .map((k) => `${k}: ${errors[k]}`);
-  return new CliError(['400 Parameter verification failed.', ...lines, usage].join('\n'));
+  return new ParamError(errors, usage);
 }
 
 /** Other HTTP-400 exceptions raised while parsing the command line. */

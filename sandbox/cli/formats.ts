@@ -44,7 +44,7 @@ export function ipconfig(v: string): Record<string, string> | undefined {
   return Object.keys(errors).length ? errors : undefined;
 }
 
-const CPU_MODELS = [
+export const CPU_MODELS = [
   '486', 'athlon', 'Broadwell', 'Broadwell-IBRS', 'Broadwell-noTSX', 'Broadwell-noTSX-IBRS', 'Cascadelake-Server',
   'Conroe', 'core2duo', 'coreduo', 'EPYC', 'EPYC-IBPB', 'EPYC-Milan', 'EPYC-Rome', 'EPYC-Genoa', 'Haswell',
   'Haswell-IBRS', 'Haswell-noTSX', 'Haswell-noTSX-IBRS', 'host', 'Icelake-Server', 'IvyBridge', 'IvyBridge-IBRS',

@@ -1,4 +1,5 @@
 import os from 'node:os';
+import { createHash } from 'node:crypto';
 import { parseArgs, type Prop } from './args';
 import { CliError, paramError } from './errors';
 import type { Ctx } from './context';
@@ -9,6 +10,7 @@ import { parseConf } from '../state/vmconf';
 import { readIfExists } from '../state/files';
 import { guestResource, guests, nodeResource, nodeUsage, storageResource } from './resources';
 import { toJson, toJsonPretty, toText } from './output';
+import { VM_OPTIONS } from './vmOptions';
 
 /**
  * `pvesh get <path>` for the API paths the service reads. Output is the API's `data`
@@ -21,13 +23,13 @@ interface Route {
   get(ctx: Ctx, m: RegExpExecArray, params: Record<string, string>): unknown;
 }
 
-function requireNode(ctx: Ctx, name: string) {
+export function requireNode(ctx: Ctx, name: string) {
   const n = nodeOf(ctx.model, name);
   if (!n) throw new CliError(`hostname lookup '${name}' failed - failed to get address info for: ${name}: Name or service not known`);
   return n;
 }
 
-function nodeStatus(ctx: Ctx, name: string): unknown {
+export function nodeStatus(ctx: Ctx, name: string): unknown {
   const n = requireNode(ctx, name);
   if (!n.online) throw new CliError(`500 Can't connect to ${n.ip}:8006 (No route to host)`);
   const u = nodeUsage(ctx, n);
@@ -60,7 +62,7 @@ function nodeStatus(ctx: Ctx, name: string): unknown {
   };
 }
 
-function clusterResources(ctx: Ctx, type: string | undefined): unknown[] {
+export function clusterResources(ctx: Ctx, type: string | undefined): unknown[] {
   const out: unknown[] = [];
   if (!type || type === 'vm') out.push(...guests(ctx).map(guestResource));
   if (!type || type === 'node') out.push(...ctx.model.nodes.map((n) => nodeResource(ctx, n, false)));
@@ -73,7 +75,7 @@ function clusterResources(ctx: Ctx, type: string | undefined): unknown[] {
   return out;
 }
 
-function nextId(ctx: Ctx, vmid: string | undefined): string {
+export function nextId(ctx: Ctx, vmid: string | undefined): string {
   const used = new Set(listVms(ctx.dir).map((v) => v.vmid));
   if (vmid !== undefined) {
     if (used.has(Number(vmid))) throw paramError({ vmid: `VM ${vmid} already exists` }, 'pvesh get <api_path> [OPTIONS] [FORMAT_OPTIONS]');
@@ -83,11 +85,60 @@ function nextId(ctx: Ctx, vmid: string | undefined): string {
   throw new CliError('unable to get any free VMID in range [100, 999999]');
 }
 
-function vmConfOn(ctx: Ctx, node: string, vmid: number) {
+export function vmConfOn(ctx: Ctx, node: string, vmid: number) {
   requireNode(ctx, node);
   const raw = readIfExists(ctx.paths.conf(node, vmid));
   if (raw === undefined) throw new CliError(`Configuration file '${ctx.paths.confDisplay(node, vmid)}' does not exist`);
   return parseConf(raw);
+}
+
+/** What the API's read paths answer; pvesh and the REST API share them. */
+export function version(ctx: Ctx) {
+  return { release: ctx.model.pveVersion.split('/')[1].split('.').slice(0, 2).join('.'), repoid: ctx.model.pveVersion.split('/')[2], version: ctx.model.pveVersion.split('/')[1] };
+}
+
+export function vmStatusCurrent(ctx: Ctx, node: string, vmid: number) {
+  vmConfOn(ctx, node, vmid);
+  const g = guests(ctx).find((x) => x.vmid === vmid)!;
+  const { id, node: _node, type, ...rest } = guestResource(g);
+  void id, _node, type;
+  return { ...rest, qmpstatus: rest.status, ha: { managed: 0 } };
+}
+
+export function vmConfigView(ctx: Ctx, node: string, vmid: number) {
+  const conf = vmConfOn(ctx, node, vmid);
+  const raw = readIfExists(ctx.paths.conf(node, vmid)) ?? '';
+  const out: Record<string, unknown> = { digest: createHash('sha1').update(raw).digest('hex') };
+  // parse_vm_config's check_type: integer and boolean options are numbers (memory has been a
+  // property string since PVE 8.1).
+  for (const [k, v] of Object.entries(conf.props)) {
+    const type = VM_OPTIONS[k]?.type;
+    out[k] = k !== 'memory' && (type === 'integer' || type === 'boolean') && /^-?\d+$/.test(v) ? Number(v) : v;
+  }
+  if (conf.description !== undefined) out.description = conf.description;
+  if (out.cipassword !== undefined) out.cipassword = '**********';
+  return out;
+}
+
+export function nodeStorages(ctx: Ctx, node: string) {
+  requireNode(ctx, node);
+  return storagesOn(ctx.model, node).map((s) => {
+    const r = storageResource(ctx, s, node);
+    const used = (r.disk as number | undefined) ?? 0;
+    const total = (r.maxdisk as number | undefined) ?? 0;
+    return {
+      active: s.active ? 1 : 0,
+      avail: total - used,
+      content: r.content,
+      enabled: s.enabled ? 1 : 0,
+      shared: 0,
+      storage: s.id,
+      total,
+      type: s.type,
+      used,
+      used_fraction: total ? used / total : 0,
+    };
+  });
 }
 
 const ROUTES: Route[] = [
@@ -106,49 +157,9 @@ const ROUTES: Route[] = [
         });
     },
   },
-  {
-    path: /^\/nodes\/([^/]+)\/qemu\/(\d+)\/status\/current$/,
-    get: (ctx, m) => {
-      vmConfOn(ctx, m[1], Number(m[2]));
-      const g = guests(ctx).find((x) => x.vmid === Number(m[2]))!;
-      const { id, node, type, ...rest } = guestResource(g);
-      void id, node, type;
-      return { ...rest, qmpstatus: rest.status, ha: { managed: 0 } };
-    },
-  },
-  {
-    path: /^\/nodes\/([^/]+)\/qemu\/(\d+)\/config$/,
-    get: (ctx, m) => {
-      const conf = vmConfOn(ctx, m[1], Number(m[2]));
-      const out: Record<string, unknown> = { ...conf.props, digest: '0'.repeat(40) };
-      if (conf.description !== undefined) out.description = conf.description;
-      if (out.cipassword !== undefined) out.cipassword = '**********';
-      return out;
-    },
-  },
-  {
-    path: /^\/nodes\/([^/]+)\/storage$/,
-    get: (ctx, m) => {
-      requireNode(ctx, m[1]);
-      return storagesOn(ctx.model, m[1]).map((s) => {
-        const r = storageResource(ctx, s, m[1]);
-        const used = (r.disk as number | undefined) ?? 0;
-        const total = (r.maxdisk as number | undefined) ?? 0;
-        return {
-          active: s.active ? 1 : 0,
-          avail: total - used,
-          content: r.content,
-          enabled: s.enabled ? 1 : 0,
-          shared: 0,
-          storage: s.id,
-          total,
-          type: s.type,
-          used,
-          used_fraction: total ? used / total : 0,
-        };
-      });
-    },
-  },
+  { path: /^\/nodes\/([^/]+)\/qemu\/(\d+)\/status\/current$/, get: (ctx, m) => vmStatusCurrent(ctx, m[1], Number(m[2])) },
+  { path: /^\/nodes\/([^/]+)\/qemu\/(\d+)\/config$/, get: (ctx, m) => vmConfigView(ctx, m[1], Number(m[2])) },
+  { path: /^\/nodes\/([^/]+)\/storage$/, get: (ctx, m) => nodeStorages(ctx, m[1]) },
   {
     path: /^\/cluster\/resources$/,
     props: { type: { type: 'string', optional: true, enum: ['vm', 'storage', 'node', 'sdn', 'pool'] } },
@@ -159,7 +170,7 @@ const ROUTES: Route[] = [
     props: { vmid: { type: 'integer', optional: true, format: f.vmidFormat } },
     get: (ctx, _m, p) => nextId(ctx, p.vmid),
   },
-  { path: /^\/version$/, get: (ctx) => ({ release: '8.3', repoid: ctx.model.pveVersion.split('/')[2], version: ctx.model.pveVersion.split('/')[1] }) },
+  { path: /^\/version$/, get: (ctx) => version(ctx) },
 ];
 
 const FORMAT_PROPS: Record<string, Prop> = {

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { CliError } from './errors';
 import type { Ctx } from './context';
 import type { StorageDef } from '../state/model';
@@ -27,11 +28,31 @@ export function usedBytes(ctx: Ctx, s: StorageDef, node: string): number {
   return s.baseUsedBytes + listVolumes(ctx.dir, node, s.id).reduce((sum, v) => sum + (v.dataBytes ?? v.sizeBytes), 0);
 }
 
+/** Where a file-based storage lives on the node (storage.cfg's `path`); none for block storages. */
+export function storagePath(s: StorageDef): string | undefined {
+  if (s.type === 'dir' && s.id === 'local') return '/var/lib/vz';
+  return s.type === 'dir' || s.type === 'nfs' ? `/mnt/pve/${s.id}` : undefined;
+}
+
+/**
+ * A volume of `import` or `iso` content (`local:import/debian-12.qcow2`) as the file the
+ * sandbox keeps for it, and the path Proxmox would print for it. Undefined for other volids.
+ */
+export function contentFile(ctx: Ctx, volid: string): { file: string; shown: string } | undefined {
+  const m = /^([a-z][a-z0-9\-_.]*[a-z0-9]):(import|iso)\/([^/]+)$/i.exec(volid);
+  if (!m) return undefined;
+  const s = storageFor(ctx, m[1]);
+  const base = storagePath(s);
+  if (!base) throw new CliError(`storage '${s.id}' is not a file based storage`);
+  const dir = m[2] === 'iso' ? 'template/iso' : 'import';
+  return { file: path.join(ctx.paths.contentDir(ctx.node, s.id, m[2]), m[3]), shown: `${base}/${dir}/${m[3]}` };
+}
+
 /** The lines the storage tools print when a volume is created. */
 export function allocationLines(s: StorageDef, volname: string, format: string, sizeBytes: number): string[] {
   if (s.type === 'lvmthin') return [`  Logical volume "${volname}" created.`];
-  if (s.type === 'dir' || s.type === 'nfs') {
-    const base = s.type === 'dir' && s.id === 'local' ? '/var/lib/vz' : `/mnt/pve/${s.id}`;
+  const base = storagePath(s);
+  if (base) {
     const prealloc = format === 'qcow2' ? ' cluster_size=65536 preallocation=metadata compression_type=zlib' : ' preallocation=off';
     return [`Formatting '${base}/images/${volname}', fmt=${format} size=${sizeBytes}${prealloc}`];
   }

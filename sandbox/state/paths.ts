@@ -22,6 +22,11 @@ export function clusterPaths(dir: string) {
     vmlistEntry: (vmid: number) => path.join(side, 'vmlist', String(vmid)),
     locksDir: path.join(side, 'locks'),
     volumesDir: (node: string, storage: string) => path.join(side, 'storage', node, storage),
+    /** Files of a file-based storage's non-disk content (`import/`, `iso/`): real bytes. */
+    contentDir: (node: string, storage: string, content: string) => path.join(side, 'content', node, storage, content),
+    /** REST API: its certificate, tokens and port; task logs as /var/log/pve/tasks. */
+    apiDir: path.join(side, 'api'),
+    tasksDir: path.join(side, 'tasks'),
     faults: path.join(side, 'faults.json'),
     callLog: path.join(side, 'calls.jsonl'),
     runDir: path.join(side, 'run'),

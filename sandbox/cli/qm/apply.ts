@@ -7,7 +7,7 @@ import type { VmConf } from '../../state/vmconf';
 import { allocVolume, freeVolume, getVolume, splitVolid, supportsFormat, defaultFormat, type Volume } from '../../state/volumes';
 import { looksHashed, newSalt, sha256Crypt } from '../../state/sha256crypt';
 import { isDriveName } from '../vmOptions';
-import { allocationLines, requireActive, requireImages, storageFor } from '../storage';
+import { allocationLines, contentFile, requireActive, requireImages, storageFor } from '../storage';
 import { firstFreeUnused, formatSize, isCdrom, isCloudinit, parseDrive, printDrive } from './vm';
 import { probeImage, transferLines } from './image';
 
@@ -109,9 +109,12 @@ function applyDrive(ctx: Ctx, vmid: number, conf: VmConf, key: string, value: st
       if (Number(fresh[2]) !== 0) {
         throw paramError({ [key]: "'import-from' requires special syntax - use <storage ID>:0,import-from=<source>" }, 'qm set <vmid> [OPTIONS]');
       }
-      if (!fs.existsSync(importFrom)) throw new CliError(`cannot import from '${importFrom}' - could not get file size of ${importFrom}`);
-      size = probeImage(importFrom).virtualSize;
-      source = importFrom;
+      // A storage volume (`local:import/x.qcow2`, what download-url leaves) or a path.
+      const volume = contentFile(ctx, importFrom);
+      const file = volume?.file ?? importFrom;
+      if (!fs.existsSync(file)) throw new CliError(`cannot import from '${importFrom}' - could not get file size of ${volume?.shown ?? importFrom}`);
+      size = probeImage(file).virtualSize;
+      source = file;
     }
     const format = (drive.opts.format as Volume['format']) ?? defaultFormat(s);
     delete drive.opts.format;

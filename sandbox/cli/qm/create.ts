@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { parseArgs, usageLine, type CommandDef } from '../args';
+import { parseArgs, usageLine, type CommandDef, type Params } from '../args';
 import { CliError } from '../errors';
 import type { Ctx } from '../context';
 import { VM_OPTIONS, VMID } from '../vmOptions';
@@ -12,7 +12,7 @@ import { sshkeysFromFile, validateSshKeys } from './sshkeys';
 import { createVmExclusive, defaultBootOrder, writeVm } from './vm';
 import { startVm } from './power';
 
-const DEF: CommandDef = {
+export const CREATE_DEF: CommandDef = {
   name: 'qm create',
   args: ['vmid'],
   props: {
@@ -31,15 +31,23 @@ const DEF: CommandDef = {
  * task removes the config and frees what it allocated.
  */
 export function qmCreate(ctx: Ctx, argv: string[]): number {
-  const params = parseArgs(DEF, argv);
+  const params = parseArgs(CREATE_DEF, argv);
+  if (params.sshkeys !== undefined) params.sshkeys = sshkeysFromFile(params.sshkeys);
+  createVm(ctx, params);
+  return 0;
+}
+
+/**
+ * create_vm's work once the parameters are valid (`sshkeys` URI-escaped, as the API takes
+ * it): what `qm create` and the REST API's create task share.
+ */
+export function createVm(ctx: Ctx, validated: Params): void {
+  const params = { ...validated };
   const vmid = Number(params.vmid);
   delete params.vmid;
   const start = params.start === '1';
   for (const k of ['start', 'unique', 'pool', 'storage']) delete params[k];
-  if (params.sshkeys !== undefined) {
-    params.sshkeys = sshkeysFromFile(params.sshkeys);
-    validateSshKeys(params.sshkeys);
-  }
+  if (params.sshkeys !== undefined) validateSshKeys(params.sshkeys);
 
   const fail = (why: string) => new CliError(`unable to create VM ${vmid} - ${why}`);
   const owner = vmOwner(ctx.dir, vmid);
@@ -55,7 +63,7 @@ export function qmCreate(ctx: Ctx, argv: string[]): number {
   const allocated: Volume[] = [];
   try {
     const conf: VmConf = { props: {}, sections: '' };
-    applyVmOptions(ctx, vmid, conf, params, allocated, usageLine(DEF));
+    applyVmOptions(ctx, vmid, conf, params, allocated, usageLine(CREATE_DEF));
     conf.props.meta = `creation-qemu=${ctx.model.qemuVersion},ctime=${Math.floor(Date.now() / 1000)}`;
     conf.props.smbios1 ??= `uuid=${randomUUID()}`;
     conf.props.vmgenid ??= randomUUID();
@@ -74,5 +82,4 @@ export function qmCreate(ctx: Ctx, argv: string[]): number {
     ctx.out('Execute autostart');
     startVm(ctx, vmid);
   }
-  return 0;
 }

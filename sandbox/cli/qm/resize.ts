@@ -1,4 +1,4 @@
-import { parseArgs, type CommandDef } from '../args';
+import { parseArgs, type CommandDef, type Params } from '../args';
 import { CliError } from '../errors';
 import type { Ctx } from '../context';
 import { DRIVE_NAMES, VMID } from '../vmOptions';
@@ -7,7 +7,7 @@ import { allocatedSize, getVolume, saveVolume } from '../../state/volumes';
 import { storageFor } from '../storage';
 import { checkLock, formatSize, isCdrom, loadVm, parseDrive, printDrive, withVmLock, writeVm } from './vm';
 
-const DEF: CommandDef = {
+export const RESIZE_DEF: CommandDef = {
   name: 'qm disk resize',
   args: ['vmid', 'disk', 'size'],
   props: {
@@ -37,39 +37,44 @@ function lvmLines(volname: string, from: number, to: number): string[] {
  * Only parameter errors, raised before the task, exit non-zero.
  */
 export function qmResize(ctx: Ctx, argv: string[]): number {
-  const p = parseArgs(DEF, argv);
-  const vmid = Number(p.vmid);
+  const p = parseArgs(RESIZE_DEF, argv);
   try {
-    withVmLock(ctx, vmid, () => {
-      const conf = loadVm(ctx, vmid);
-      if (p.skiplock !== '1') checkLock(conf);
-      const value = conf.props[p.disk];
-      if (value === undefined) throw new CliError(`disk '${p.disk}' does not exist`);
-      const drive = parseDrive(value);
-      if (!drive.volid || drive.volid === 'none') throw new CliError(`disk '${p.disk}' has no associated volume`);
-      if (isCdrom(drive)) throw new CliError("you can't resize a cdrom");
-      const vol = getVolume(ctx.dir, ctx.node, drive.volid);
-      if (!vol) throw new CliError(`Could not determine current size of volume '${drive.volid}'`);
-      const storage = storageFor(ctx, vol.storage);
-
-      const m = /^(\+)?(\d+(?:\.\d+)?)([KMGT])?$/.exec(p.size)!;
-      const unit = m[3] ? 1024 ** ('KMGT'.indexOf(m[3]) + 1) : 1;
-      let newSize = Number(m[2]) * unit;
-      if (m[1]) newSize += vol.sizeBytes;
-      newSize = Math.floor(newSize);
-      if (newSize < vol.sizeBytes) throw new CliError('shrinking disks is not supported');
-      if (newSize === vol.sizeBytes) return;
-
-      if (storage.type === 'lvmthin') for (const l of lvmLines(vol.volname, vol.sizeBytes, allocatedSize(storage, newSize))) ctx.out(l);
-      else ctx.out('Image resized.');
-      saveVolume(ctx.dir, ctx.node, { ...vol, sizeBytes: allocatedSize(storage, newSize) });
-      drive.opts.size = formatSize(newSize);
-      conf.props[p.disk] = printDrive(drive);
-      writeVm(ctx, vmid, conf);
-    });
+    resizeDisk(ctx, p);
   } catch (e) {
     if (!(e instanceof CliError)) throw e;
     ctx.err(e.message);
   }
   return 0;
+}
+
+/** resize_vm's task: throws what the task fails with. */
+export function resizeDisk(ctx: Ctx, p: Params): void {
+  const vmid = Number(p.vmid);
+  withVmLock(ctx, vmid, () => {
+    const conf = loadVm(ctx, vmid);
+    if (p.skiplock !== '1') checkLock(conf);
+    const value = conf.props[p.disk];
+    if (value === undefined) throw new CliError(`disk '${p.disk}' does not exist`);
+    const drive = parseDrive(value);
+    if (!drive.volid || drive.volid === 'none') throw new CliError(`disk '${p.disk}' has no associated volume`);
+    if (isCdrom(drive)) throw new CliError("you can't resize a cdrom");
+    const vol = getVolume(ctx.dir, ctx.node, drive.volid);
+    if (!vol) throw new CliError(`Could not determine current size of volume '${drive.volid}'`);
+    const storage = storageFor(ctx, vol.storage);
+
+    const m = /^(\+)?(\d+(?:\.\d+)?)([KMGT])?$/.exec(p.size)!;
+    const unit = m[3] ? 1024 ** ('KMGT'.indexOf(m[3]) + 1) : 1;
+    let newSize = Number(m[2]) * unit;
+    if (m[1]) newSize += vol.sizeBytes;
+    newSize = Math.floor(newSize);
+    if (newSize < vol.sizeBytes) throw new CliError('shrinking disks is not supported');
+    if (newSize === vol.sizeBytes) return;
+
+    if (storage.type === 'lvmthin') for (const l of lvmLines(vol.volname, vol.sizeBytes, allocatedSize(storage, newSize))) ctx.out(l);
+    else ctx.out('Image resized.');
+    saveVolume(ctx.dir, ctx.node, { ...vol, sizeBytes: allocatedSize(storage, newSize) });
+    drive.opts.size = formatSize(newSize);
+    conf.props[p.disk] = printDrive(drive);
+    writeVm(ctx, vmid, conf);
+  });
 }

@@ -1,4 +1,4 @@
-import { parseArgs, usageLine, type CommandDef } from '../args';
+import { parseArgs, usageLine, type CommandDef, type Params } from '../args';
 import { CliError } from '../errors';
 import type { Ctx } from '../context';
 import { VM_OPTIONS, VMID } from '../vmOptions';
@@ -7,7 +7,7 @@ import { applyVmOptions, deleteVmOptions } from './apply';
 import { sshkeysFromFile, validateSshKeys } from './sshkeys';
 import { checkLock, loadVm, withVmLock, writeVm } from './vm';
 
-const DEF: CommandDef = {
+export const SET_DEF: CommandDef = {
   name: 'qm set',
   args: ['vmid'],
   props: {
@@ -29,11 +29,17 @@ const DEF: CommandDef = {
  * `[PENDING]` until the next boot.
  */
 export function qmSet(ctx: Ctx, argv: string[]): number {
-  const params = parseArgs(DEF, argv);
+  const params = parseArgs(SET_DEF, argv);
+  if (params.sshkeys !== undefined) params.sshkeys = sshkeysFromFile(params.sshkeys);
+  return updateVm(ctx, params);
+}
+
+/** update_vm once the parameters are valid (`sshkeys` URI-escaped): shared with the REST API. */
+export function updateVm(ctx: Ctx, validated: Params): number {
+  const params = { ...validated };
   const vmid = Number(params.vmid);
   delete params.vmid;
   delete params.digest;
-  if (params.sshkeys !== undefined) params.sshkeys = sshkeysFromFile(params.sshkeys);
 
   const logged = Object.keys(params)
     .sort()
@@ -51,7 +57,7 @@ export function qmSet(ctx: Ctx, argv: string[]): number {
     if (del) deleteVmOptions(ctx, conf, del);
     const allocated: Volume[] = [];
     try {
-      applyVmOptions(ctx, vmid, conf, params, allocated, usageLine(DEF));
+      applyVmOptions(ctx, vmid, conf, params, allocated, usageLine(SET_DEF));
     } catch (e) {
       for (const v of allocated) freeVolume(ctx.dir, ctx.node, v.volid);
       throw e;

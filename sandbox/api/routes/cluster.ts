@@ -1,0 +1,54 @@
+import type { Route } from '../http';
+import { clusterResources, nextId, nodeStatus, version } from '../../cli/pvesh';
+import { nodeResource } from '../../cli/resources';
+import { CPU_MODELS } from '../../cli/formats';
+import * as f from '../../cli/formats';
+
+/** Cluster-wide and node reads: /version, /cluster/resources, /cluster/nextid, /nodes... */
+
+const VENDORS: Record<string, string> = { EPYC: 'AuthenticAMD', Opteron: 'AuthenticAMD', athlon: 'AuthenticAMD', phenom: 'AuthenticAMD' };
+
+export const clusterRoutes: Route[] = [
+  { method: 'GET', path: '/version', handle: (r) => version(r.ctx()) },
+  {
+    method: 'GET',
+    path: '/cluster/resources',
+    props: { type: { type: 'string', optional: true, enum: ['vm', 'storage', 'node', 'sdn', 'pool'] } },
+    // Everyone may ask; each entry is shown only to who may see it (Cluster.pm's resources).
+    handle: (r) =>
+      (clusterResources(r.ctx(), r.params.type) as Array<Record<string, unknown>>).filter((e) => {
+        if (e.type === 'qemu') return r.can(`/vms/${String(e.vmid)}`, ['VM.Audit']);
+        if (e.type === 'node') return r.can(`/nodes/${String(e.node)}`, ['Sys.Audit']);
+        if (e.type === 'storage') return r.can(`/storage/${String(e.storage)}`, ['Datastore.Audit']) || r.can(`/storage/${String(e.storage)}`, ['Datastore.AllocateSpace']);
+        return true;
+      }),
+  },
+  {
+    method: 'GET',
+    path: '/cluster/nextid',
+    props: { vmid: { type: 'integer', optional: true, format: f.vmidFormat } },
+    handle: (r) => nextId(r.ctx(), r.params.vmid),
+  },
+  { method: 'GET', path: '/nodes', handle: (r) => r.ctx().model.nodes.map((n) => nodeResource(r.ctx(), n, true)) },
+  {
+    method: 'GET',
+    path: '/nodes/{node}/status',
+    handle: (r) => {
+      r.check(`/nodes/${r.params.node}`, ['Sys.Audit']);
+      return nodeStatus(r.ctx(), r.params.node);
+    },
+  },
+  {
+    method: 'GET',
+    path: '/nodes/{node}/capabilities/qemu/cpu',
+    props: { arch: { type: 'string', optional: true, enum: ['x86_64', 'aarch64'] } },
+    // Everyone may list the built-in models (only custom ones are filtered).
+    handle: () => {
+      return CPU_MODELS.filter((m) => m !== 'host').map((name) => ({
+        custom: 0,
+        name,
+        vendor: Object.entries(VENDORS).find(([k]) => name.startsWith(k))?.[1] ?? (/^(kvm|qemu|x86-64|max)/.test(name) ? 'default' : 'GenuineIntel'),
+      })).concat([{ custom: 0, name: 'host', vendor: 'default' }]);
+    },
+  },
+];

@@ -1,0 +1,103 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Route } from '../http';
+import { ApiError, paramExc } from '../errors';
+import { forkWorker } from '../tasks';
+import { nodeStorages } from '../../cli/pvesh';
+import { storageFor, storagePath } from '../../cli/storage';
+import { listVolumes } from '../../state/volumes';
+import { probeImage } from '../../cli/qm/image';
+import { encodeText } from '../../state/escape';
+
+/** /nodes/{node}/storage/{storage}: status, content and download-url (pve-storage's API2::Storage). */
+
+const auditable = (r: Parameters<Route['handle']>[0]) => r.check(`/storage/${r.params.storage}`, ['Datastore.Audit', 'Datastore.AllocateSpace'], true);
+
+function storageOnNode(r: Parameters<Route['handle']>[0]) {
+  const s = r.ctx().model.storages.find((x) => x.id === r.params.storage);
+  if (!s) throw new ApiError(500, `storage '${r.params.storage}' does not exist\n`);
+  if (s.nodes && !s.nodes.includes(r.params.node)) throw new ApiError(500, `storage '${s.id}' is not available on node '${r.params.node}'\n`);
+  return s;
+}
+
+/** The file names download-url accepts for `import` (pve-storage's UPLOAD_IMPORT_EXT_RE_1). */
+const IMPORT_NAME = /^[a-zA-Z0-9\-.+=_]+\.(ova|qcow2|raw|vmdk)$/;
+
+export const storageRoutes: Route[] = [
+  {
+    method: 'GET',
+    path: '/nodes/{node}/storage/{storage}/status',
+    handle: (r) => {
+      auditable(r);
+      storageOnNode(r);
+      const { storage, ...rest } = nodeStorages(r.ctx(), r.params.node).find((x) => x.storage === r.params.storage)!;
+      void storage;
+      return rest;
+    },
+  },
+  {
+    method: 'GET',
+    path: '/nodes/{node}/storage/{storage}/content',
+    props: { content: { type: 'string', optional: true }, vmid: { type: 'integer', optional: true } },
+    handle: (r) => {
+      auditable(r);
+      const s = storageOnNode(r);
+      const out: Array<Record<string, unknown>> = [];
+      for (const v of listVolumes(r.dir, r.params.node, s.id)) {
+        out.push({ content: 'images', ctime: 0, format: v.format, size: v.sizeBytes, used: v.dataBytes ?? v.sizeBytes, vmid: v.vmid, volid: v.volid });
+      }
+      for (const content of ['import', 'iso']) {
+        const dir = r.ctx().paths.contentDir(r.params.node, s.id, content);
+        for (const name of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
+          if (name.includes('.tmp_dwnl.')) continue;
+          const file = path.join(dir, name);
+          const st = fs.statSync(file);
+          const format = content === 'iso' ? 'iso' : probeImage(file).format;
+          out.push({ content, ctime: Math.floor(st.mtimeMs / 1000), format, size: st.size, volid: `${s.id}:${content}/${name}` });
+        }
+      }
+      return out
+        .filter((v) => !r.params.content || v.content === r.params.content)
+        .filter((v) => !r.params.vmid || v.vmid === Number(r.params.vmid))
+        .sort((a, b) => (String(a.volid) < String(b.volid) ? -1 : 1));
+    },
+  },
+  {
+    method: 'POST',
+    path: '/nodes/{node}/storage/{storage}/download-url',
+    props: {
+      url: { type: 'string', pattern: /^https?:\/\/.*/ },
+      content: { type: 'string', enum: ['iso', 'vztmpl', 'import'] },
+      filename: { type: 'string', maxLength: 255 },
+      checksum: { type: 'string', optional: true },
+      'checksum-algorithm': { type: 'string', optional: true, enum: ['md5', 'sha1', 'sha224', 'sha256', 'sha384', 'sha512'] },
+      compression: { type: 'string', optional: true, enum: ['gz', 'lzo', 'zst', 'bz2'] },
+      'verify-certificates': { type: 'boolean', optional: true },
+    },
+    handle: (r) => {
+      const p = r.params;
+      r.check(`/storage/${p.storage}`, ['Datastore.AllocateTemplate']);
+      // Probing the node's network: Sys.Audit and Sys.Modify on /, or Sys.AccessNetwork on the node.
+      if (!r.can('/', ['Sys.Audit', 'Sys.Modify']) && !r.can(`/nodes/${p.node}`, ['Sys.AccessNetwork'])) throw new ApiError(403, 'Permission check failed\n');
+      if ((p.checksum === undefined) !== (p['checksum-algorithm'] === undefined)) {
+        const missing = p.checksum === undefined ? 'checksum' : 'checksum-algorithm';
+        throw paramExc({ [missing]: `parameter is missing and it is required by '${missing === 'checksum' ? 'checksum-algorithm' : 'checksum'}'` });
+      }
+      const ctx = r.ctx();
+      let s;
+      try {
+        s = storageFor(ctx, p.storage);
+      } catch (e) {
+        throw new ApiError(500, `${(e as Error).message}\n`);
+      }
+      if (!storagePath(s)) throw new ApiError(500, `can't upload to storage type '${s.type}', not a file based storage!\n`);
+      if (!s.content.includes(p.content)) throw new ApiError(500, `storage '${s.id}' is not configured for content-type '${p.content}'\n`);
+      const filename = p.filename.replace(/\n$/, '').replace(/^.*[/\\]/, '').replace(/[^a-zA-Z0-9_.-]/g, '_');
+      if (p.content !== 'import') throw new ApiError(501, `sandbox: download-url keeps only content 'import'\n`);
+      if (!IMPORT_NAME.test(filename)) throw paramExc({ filename: 'invalid filename or wrong extension' });
+      if (!s.active) throw new ApiError(500, `storage '${s.id}' is not online\n`);
+      const params = { storage: s.id, content: p.content, filename, url: p.url, ...(p.checksum ? { checksum: p.checksum, 'checksum-algorithm': p['checksum-algorithm'] } : {}) };
+      return forkWorker(r.dir, { node: p.node, type: 'download', id: encodeText(filename), user: r.user }, { op: 'download', params, faultArgv: ['pvesh', 'create', `/nodes/${p.node}/storage/${s.id}/download-url`] });
+    },
+  },
+];

@@ -1,0 +1,52 @@
+import fs from 'node:fs';
+import https from 'node:https';
+import path from 'node:path';
+import type net from 'node:net';
+import { clusterPaths } from '../state/paths';
+import { writeFileAtomic } from '../state/files';
+import { handle } from './http';
+import { ROUTES } from './routes';
+
+/**
+ * The sandbox cluster's REST API server (pveproxy's part of it): `node tsrun.js
+ * api/server.ts <dir> <host> <port> <authFailureDelayMs>`. Serves HTTPS with the
+ * certificate in the cluster's api directory, writes its port to `api.port` there and
+ * prints `ready <port>`. It exits when its parent goes (stdin closes) or on SIGTERM;
+ * tasks it started run on (they are processes of their own).
+ */
+const [dirArg, host = '127.0.0.1', portArg = '0', delayArg = '3000'] = process.argv.slice(2);
+const dir = path.resolve(dirArg ?? '');
+const apiDir = clusterPaths(dir).apiDir;
+const portFile = path.join(apiDir, 'api.port');
+const logFile = path.join(apiDir, 'access.log');
+const log = (line: string) => fs.appendFileSync(logFile, `${new Date().toISOString()} ${line}\n`);
+
+const server = https.createServer(
+  { cert: fs.readFileSync(path.join(apiDir, 'pve-ssl.pem')), key: fs.readFileSync(path.join(apiDir, 'pve-ssl.key')) },
+  (req, res) => {
+    res.on('finish', () => log(`${req.socket.remoteAddress} ${req.method} ${req.url?.split('?')[0]} ${res.statusCode}`));
+    handle({ dir, routes: ROUTES, authFailureDelayMs: Number(delayArg), log }, req, res).catch((e) => {
+      log(`request failed: ${(e as Error).stack}`);
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
+    });
+  },
+);
+server.on('clientError', (_err, socket) => socket.destroy());
+server.listen(Number(portArg), host, () => {
+  const { port } = server.address() as net.AddressInfo;
+  writeFileAtomic(portFile, `${port}\n`);
+  process.stdout.write(`ready ${port}\n`);
+});
+server.on('error', (e) => {
+  process.stderr.write(`sandbox API server: ${e.message}\n`);
+  process.exit(1);
+});
+
+const quit = () => {
+  fs.rmSync(portFile, { force: true });
+  process.exit(0);
+};
+process.stdin.resume();
+process.stdin.on('end', quit);
+process.on('SIGTERM', quit);

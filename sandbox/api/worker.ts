@@ -1,0 +1,53 @@
+import { makeCtx } from '../cli/context';
+import { CliError } from '../cli/errors';
+import { qm } from '../cli/qm';
+import { createVm } from '../cli/qm/create';
+import { updateVm } from '../cli/qm/set';
+import { resizeDisk } from '../cli/qm/resize';
+import { takeFaults } from '../state/faults';
+import { appendTaskLine, taskLogFile, type TaskJob } from './tasks';
+import { downloadUrl } from './download';
+
+/**
+ * One worker task of the sandbox's REST API, in a process of its own (see tasks.ts). Reads
+ * `{dir, node, upid, job}` on stdin, runs the job with the same code as the CLIs, writes
+ * what it prints to the task log, then the exit status line.
+ */
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function run(input: { dir: string; node: string; upid: string; job: TaskJob }): Promise<void> {
+  const log = taskLogFile(input.dir, input.upid)!;
+  const write = (line: string) => appendTaskLine(log, line);
+  // A task stopped through the API (DELETE .../tasks/<upid>) ends as PVE's do.
+  process.once('SIGTERM', () => {
+    write('TASK ERROR: received interrupt');
+    process.exit(0);
+  });
+  const ctx = makeCtx(input.dir, input.node, { out: write, err: write });
+  const { job } = input;
+  try {
+    for (const fault of takeFaults(input.dir, input.node, job.faultArgv)) {
+      await sleep(fault.latencyMs ?? 0);
+      if (fault.hangMs !== undefined) await sleep(fault.hangMs);
+      if (fault.hangMs !== undefined || fault.stderr !== undefined || fault.exitCode !== undefined) throw new CliError(fault.stderr ?? 'command failed');
+    }
+    if (job.op === 'qm') qm(ctx, job.argv!);
+    else if (job.op === 'create') createVm(ctx, job.params!);
+    else if (job.op === 'config') updateVm(ctx, job.params!);
+    else if (job.op === 'resize') resizeDisk(ctx, job.params!);
+    else await downloadUrl(ctx, job.params!, write);
+    write('TASK OK');
+  } catch (e) {
+    const msg = e instanceof CliError ? e.message : `${(e as Error).stack ?? e}`;
+    write(`TASK ERROR: ${msg.replace(/\n+$/, '').replace(/\n/g, ' ')}`);
+  }
+}
+
+let raw = '';
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (d: string) => (raw += d));
+process.stdin.on('end', () => {
+  run(JSON.parse(raw) as { dir: string; node: string; upid: string; job: TaskJob })
+    .catch((e) => process.stderr.write(`sandbox task worker: ${(e as Error).stack}\n`))
+    .finally(() => process.exit(0));
+});

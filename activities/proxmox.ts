@@ -3,7 +3,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
-import { VmidTakenError } from '../lib/proxmox/errors';
+import { StorageError, VmidTakenError } from '../lib/proxmox/errors';
 import type { StorageStatus } from '../lib/proxmox/parse';
 import { FALLBACK_CPU_TYPE, clusterBaseline, cpuLevel, meetsLevel } from '../lib/proxmox/cpu';
 import type { InstallSpec, OsName } from '../lib/types';
@@ -72,7 +72,13 @@ export function proxmoxActivities({ config, proxmox, client }: ProxmoxDeps) {
   return {
     /** The storage exists, can hold disks, is active, and (given a size) has room for the disk. */
     async checkStorage(input: { diskGb?: number } = {}): Promise<void> {
-      const storages = await main().storageStatus();
+      // One storage asked for: the only form every Proxmox interface answers alike.
+      const storages = await main()
+        .storageStatus({ storage: config.storage })
+        .catch((err: unknown) => {
+          if (err instanceof StorageError) return [];
+          throw err;
+        });
       const s = storages.find((x) => x.name === config.storage);
       if (!s) throw ApplicationFailure.nonRetryable(`storage '${config.storage}' does not exist`, 'StorageError');
       if (!IMPORTABLE_STORAGE.includes(s.type)) {

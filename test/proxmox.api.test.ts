@@ -100,6 +100,14 @@ describe('errors map to the CLI mode failure types', () => {
     expect((err as Error).message).toBe("POST /nodes/pve1/qemu failed on node 'pve1' (HTTP 403): 403 Permission check failed (/vms/120, VM.Allocate)");
   });
 
+  test('a 403 that names no privilege (create_vm) gets the one the call needs', async () => {
+    stub.route('POST /nodes/pve1/qemu', () => ({ status: 403, message: 'Permission check failed' }));
+    const err = await node().qmCreate(150, { name: 'x' }).catch((e: Error) => e);
+    expect(err).toBeInstanceOf(PermissionDeniedError);
+    expect((err as PermissionDeniedError).missing).toEqual({ path: '/vms/150', privilege: 'VM.Allocate' });
+    expect((err as Error).message).toContain('403 Permission check failed; the token lacks VM.Allocate on /vms/150');
+  });
+
   test('401: a bad token is PermissionDeniedError too', async () => {
     stub.route('GET /cluster/nextid', () => ({ status: 401, message: 'authentication failure' }));
     await expect(node().nextId()).rejects.toBeInstanceOf(PermissionDeniedError);

@@ -106,7 +106,10 @@ export class PermissionDeniedError extends ProxmoxError {
   /** The privilege and the ACL path it is checked on, when Proxmox named them. */
   get missing(): { path: string; privilege: string } | undefined {
     const m = /Permission check failed \(([^,)]+), ([^)]+)\)/.exec(this.stderr);
-    return m ? { path: m[1], privilege: m[2] } : undefined;
+    if (m) return { path: m[1], privilege: m[2] };
+    // Added by the API client where Proxmox named none (lib/proxmox/api/privileges.ts).
+    const lacks = /^the token lacks (.+) on (\S+)$/m.exec(this.stderr);
+    return lacks ? { path: lacks[2], privilege: lacks[1] } : undefined;
   }
 }
 

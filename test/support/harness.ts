@@ -32,10 +32,21 @@ export interface Harness {
  */
 export async function startHarness(
   env: Record<string, string> = {},
-  sandboxOptions: { packageOutputLines?: number; packageSilenceMs?: number; mainNodeOverSsh?: boolean } = {},
+  sandboxOptions: {
+    packageOutputLines?: number;
+    packageSilenceMs?: number;
+    mainNodeOverSsh?: boolean;
+    /**
+     * API mode: the sandbox serves the REST API too, and the service reaches the cluster
+     * only through it, with root@pam's sandbox token and the certificate pinned.
+     */
+    proxmoxApi?: boolean;
+  } = {},
 ): Promise<Harness> {
   const temporalAddress = process.env.TEST_TEMPORAL_ADDRESS;
   if (!temporalAddress) throw new Error('TEST_TEMPORAL_ADDRESS unset: run through jest (globalSetup starts Temporal)');
+  // TEST_PROXMOX_MODE=api runs a suite written for CLI mode in API mode.
+  const apiMode = sandboxOptions.proxmoxApi ?? process.env.TEST_PROXMOX_MODE === 'api';
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-e2e-'));
   const images = await startImageServer();
   const vmSshPort = await freePort();
@@ -73,8 +84,19 @@ export async function startHarness(
     rootAuthorizedKey: key.publicKey,
     packageOutputLines: sandboxOptions.packageOutputLines,
     packageSilenceMs: sandboxOptions.packageSilenceMs,
+    api: apiMode,
   });
   config.nodes = sandbox.nodeAddresses;
+  if (apiMode) {
+    const api = sandbox.api!;
+    config.proxmoxApi = {
+      urls: [api.url],
+      token: `${api.token.tokenid}=${api.token.secret}`,
+      fingerprint: api.fingerprint,
+      insecure: false,
+      imageStorage: 'local',
+    };
+  }
 
   quietWorkerLogs();
   // The data dir's key file, made here so the service finds it instead of announcing it.

@@ -3,6 +3,7 @@ import https from 'node:https';
 import tls from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { classifyFailure } from '../errors';
+import { requiredPrivilege } from './privileges';
 
 /** How to reach and trust the Proxmox VE API. The token is a secret: it stays in here. */
 export interface ApiSettings {
@@ -147,7 +148,7 @@ export class PveApi {
         continue;
       }
       this.preferred = this.urls.indexOf(base);
-      return this.answer<T>(res, method, path, opts.node);
+      return this.answer<T>(res, method, path, params, opts.node);
     }
     throw new ApiUnreachableError(`Proxmox API unreachable: ${failures.join('; ')}`);
   }
@@ -156,7 +157,7 @@ export class PveApi {
     return [...this.urls.slice(this.preferred), ...this.urls.slice(0, this.preferred)];
   }
 
-  private answer<T>(res: RawResponse, method: string, path: string, node?: string): T {
+  private answer<T>(res: RawResponse, method: string, path: string, params: Params, node?: string): T {
     let body: { data?: unknown; errors?: Record<string, string>; message?: string } = {};
     try {
       body = res.body === '' ? {} : JSON.parse(res.body);
@@ -166,6 +167,9 @@ export class PveApi {
     if (res.status >= 200 && res.status < 300) return body.data as T;
     const errors = Object.entries(body.errors ?? {}).map(([k, v]) => `${k}: ${String(v).trim()}`);
     const message = (typeof body.message === 'string' && body.message.trim()) || res.statusMessage || 'no message';
+    // Some checks name no privilege; the call tells which one it was.
+    const needed = res.status === 403 && !/\(.+, .+\)/.test(message) ? requiredPrivilege(method, path, params) : undefined;
+    if (needed) errors.unshift(`the token lacks ${needed.privilege} on ${needed.path}`);
     throw classifyFailure({
       node: node ?? nodeOfPath(path) ?? 'cluster',
       command: `${method} ${path}`,

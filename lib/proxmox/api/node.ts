@@ -251,13 +251,15 @@ export class ApiNode implements ProxmoxNode {
     return parseNextId(String(await this.get('/cluster/nextid', {}, call)));
   }
 
-  /** `GET /nodes/{node}/storage`: sizes in bytes, `active`/`enabled` as 0/1. */
+  /**
+   * `GET /nodes/{node}/storage`, or `/storage/{storage}/status` for one storage (as
+   * `pvesm status --storage`, a storage that does not exist is a StorageError): sizes in
+   * bytes, `active`/`enabled` as 0/1.
+   */
   async storageStatus(opts: CallOptions & { storage?: string; content?: string; enabled?: boolean } = {}): Promise<StorageStatus[]> {
-    const data = await this.get<Array<Record<string, unknown>>>(
-      `${this.nodePath}/storage`,
-      { storage: opts.storage, content: opts.content, enabled: opts.enabled },
-      opts,
-    );
+    const data = opts.storage
+      ? [{ storage: opts.storage, ...(await this.get<Record<string, unknown>>(`${this.nodePath}/storage/${encodeURIComponent(opts.storage)}/status`, {}, opts)) }]
+      : await this.get<Array<Record<string, unknown>>>(`${this.nodePath}/storage`, { content: opts.content, enabled: opts.enabled }, opts);
     return (data ?? []).map((s) => {
       const total = num(s.total) ?? 0;
       const used = num(s.used) ?? 0;

@@ -9,11 +9,14 @@
 import 'dotenv/config';
 import fs from 'node:fs';
 import path from 'node:path';
-import { loadConfig, Config } from './lib/config';
-import { findTemporalCli, startDevServer, DevServer } from './lib/temporal/devServer';
-import { startService } from './lib/service';
-import { ensureSshKey, SshKeyPair } from './lib/sshKey';
-import { StartupError, EXIT_CRASH, reason } from './lib/startupError';
+import { loadConfig } from './lib/config';
+import type { DevServer } from './lib/temporal/devServer';
+import type { SshKeyPair } from './lib/sshKey';
+import { StartupError, EXIT_CRASH } from './lib/startupError';
+import { startService } from './app/service';
+import { startSandbox, startImages } from './app/sandbox';
+import { embeddedDevServer } from './app/devServer';
+import { serviceSshKey } from './app/sshKey';
 import { RunRecords } from './lib/run/records';
 import { checkPortsFree } from './lib/run/ports';
 import { servicePorts } from './lib/run/servicePorts';
@@ -26,75 +29,6 @@ Runtime.install({ logger: new DefaultLogger((process.env.LOG_LEVEL as 'WARN' | u
 /** A step to undo on shutdown (or when a later start-up step fails). */
 type Stop = () => Promise<void>;
 
-function sshKey(config: Config): SshKeyPair {
-  try {
-    return ensureSshKey(config.sshKeyPath);
-  } catch (err) {
-    throw new StartupError(
-      `SSH_KEY_PATH=${config.sshKeyPath}: cannot read or create the SSH key (${reason(err).split('\n')[0]}); ` +
-        'point SSH_KEY_PATH at a readable private key with its .pub beside it',
-      undefined,
-      { cause: err },
-    );
-  }
-}
-
-async function startSandbox(config: Config, key: SshKeyPair, run: RunRecords, tools: SandboxToolPaths) {
-  const { startSandboxCluster } = await import('./sandbox/cluster');
-  const cluster = await startSandboxCluster({
-    dir: path.join(config.dataDir, 'sandbox'),
-    nodes: config.sandboxOptions.nodes,
-    mainNode: config.mainNode,
-    gateway: config.gateway,
-    vmSshPort: config.vmSshPort,
-    bootDelayMs: config.sandboxOptions.bootDelayMs,
-    sshPortBase: config.sandboxOptions.sshPortBase,
-    rootAuthorizedKey: key.publicKey,
-    sshdPath: tools.sshd,
-  });
-  for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
-  // The nodes the rest of the service talks to are the sandbox's.
-  config.nodes = cluster.nodeAddresses;
-  return cluster;
-}
-
-/** Sandbox mode's own images, unless IMAGE_BASE_* name a source: a first run needs no network. */
-async function startImages(config: Config) {
-  if (!config.imageMirror) return undefined;
-  const { startImageMirror } = await import('./sandbox/mirror/server');
-  const mirror = await startImageMirror();
-  config.imageBase = mirror.baseUrls;
-  return mirror;
-}
-
-function embeddedDevServer(config: Config, run: RunRecords): Promise<DevServer> {
-  const explicit = config.temporal.cliPath;
-  if (explicit && !findTemporalCliOrUndefined(explicit)) {
-    throw new StartupError(`TEMPORAL_CLI_PATH=${explicit} is not an executable file: fix the path, or unset it to use .tools/bin/temporal (npm run setup:temporal)`);
-  }
-  return startDevServer({
-    cliPath: explicit,
-    port: config.temporal.devPort,
-    uiPort: config.temporal.uiPort,
-    namespace: config.temporal.namespace,
-    dbFile: path.join(config.dataDir, 'temporal.db'),
-    logFile: path.join(config.dataDir, 'temporal.log'),
-    // The UI decodes the encrypted history through the API's codec endpoint.
-    codecEndpoint: `http://127.0.0.1:${config.port}/codec`,
-    supervise: true,
-    onSpawn: (pid) => run.record('temporal-dev-server', 'Temporal dev server', pid),
-    log: (line) => console.error(line),
-  }).catch((err: unknown) => {
-    if (err instanceof StartupError) throw err;
-    throw new StartupError(
-      `the embedded Temporal dev server did not start: ${reason(err).split('\n')[0]}\n` +
-        `its log is ${path.join(config.dataDir, 'temporal.log')}; npm run setup:temporal builds the CLI, or set TEMPORAL_ADDRESS to use another server`,
-      undefined,
-      { cause: err },
-    );
-  });
-}
-
 /**
  * The workflow bundle `npm run build` made beside the compiled main.js; run from the
  * TypeScript sources there is none, and the worker bundles the workflows at start-up.
@@ -102,14 +36,6 @@ function embeddedDevServer(config: Config, run: RunRecords): Promise<DevServer> 
 function prebuiltWorkflowBundle(): string | undefined {
   const bundle = path.join(__dirname, 'workflow-bundle.js');
   return fs.existsSync(bundle) ? bundle : undefined;
-}
-
-function findTemporalCliOrUndefined(explicit: string) {
-  try {
-    return findTemporalCli(explicit);
-  } catch {
-    return undefined;
-  }
 }
 
 async function main(): Promise<void> {
@@ -129,7 +55,7 @@ async function main(): Promise<void> {
     await checkPortsFree(servicePorts(config));
     // The sandbox's tools before anything is made: a missing sshd leaves no key behind.
     tools = config.sandbox ? await (await import('./sandbox/requirements')).ensureSandboxTools({ toolsPath: config.sandboxOptions.toolsPath }) : undefined;
-    key = sshKey(config);
+    key = serviceSshKey(config);
   } catch (err) {
     run.release();
     throw err;

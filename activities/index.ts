@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import type { ProxmoxCluster } from '../lib/proxmox';
+import type { Activities } from '../contract';
 import { proxmoxActivities } from './proxmox';
 import { guestActivities } from './guest';
 import { imageActivities } from './images';
@@ -23,9 +24,10 @@ export interface ActivityDeps {
 
 /**
  * Every activity of the product, as plain async functions closed over their
- * dependencies. An activity's name in the Temporal UI is its property name here.
+ * dependencies, implementing the interface in contract/activities.ts. An activity's name
+ * in the Temporal UI is its property name.
  */
-export function createActivities(deps: ActivityDeps) {
+export function createActivities(deps: ActivityDeps): Activities {
   return {
     ...proxmoxActivities(deps),
     ...guestActivities(deps),
@@ -34,5 +36,3 @@ export function createActivities(deps: ActivityDeps) {
     ...rebuildActivities(deps),
   };
 }
-
-export type Activities = ReturnType<typeof createActivities>;

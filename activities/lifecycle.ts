@@ -3,9 +3,8 @@ import type { Config } from '../lib/config';
 import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
 import { balloonFor } from './proxmox';
 import { requireManaged } from './managedSet';
-import { adoptedDescription, ownerOf } from '../lib/ownership';
+import { adoptedDescription, ownerOf, workflowInputs } from '../contract';
 import { checkedInput } from './checkInput';
-import { workflowInputs } from '../lib/inputs';
 
 export interface LifecycleDeps {
   config: Config;

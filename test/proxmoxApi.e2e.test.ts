@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { temporal } from '@temporalio/proto';
-import { startService, type RunningService } from '../lib/service';
+import { startService, type RunningService } from '../app/service';
 import { ApiNode } from '../lib/proxmox/api/node';
 import { PveApi } from '../lib/proxmox/api/http';
 import { sshWorks, userKeyPair } from './support/guest';

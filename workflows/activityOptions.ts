@@ -1,10 +1,9 @@
 import { proxyActivities, RetryPolicy } from '@temporalio/workflow';
-import type { Activities } from '../activities';
-import { NON_RETRYABLE_ERRORS } from '../lib/failures';
+import { type Activities, NON_RETRYABLE_ERRORS } from '../contract';
 
 /**
  * Activity options by nature, shared by every workflow: one retry policy whose
- * non-retryable types come from the one list in lib/failures.ts.
+ * non-retryable types come from the one list in contract/failures.ts.
  */
 export const retry: RetryPolicy = {
   initialInterval: '1s',

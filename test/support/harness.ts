@@ -42,6 +42,8 @@ export async function startHarness(
      * only through it, with root@pam's sandbox token and the certificate pinned.
      */
     proxmoxApi?: boolean;
+    /** false: the service runs no worker (the test runs its own, e.g. in a child process). */
+    worker?: boolean;
   } = {},
 ): Promise<Harness> {
   const temporalAddress = process.env.TEST_TEMPORAL_ADDRESS;
@@ -109,6 +111,7 @@ export async function startHarness(
     temporalAddress,
     mainNodeEnv: sandbox.envFor(config.mainNode),
     mainNodeOverSsh: sandboxOptions.mainNodeOverSsh,
+    worker: sandboxOptions.worker,
     workflowBundlePath: process.env.TEST_WORKFLOW_BUNDLE,
     host: '127.0.0.1',
   });

@@ -104,6 +104,11 @@ async function main(): Promise<void> {
         ? `*** SANDBOX MODE: MAIN_NODE is not set, so VMs are created on a simulated Proxmox cluster (${Object.keys(config.nodes).join(', ')}) in ${sandbox.dir}. Nothing touches a real Proxmox. ***`
         : `Proxmox cluster: main node ${config.mainNode}, nodes ${Object.keys(config.nodes).join(', ')}`,
       `API:         http://127.0.0.1:${config.port}/api  (health: /api/health, readiness: /api/health/ready)`,
+      ...(sandbox?.api
+        ? [
+            `Proxmox API: ${sandbox.api.url}/api2/json (the sandbox's; certificate SHA-256 ${sandbox.api.fingerprint}; token ${sandbox.api.token.tokenid}, its secret in ${path.join(sandbox.dir, 'sandbox', 'api', 'tokens.json')})`,
+          ]
+        : []),
       devServer
         ? `Temporal:    embedded dev server at ${devServer.address} (${devServer.source}), history in ${path.join(config.dataDir, 'temporal.db')}`
         : `Temporal:    ${temporalAddress}, namespace ${config.temporal.namespace}`,

@@ -21,6 +21,7 @@ export async function startSandbox(config: Config, key: SshKeyPair, run: RunReco
     sshPortBase: config.sandboxOptions.sshPortBase,
     rootAuthorizedKey: key.publicKey,
     sshdPath: tools.sshd,
+    api: { port: config.sandboxOptions.apiPort },
   });
   for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
   // The nodes the rest of the service talks to are the sandbox's.

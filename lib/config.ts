@@ -146,6 +146,7 @@ export const envSchema = z.object({
   SANDBOX_NODES: z.string().default('pve1,pve2'),
   SANDBOX_SSH_PORT_BASE: intFrom(2200),
   SANDBOX_TOOLS_PATH: z.string().optional(),
+  SANDBOX_API_PORT: intFrom(0).refine((p) => p >= 0 && p <= 65535, 'must be a port number (0 = any free port)'),
 });
 
 /** Where the cloud images come from unless IMAGE_BASE_* say otherwise. */
@@ -290,6 +291,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       sshPortBase: env.SANDBOX_SSH_PORT_BASE,
       /** Where sandbox mode looks for sshd, bwrap...; unset: PATH and the system dirs. */
       toolsPath: env.SANDBOX_TOOLS_PATH,
+      /** The sandbox's REST API (HTTPS, 127.0.0.1); 0 = a free port, shown in the banner. */
+      apiPort: env.SANDBOX_API_PORT,
     },
   };
 }

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { clusterPaths } from './state/paths';
-import { defaultModel, loadModel, saveModel, type ClusterModel } from './state/model';
+import { DEFAULT_PVE_VERSION, defaultModel, loadModel, saveModel, type ClusterModel } from './state/model';
 import { addFault, clearFaults, type FaultSpec } from './state/faults';
 import { readCalls } from './state/callLog';
 import { listVms } from './state/vmlist';
@@ -40,6 +40,11 @@ export interface SandboxClusterOptions {
   rootAuthorizedKey: string;
   /** The node sshd binary; default /usr/sbin/sshd. */
   sshdPath?: string;
+  /**
+   * The Proxmox VE release the cluster plays, `pve-manager/<version>/<repoid>`; default
+   * 8.4.1. An 8.3 refuses download-url's `content=import`, as the real one does.
+   */
+  pveVersion?: string;
   /**
    * Serve Proxmox's REST API (`/api2/json`) over HTTPS too, on the same state as the CLIs
    * (sandbox/api/). Off unless given; `true` = defaults (127.0.0.1, a free port).
@@ -129,7 +134,10 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     bootDelayMs: opts.bootDelayMs ?? 1000,
     packageOutputLines: opts.packageOutputLines ?? 0,
     packageSilenceMs: opts.packageSilenceMs ?? 0,
+    // The release is the code's, not the state's: a restart over an older directory plays it.
+    pveVersion: opts.pveVersion ?? DEFAULT_PVE_VERSION,
   };
+  if (!/^pve-manager\/\d+\.\d+\.\d+\/[0-9a-f]+$/.test(settings.pveVersion)) throw new Error(`pveVersion must look like pve-manager/8.4.1/2a5fa54a8503f96d, got '${settings.pveVersion}'`);
   let model: ClusterModel;
   if (fs.existsSync(paths.clusterJson)) {
     model = { ...loadModel(dir), ...settings };

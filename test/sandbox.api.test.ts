@@ -70,7 +70,7 @@ describe('HTTPS and tokens', () => {
     const version = await call('GET', '/version');
     expect(version.fingerprint).toBe(api.fingerprint);
     expect(version.status).toBe(200);
-    expect(data(version)).toEqual({ release: '8.3', repoid: expect.stringMatching(/^[0-9a-f]+$/), version: '8.3.2' });
+    expect(data(version)).toEqual({ release: '8.4', repoid: expect.stringMatching(/^[0-9a-f]+$/), version: '8.4.1' });
     const nodes = data<Array<{ node: string; ssl_fingerprint: string; status: string }>>(await call('GET', '/nodes'));
     expect(nodes.map((n) => n.node)).toEqual(['pve1', 'pve2']);
     for (const n of nodes) expect(n.ssl_fingerprint).toBe(api.fingerprint);
@@ -133,9 +133,16 @@ describe('creating and reading VMs', () => {
     const noNode = await call('GET', '/nodes/pve9/qemu/150/status/current');
     expect(noNode.status).toBe(500);
     expect(noNode.statusMessage).toMatch(/^hostname lookup 'pve9' failed/);
+    const noStorage = await call('POST', '/nodes/pve1/qemu', { vmid: 152, scsi0: 'nope:4' });
+    expect([noStorage.status, noStorage.statusMessage]).toEqual([500, "storage 'nope' does not exist"]);
     const json = await call('POST', '/nodes/pve1/qemu', { vmid: 151, name: 'json-body', onboot: true }, { json: true });
     expect((await task(json)).status.exitstatus).toBe('OK');
     expect((await qm('pve1', 'config', '151')).stdout).toMatch(/^onboot: 1$/m);
+    // A change made against an older config is refused (the digest GET config gave).
+    const { digest } = data<{ digest: string }>(await call('GET', '/nodes/pve1/qemu/151/config'));
+    expect((await call('PUT', '/nodes/pve1/qemu/151/config', { name: 'first', digest })).status).toBe(200);
+    const stale = await call('PUT', '/nodes/pve1/qemu/151/config', { name: 'second', digest });
+    expect([stale.status, stale.statusMessage]).toEqual([500, 'detected modified configuration - file changed by other user? Try again.']);
   });
 });
 
@@ -195,6 +202,21 @@ describe('images by the node: download-url and import-from', () => {
     expect((await qm('pve1', 'config', '170')).stdout).toMatch(/^scsi0: local-lvm:vm-170-disk-0,discard=on,size=2G$/m);
   });
 
+  test('a node older than 8.4 refuses content=import, as 8.3 did', async () => {
+    // The same cluster playing 8.3 (a started cluster reads its model on every request).
+    const file = `${t.cluster.dir}/sandbox/cluster.json`;
+    const saved = fs.readFileSync(file, 'utf8');
+    fs.writeFileSync(file, saved.replace('pve-manager/8.4.1/', 'pve-manager/8.3.2/'));
+    try {
+      expect(data(await call('GET', '/version'))).toMatchObject({ release: '8.3', version: '8.3.2' });
+      const img = mirror.image('debian', '12');
+      const old = await call('POST', '/nodes/pve1/storage/local/download-url', { url: img.url, content: 'import', filename: 'old.qcow2' });
+      expect([old.status, old.body?.errors]).toEqual([400, { content: "value 'import' does not have a value in the enumeration 'iso, vztmpl'" }]);
+    } finally {
+      fs.writeFileSync(file, saved);
+    }
+  });
+
   test('a wrong checksum fails the task and leaves no file; a non-file storage and a bad name fail the request', async () => {
     const img = mirror.image('ubuntu', '24.04');
     const { status, log } = await task(await call('POST', '/nodes/pve1/storage/local/download-url', { url: img.url, content: 'import', filename: 'noble.qcow2', checksum: '0'.repeat(64), 'checksum-algorithm': 'sha256' }));
@@ -224,6 +246,16 @@ describe('lifecycle tasks on the CLIs\' state', () => {
     const cfg = await task(await call('POST', '/nodes/pve1/qemu/180/config', { ide2: 'local-lvm:cloudinit', ciuser: 'ops', sshkeys: encodeURIComponent(guestKey.publicKey), boot: 'order=scsi0' }));
     expect(cfg.status).toMatchObject({ type: 'qmconfig', exitstatus: 'OK' });
     expect(cfg.log[0]).toMatch(/^update VM 180: -boot order=scsi0 -ciuser ops -ide2 local-lvm:cloudinit -sshkeys ssh-ed25519/);
+    await call('PUT', '/nodes/pve1/qemu/180/config', { cipassword: 'secret' });
+    const dump = data<string>(await call('GET', '/nodes/pve1/qemu/180/cloudinit/dump', { type: 'user' }));
+    expect(dump).toBe((await qm('pve1', 'cloudinit', 'dump', '180', 'user')).stdout + '\n');
+    expect(dump).toMatch(/^password: \$5\$/m);
+    const auditor = t.cluster.createApiToken({ tokenid: 'qemurun@pve!audit', acl: [{ path: '/', privs: ['PVEAuditor'] }] });
+    const masked = data<string>(await call('GET', '/nodes/pve1/qemu/180/cloudinit/dump', { type: 'user' }, { authorization: auditor.authorization }));
+    expect(masked).toMatch(/^password: \*{10}$/m);
+    const storages = data<Array<{ storage: string; type: string; active: number }>>(await call('GET', '/nodes/pve1/storage', { content: 'images' }));
+    expect(storages.map((s) => s.storage)).toEqual(['local', 'local-lvm']);
+    expect(data(await call('GET', '/nodes/pve1/storage/local-lvm/status'))).toMatchObject({ type: 'lvmthin', active: 1, enabled: 1, total: expect.any(Number), used: expect.any(Number), avail: expect.any(Number) });
     const resized = await task(await call('PUT', '/nodes/pve1/qemu/180/resize', { disk: 'scsi0', size: '+2G' }));
     expect(resized.status).toMatchObject({ type: 'resize', exitstatus: 'OK' });
     expect((await qm('pve1', 'config', '180')).stdout).toMatch(/^scsi0: local-lvm:vm-180-disk-0,size=4G$/m);
@@ -301,6 +333,30 @@ describe('tasks', () => {
     } finally {
       api = second;
     }
+  });
+
+  test('injected faults hit the API as they hit the CLIs: the pvesh call a request is, the qm command a task is', async () => {
+    await t.cluster.injectFault({ command: 'pvesh get /cluster/resources', stderr: 'cluster not ready - no quorum?', times: 1 });
+    const failed = await call('GET', '/cluster/resources', { type: 'vm' });
+    expect([failed.status, failed.statusMessage]).toEqual([500, 'cluster not ready - no quorum?']);
+    expect((await call('GET', '/cluster/resources', { type: 'vm' })).status).toBe(200);
+    expect((await qm('pve1', 'create', '195', '--name', 'faulty')).exitCode).toBe(0);
+    await t.cluster.injectFault({ command: 'qm start', stderr: 'start failed: QEMU exited with code 1', times: 1 });
+    const start = await task(await call('POST', '/nodes/pve1/qemu/195/status/start'));
+    expect(start.log).toEqual(['TASK ERROR: start failed: QEMU exited with code 1']);
+    expect((await qm('pve1', 'status', '195')).stdout).toBe('status: stopped');
+  });
+
+  test('DELETE on a running task stops it: TASK ERROR: received interrupt', async () => {
+    expect((await qm('pve1', 'create', '196', '--name', 'stopped-task')).exitCode).toBe(0);
+    await t.cluster.injectFault({ command: 'qm start', latencyMs: 10_000, times: 1 });
+    const upid = data<string>(await call('POST', '/nodes/pve1/qemu/196/status/start'));
+    const path = `/nodes/pve1/tasks/${encodeURIComponent(upid)}`;
+    await eventually(async () => expect(data<Array<{ upid: string }>>(await call('GET', '/nodes/pve1/tasks', { source: 'active' })).map((x) => x.upid)).toContain(upid));
+    expect((await call('DELETE', path)).status).toBe(200);
+    const { status } = await task({ status: 200, statusMessage: 'OK', body: { data: upid }, fingerprint: '' });
+    expect(status.exitstatus).toBe('received interrupt');
+    expect((await qm('pve1', 'status', '196')).stdout).toBe('status: stopped');
   });
 
   test('an unknown UPID and a malformed one are parameter errors', async () => {

@@ -17,6 +17,9 @@ export function servicePorts(config: Config): PlannedPort[] {
         what: `sandbox node ${node}'s sshd`,
       });
     });
+    if (config.sandboxOptions.apiPort) {
+      ports.push({ host: '127.0.0.1', port: config.sandboxOptions.apiPort, setting: 'SANDBOX_API_PORT', what: "the sandbox's Proxmox REST API" });
+    }
   }
   return ports;
 }

@@ -6,6 +6,7 @@ import { nodeOf } from '../state/model';
 import { VMID } from '../cli/vmOptions';
 import * as f from '../cli/formats';
 import { uriUnescape } from '../state/escape';
+import { takeFaults } from '../state/faults';
 import { ApiError, fromCli, paramExc, permExc } from './errors';
 import { privilegesOn, verifyToken, type ApiToken } from './access';
 
@@ -125,6 +126,24 @@ function send(res: http.ServerResponse, status: number, reason: string | undefin
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+const PVESH_VERB: Record<string, string> = { GET: 'get', POST: 'create', PUT: 'set', DELETE: 'delete' };
+
+/**
+ * Faults injected for the pvesh call a request amounts to (`pvesh get /cluster/resources`,
+ * `pvesh create /nodes/pve1/qemu`...) apply to it: a delay, a hang, or a failure whose
+ * text is the 500's message. One fault thus hits the CLI and the API way alike.
+ */
+async function injectedFaults(dir: string, node: string | undefined, method: string, relPath: string): Promise<void> {
+  const model = makeCtx(dir, node ?? '').model;
+  for (const fault of takeFaults(dir, node ?? model.mainNode, ['pvesh', PVESH_VERB[method], relPath])) {
+    await sleep(fault.latencyMs ?? 0);
+    if (fault.hangMs !== undefined) await sleep(fault.hangMs);
+    if (fault.hangMs !== undefined || fault.stderr !== undefined || fault.exitCode !== undefined) {
+      throw new ApiError(500, `${(fault.stderr ?? 'command failed').replace(/\n$/, '')}\n`);
+    }
+  }
+}
+
 export interface ServerOptions {
   dir: string;
   routes: Compiled[];
@@ -174,6 +193,7 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
     });
     if (Object.keys(conflicts).length) throw paramExc(conflicts);
     validate(route, params);
+    await injectedFaults(o.dir, params.node, method, relPath);
     const ctx = (node?: string) => makeCtx(o.dir, node ?? params.node ?? '', { out: () => undefined, err: () => undefined });
     if (params.node !== undefined) {
       const model = ctx().model;

@@ -25,6 +25,8 @@ export interface SandboxApi {
   token: ApiToken;
   /** `PVEAPIToken=root@pam!sandbox=<secret>` */
   authorization: string;
+  /** The server process. */
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -49,6 +51,7 @@ export async function startApiServer(srcDir: string, dir: string, hostName: stri
     fingerprint: cert.fingerprint,
     token,
     authorization: authHeader(token),
+    pid: child.pid!,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       await exited;

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { clusterPaths } from '../state/paths';
 import { readIfExists, sleepSync } from '../state/files';
 import { procStartTime } from '../state/runtime';
@@ -31,13 +31,11 @@ export function taskLogFile(dir: string, upid: string): string | undefined {
   return u && path.join(clusterPaths(dir).tasksDir, u.subdir, upid);
 }
 
-/** Starts a worker process for `job` and returns its UPID; its log exists when this returns. */
-export function forkWorker(dir: string, task: Omit<Upid, 'pid' | 'pstart' | 'starttime'>, job: TaskJob): string {
+function spawnWorker(dir: string): ChildProcess {
   const src = sandboxSourceDir();
   const tasksDir = clusterPaths(dir).tasksDir;
   fs.mkdirSync(tasksDir, { recursive: true });
   const errFd = fs.openSync(path.join(tasksDir, 'workers.err'), 'a');
-  const starttime = Math.floor(Date.now() / 1000);
   const child = spawn(process.execPath, [path.join(src, 'tsrun.js'), path.join(src, 'api', 'worker.ts')], {
     // Its own session: the task outlives the request, the API server and its client.
     detached: true,
@@ -47,6 +45,23 @@ export function forkWorker(dir: string, task: Omit<Upid, 'pid' | 'pstart' | 'sta
   });
   fs.closeSync(errFd);
   child.unref();
+  child.stdin!.on('error', () => undefined);
+  return child;
+}
+
+/**
+ * A worker started ahead, its modules loaded, waiting for its job on stdin: Node's
+ * start-up (most of a task's cost in the sandbox) is paid before the request comes.
+ * Without a job it exits when the server goes (its stdin closes).
+ */
+let spare: { dir: string; child: ChildProcess } | undefined;
+
+/** Starts a worker process for `job` and returns its UPID; its log exists when this returns. */
+export function forkWorker(dir: string, task: Omit<Upid, 'pid' | 'pstart' | 'starttime'>, job: TaskJob): string {
+  const ready = spare && spare.dir === dir && spare.child.exitCode === null && spare.child.signalCode === null ? spare.child : undefined;
+  const child = ready ?? spawnWorker(dir);
+  spare = { dir, child: spawnWorker(dir) };
+  const starttime = Math.floor(Date.now() / 1000);
   const pid = child.pid!;
   let pstart = procStartTime(pid);
   for (let i = 0; pstart === undefined && i < 100; i++) {
@@ -57,7 +72,6 @@ export function forkWorker(dir: string, task: Omit<Upid, 'pid' | 'pstart' | 'sta
   const log = taskLogFile(dir, upid)!;
   fs.mkdirSync(path.dirname(log), { recursive: true });
   fs.writeFileSync(log, '');
-  child.stdin!.on('error', () => undefined);
   child.stdin!.end(JSON.stringify({ dir, node: task.node, upid, job }));
   return upid;
 }

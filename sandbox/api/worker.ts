@@ -9,8 +9,9 @@ import { appendTaskLine, taskLogFile, type TaskJob } from './tasks';
 import { downloadUrl } from './download';
 
 /**
- * One worker task of the sandbox's REST API, in a process of its own (see tasks.ts). Reads
- * `{dir, node, upid, job}` on stdin, runs the job with the same code as the CLIs, writes
+ * One worker task of the sandbox's REST API, in a process of its own (see tasks.ts). Loads
+ * its modules first (it may be started ahead as a spare), then reads `{dir, node, upid,
+ * job}` on stdin, runs the job with the same code as the CLIs, writes
  * what it prints to the task log, then the exit status line.
  */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -47,6 +48,8 @@ let raw = '';
 process.stdin.setEncoding('utf8');
 process.stdin.on('data', (d: string) => (raw += d));
 process.stdin.on('end', () => {
+  // A spare worker whose server went away before giving it a job.
+  if (raw === '') process.exit(0);
   run(JSON.parse(raw) as { dir: string; node: string; upid: string; job: TaskJob })
     .catch((e) => process.stderr.write(`sandbox task worker: ${(e as Error).stack}\n`))
     .finally(() => process.exit(0));

@@ -64,6 +64,18 @@ export interface ClusterModel {
 
 const GiB = 1024 ** 3;
 
+/**
+ * The release the sandbox plays: 8.4 is the first whose download-url takes `content=import`
+ * (images fetched by the node), which API mode relies on.
+ */
+export const DEFAULT_PVE_VERSION = 'pve-manager/8.4.1/2a5fa54a8503f96d';
+
+/** `[8, 4]` from `pve-manager/8.4.1/...`. */
+export function pveRelease(model: ClusterModel): [number, number] {
+  const [major, minor] = model.pveVersion.split('/')[1].split('.').map(Number);
+  return [major, minor];
+}
+
 /** A desktop Kaby Lake: x86-64-v3 with AES (no AVX-512). */
 const V3_FLAGS =
   'fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush dts acpi mmx fxsr sse sse2 ss ht tm pbe syscall nx pdpe1gb rdtscp lm constant_tsc art arch_perfmon pebs bts rep_good nopl xtopology nonstop_tsc cpuid aperfmperf pni pclmulqdq dtes64 monitor ds_cpl vmx smx est tm2 ssse3 sdbg fma cx16 xtpr pdcm pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand lahf_lm abm 3dnowprefetch cpuid_fault epb invpcid_single pti ssbd ibrs ibpb stibp tpr_shadow vnmi flexpriority ept vpid ept_ad fsgsbase tsc_adjust bmi1 hle avx2 smep bmi2 erms invpcid rtm mpx rdseed adx smap clflushopt intel_pt xsaveopt xsavec xgetbv1 xsaves dtherm ida arat pln pts hwp hwp_notify hwp_act_window hwp_epp md_clear flush_l1d arch_capabilities';
@@ -104,6 +116,7 @@ export function defaultModel(o: {
   packageOutputLines?: number;
   packageSilenceMs?: number;
   nodeHost: string;
+  pveVersion?: string;
 }): ClusterModel {
   return {
     mainNode: o.mainNode,
@@ -114,8 +127,8 @@ export function defaultModel(o: {
     packageSilenceMs: o.packageSilenceMs,
     macPrefix: 'BC:24:11',
     qemuVersion: '9.2.0',
-    pveVersion: 'pve-manager/8.3.2/3e76eec21c4a14a7',
-    kernel: '6.8.12-5-pve',
+    pveVersion: o.pveVersion ?? DEFAULT_PVE_VERSION,
+    kernel: '6.8.12-9-pve',
     bootedAt: Math.floor(Date.now() / 1000) - 7 * 86400,
     nodes: o.nodes.map((n, i) => nodeDef(n, i, o.nodeHost)),
     storages: [

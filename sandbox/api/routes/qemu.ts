@@ -14,6 +14,9 @@ import { vmProcess } from '../../state/runtime';
 import { nodeOf } from '../../state/model';
 import { validateSshKeys } from '../../cli/qm/sshkeys';
 import { CliError } from '../../cli/errors';
+import { storageFor } from '../../cli/storage';
+import { qmCloudinitDump } from '../../cli/qm/cloudinit';
+import { makeCtx } from '../../cli/context';
 
 /**
  * /nodes/{node}/qemu: qemu-server's API2::Qemu for the calls the product makes. Checks that
@@ -54,7 +57,16 @@ function checkStoragePerms(r: Req, params: Record<string, string>): void {
     if (!isDriveName(k)) continue;
     const d = parseDrive(v);
     const fresh = /^([^/:\s]+):(\d+(?:\.\d+)?|cloudinit)$/.exec(d.volid);
-    if (fresh && fresh[2] !== 'cloudinit') r.check(`/storage/${fresh[1]}`, ['Datastore.AllocateSpace']);
+    if (fresh && fresh[2] !== 'cloudinit') {
+      r.check(`/storage/${fresh[1]}`, ['Datastore.AllocateSpace']);
+      // storage_config: an unknown storage fails the request, before any task.
+      try {
+        storageFor(r.ctx(), fresh[1]);
+      } catch (e) {
+        if (e instanceof CliError) throw new ApiError(500, `${e.message}\n`);
+        throw e;
+      }
+    }
     const from = /^([^/:\s]+):/.exec(d.opts['import-from'] ?? '');
     if (from) r.check(`/storage/${from[1]}`, ['Datastore.AllocateSpace', 'Datastore.Audit'], true);
   }
@@ -177,6 +189,11 @@ export const qemuRoutes: Route[] = [
         checkStoragePerms(r, p);
         checkSshKeys(p);
         if (keys.length === 0 && deleted.length === 0) throw new ApiError(500, 'no options specified\n');
+        if (p.digest !== undefined) {
+          // assert_if_modified: the change was made against this very config.
+          const current = (vmConfigView(r.ctx(), p.node, Number(p.vmid)) as { digest: string }).digest;
+          if (current !== p.digest) throw new ApiError(500, 'detected modified configuration - file changed by other user? Try again.\n');
+        }
         const params = Object.fromEntries(Object.entries(p).filter(([k]) => !['node', 'background_delay'].includes(k)));
         if (method === 'PUT') {
           // update_vm: synchronous, answers null.
@@ -235,6 +252,19 @@ export const qemuRoutes: Route[] = [
   power('stop', { skiplock: bool, timeout, keepActive: bool, 'overrule-shutdown': bool, migratedfrom: { type: 'string', optional: true } }),
   power('shutdown', { skiplock: bool, timeout, keepActive: bool, forceStop: bool }),
   power('reboot', { timeout }),
+  {
+    method: 'GET',
+    path: '/nodes/{node}/qemu/{vmid}/cloudinit/dump',
+    props: { type: { type: 'string', enum: ['user', 'network', 'meta'] } },
+    handle: (r) => {
+      r.check(`/vms/${r.params.vmid}`, ['VM.Audit']);
+      const lines: string[] = [];
+      qmCloudinitDump(makeCtx(r.dir, r.params.node, { out: (l) => lines.push(l), err: () => undefined }), [r.params.vmid, r.params.type]);
+      // The password hash only for who may configure cloud-init.
+      const masked = r.can(`/vms/${r.params.vmid}`, ['VM.Config.Cloudinit']) ? lines : lines.map((l) => (/^password: /.test(l) ? 'password: **********' : l));
+      return masked.join('\n') + '\n';
+    },
+  },
   {
     method: 'GET',
     path: '/nodes/{node}/qemu/{vmid}/status/current',

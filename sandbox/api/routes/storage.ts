@@ -8,6 +8,7 @@ import { storageFor, storagePath } from '../../cli/storage';
 import { listVolumes } from '../../state/volumes';
 import { probeImage } from '../../cli/qm/image';
 import { encodeText } from '../../state/escape';
+import { pveRelease } from '../../state/model';
 
 /** /nodes/{node}/storage/{storage}: status, content and download-url (pve-storage's API2::Storage). */
 
@@ -24,6 +25,26 @@ function storageOnNode(r: Parameters<Route['handle']>[0]) {
 const IMPORT_NAME = /^[a-zA-Z0-9\-.+=_]+\.(ova|qcow2|raw|vmdk)$/;
 
 export const storageRoutes: Route[] = [
+  {
+    method: 'GET',
+    path: '/nodes/{node}/storage',
+    props: {
+      content: { type: 'string', optional: true },
+      enabled: { type: 'boolean', optional: true },
+      format: { type: 'boolean', optional: true },
+      storage: { type: 'string', optional: true },
+      target: { type: 'string', optional: true },
+    },
+    // Only the storages the token may audit or allocate on are listed.
+    handle: (r) =>
+      nodeStorages(r.ctx(), r.params.node).filter(
+        (s) =>
+          (r.can(`/storage/${s.storage}`, ['Datastore.Audit']) || r.can(`/storage/${s.storage}`, ['Datastore.AllocateSpace'])) &&
+          (!r.params.storage || s.storage === r.params.storage) &&
+          (r.params.enabled !== '1' || s.enabled === 1) &&
+          (!r.params.content || r.params.content.split(/[,;\s]+/).every((c) => String(s.content).split(',').includes(c))),
+      ),
+  },
   {
     method: 'GET',
     path: '/nodes/{node}/storage/{storage}/status',
@@ -76,6 +97,9 @@ export const storageRoutes: Route[] = [
     },
     handle: (r) => {
       const p = r.params;
+      // Before 8.4 the content enumeration had no `import`.
+      const [major, minor] = pveRelease(r.ctx().model);
+      if (p.content === 'import' && major * 100 + minor < 804) throw paramExc({ content: "value 'import' does not have a value in the enumeration 'iso, vztmpl'" });
       r.check(`/storage/${p.storage}`, ['Datastore.AllocateTemplate']);
       // Probing the node's network: Sys.Audit and Sys.Modify on /, or Sys.AccessNetwork on the node.
       if (!r.can('/', ['Sys.Audit', 'Sys.Modify']) && !r.can(`/nodes/${p.node}`, ['Sys.AccessNetwork'])) throw new ApiError(403, 'Permission check failed\n');

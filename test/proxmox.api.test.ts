@@ -193,6 +193,15 @@ describe('tasks', () => {
     expect(posts).toBe(1);
   });
 
+  test('skiplock, root@pam\'s alone, is never sent with a token', async () => {
+    const upid = fakeUpid('pve1', 'qmdestroy', '122');
+    stub.route('DELETE /nodes/pve1/qemu/122', () => ({ data: upid }));
+    stubTask(stub, upid, [], 'OK', 0);
+    await node().destroy(122, { purge: true, skiplock: true });
+    const del = stub.requests.find((r) => r.method === 'DELETE')!;
+    expect(Object.fromEntries(del.query)).toEqual({ purge: '1' });
+  });
+
   test('UPIDs carry their node', () => {
     expect(parseUpid('UPID:pve2:0000ABCD:0001E240:6751A2B3:qmigrate:120:root@pam:')).toEqual({ node: 'pve2', type: 'qmigrate', id: '120' });
     expect(parseUpid('not-a-upid')).toBeUndefined();

@@ -6,7 +6,6 @@ import { freePort } from '../../lib/temporal/devServer';
 import { ensureSshKey, SshKeyPair } from '../../lib/sshKey';
 import { startService, RunningService } from '../../app/service';
 import { startSandboxCluster, SandboxCluster } from '../../sandbox/cluster';
-import { loadModel, saveModel } from '../../sandbox/state/model';
 import { startImageServer } from './imageServer';
 import { freePorts } from '../../sandbox/testkit';
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
@@ -91,8 +90,6 @@ export async function startHarness(
   });
   config.nodes = sandbox.nodeAddresses;
   if (apiMode) {
-    // The sandbox's API fetches images as `import` content, which real nodes do since 8.4.
-    saveModel(sandbox.dir, { ...loadModel(sandbox.dir), pveVersion: 'pve-manager/8.4.1/2a5fa54a8503f96d' });
     const api = sandbox.api!;
     config.proxmoxApi = {
       urls: [api.url],

@@ -70,12 +70,22 @@ export class ApiNode implements ProxmoxNode {
     // lost with its worker): this attempt starts the operation anew.
     if (upid && taskFailed(await taskStatus(this.api, upid, opts.signal))) upid = undefined;
     if (!upid) {
-      const data = await this.api.request(method, path, params, { node: this.node, signal: opts.signal, timeoutMs: opts.timeoutMs });
+      const data = await this.api.request(method, path, ApiNode.noSkiplock(params), { node: this.node, signal: opts.signal, timeoutMs: opts.timeoutMs });
       if (!isUpid(data)) return;
       upid = data;
     }
     opts.onTask?.(upid);
     await followTask(this.api, upid, { onLine: opts.onLine, signal: opts.signal, command, pollMs: this.options.pollMs, stopTaskOnAbort: opts.stopTaskOnAbort });
+  }
+
+  /**
+   * `skiplock` is root@pam's alone (qemu-server answers anyone else `Only root may use
+   * this option`), and a token is never root@pam: it is left out, and a lock stays a lock.
+   */
+  private static noSkiplock(params: Params): Params {
+    const { skiplock, ...rest } = params;
+    void skiplock;
+    return rest;
   }
 
   private get<T>(path: string, params: Params = {}, call: CallOptions = {}): Promise<T> {
@@ -124,7 +134,7 @@ export class ApiNode implements ProxmoxNode {
     if (cipasswordHash !== undefined && !CIPASSWORD_HASH.test(cipasswordHash)) throw new Error('cipasswordHash must be a SHA-256 crypt hash');
     const hash = cipasswordHash ?? (cipassword !== undefined ? hashCiPassword(cipassword) : undefined);
     await this.api.request('PUT', this.vm(vmid, '/config'), {
-      ...rest,
+      ...ApiNode.noSkiplock(rest),
       ...(sshkeys !== undefined ? { sshkeys: encodeURIComponent(sshkeys) } : {}),
       ...(hash !== undefined ? { cipassword: hash } : {}),
     }, { node: this.node, signal: call.signal, timeoutMs: call.timeoutMs });

@@ -3,6 +3,7 @@ import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { cpuBaseline } from '../activities/proxmox';
 import { requireMutationAccess } from './guard';
+import { HttpError } from './errors';
 
 export interface ClusterRouteDeps {
   config: Config;
@@ -22,7 +23,7 @@ export function clusterRoutes({ config, proxmox }: ClusterRouteDeps): Router {
       const baseline = await cpuBaseline(proxmox.node(config.mainNode)!, config.dataDir, { refresh: true });
       res.json({ success: true, cpu: baseline.cpuType, nodes: baseline.nodes });
     } catch (err) {
-      res.status(502).json({ success: false, message: `could not detect the CPU baseline: ${(err as Error).message}` });
+      throw new HttpError(502, `could not detect the CPU baseline: ${(err as Error).message}`);
     }
   });
 

@@ -4,6 +4,7 @@ import type { ProxmoxCluster } from '../lib/proxmox';
 import type { NodeResource, VmResource } from '../lib/proxmox/pvesh';
 import { readDisabledVmids } from '../lib/stateFiles';
 import { OS_VERSIONS } from '../contract';
+import { HttpError, InvalidRequestError } from './errors';
 
 /**
  * `GET /vm/list`: the seed's body, from ONE `pvesh get /cluster/resources` (VMs and nodes
@@ -100,13 +101,11 @@ export function listRoutes({ config, proxmox }: ListRouteDeps): Router {
   router.get('/vm/list', async (req: Request, res: Response) => {
     const disable = req.query.disable;
     if (disable !== undefined && disable !== '0' && disable !== '1') {
-      res.status(400).json({ success: false, message: 'please check your input: disable: must be 0 (running VMs) or 1 (stopped VMs)' });
-      return;
+      throw new InvalidRequestError('disable: must be 0 (running VMs) or 1 (stopped VMs)');
     }
     const result = await proxmox.node(config.mainNode)!.resources({ timeoutMs: 60_000 }).catch((err: Error) => err);
     if (result instanceof Error) {
-      res.status(502).json({ success: false, message: `could not read the cluster: ${result.message}` });
-      return;
+      throw new HttpError(502, `could not read the cluster: ${result.message}`);
     }
     res.json(
       vmList(result.vm, result.node, {

@@ -13,7 +13,6 @@ export const MIN_NODE_DOWNLOAD_VERSION = [8, 4] as const;
  */
 export class NodeTooOldError extends ImageError {
   override readonly name = 'NodeTooOldError';
-  readonly nonRetryable = true;
 }
 
 /**

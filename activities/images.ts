@@ -9,16 +9,58 @@ import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import type { Metrics } from '../lib/observability/metrics';
 import { copyDir, pruneOlderCopies, touchCopy } from '../lib/images/nodeCopies';
+import { asApiNode, type ProxmoxCluster } from '../lib/proxmox';
+import { imageFor } from '../lib/images/catalog';
+import { ensureImageOnNode } from '../lib/images/onNode';
+import { recordedTask } from './tasks';
 
 export interface ImageDeps {
   config: Config;
   client: Client;
   executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
   metrics?: Metrics;
 }
 
-/** The official cloud image, cached and checksum-verified where `qm importdisk` reads it. */
-export function imageActivities({ config, client, executors, metrics }: ImageDeps) {
+/**
+ * The official cloud image, checksum-verified where the disk import reads it: cached by the
+ * service and (off the cluster) copied to the main node in CLI mode; fetched by the main
+ * node itself in API mode.
+ */
+export function imageActivities({ config, client, executors, proxmox, metrics }: ImageDeps) {
+  const apiMain = () => {
+    const node = proxmox.node(config.mainNode);
+    return node ? asApiNode(node) : undefined;
+  };
+
+  /** API mode: the main node downloads the image into PROXMOX_IMAGE_STORAGE (content import). */
+  async function downloadOnNode(input: { os: OsName; version: string }) {
+    const node = apiMain()!;
+    const storage = config.proxmoxApi!.imageStorage;
+    const task = recordedTask();
+    const out = outputStream(client);
+    try {
+      if (task.resumeTask) out.line(`[*] following the download task the previous attempt started (${task.resumeTask})`);
+      const image = await keepAlive(() =>
+        ensureImageOnNode(node, storage, imageFor(input.os, input.version, config.imageBase), {
+          ...task,
+          signal: Context.current().cancellationSignal,
+          onLine: (line) => out.line(line),
+        }),
+      );
+      out.line(
+        image.downloaded
+          ? `[*] ${config.mainNode} downloaded ${image.volid} and verified it (${image.algorithm})`
+          : `[*] ${image.volid} is on ${config.mainNode} already (same release)`,
+      );
+      // The node downloaded it: a miss for this release, but no bytes through the service.
+      metrics?.imageCache.inc({ result: image.downloaded ? 'miss' : 'hit' });
+      return { path: image.volid, sha: image.sha, downloaded: image.downloaded };
+    } finally {
+      await out.close();
+    }
+  }
+
   return {
     /**
      * `qm importdisk` reads the image on the main node. When the service runs there, the
@@ -27,6 +69,8 @@ export function imageActivities({ config, client, executors, metrics }: ImageDep
      * and the copies of earlier releases are pruned.
      */
     async stageImage(input: { path: string; sha: string }): Promise<string> {
+      // API mode: the image is on the node's storage already (downloadImage).
+      if (apiMain()) return input.path;
       const main = executors[config.mainNode];
       const putFile = main.putFile?.bind(main);
       if (!putFile) return input.path;
@@ -64,6 +108,7 @@ export function imageActivities({ config, client, executors, metrics }: ImageDep
     },
 
     async downloadImage(input: { os: OsName; version: string }): Promise<{ path: string; sha: string; downloaded: boolean }> {
+      if (apiMain()) return downloadOnNode(input);
       const ctx = Context.current();
       const out = outputStream(client);
       try {

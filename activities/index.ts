@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import type { Metrics } from '../lib/observability/metrics';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import type { Activities } from '../contract';
 import { proxmoxActivities } from './proxmox';
 import { guestActivities } from './guest';
@@ -12,8 +13,13 @@ import { reconcileActivities } from './reconcile';
 
 export interface ActivityDeps {
   config: Config;
-  /** One executor per Proxmox node: local for the main node when we run on it, SSH otherwise. */
+  /**
+   * One executor per Proxmox node: local for the main node when we run on it, SSH otherwise.
+   * Empty in API mode, where no node is reached over SSH.
+   */
   executors: Record<string, NodeExecutor>;
+  /** The nodes as ProxmoxNodes: through the executors (CLI mode) or the REST API. */
+  proxmox: ProxmoxCluster;
   /** Lets long activities stream command output into their workflow's progress. */
   client: Client;
   /** Image cache hits, misses and bytes downloaded are counted here. */

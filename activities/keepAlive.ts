@@ -1,4 +1,5 @@
 import { Context } from '@temporalio/activity';
+import { beat } from './tasks';
 
 const EVERY_MS = 10_000;
 
@@ -12,8 +13,8 @@ const EVERY_MS = 10_000;
  */
 export async function keepAlive<T>(work: () => Promise<T>): Promise<T> {
   const ctx = Context.current();
-  ctx.heartbeat();
-  const timer = setInterval(() => ctx.heartbeat(), EVERY_MS);
+  beat(ctx);
+  const timer = setInterval(() => beat(ctx), EVERY_MS);
   try {
     return await work();
   } finally {

@@ -1,7 +1,6 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Config } from '../lib/config';
-import type { NodeExecutor } from '../lib/executor/types';
-import { ProxmoxNode } from '../lib/proxmox/client';
+import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
 import { balloonFor } from './proxmox';
 import { requireManaged } from './managedSet';
 import { adoptedDescription, ownerOf, workflowInputs } from '../contract';
@@ -9,7 +8,7 @@ import { checkedInput } from './checkInput';
 
 export interface LifecycleDeps {
   config: Config;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
 }
 
 /**
@@ -17,11 +16,11 @@ export interface LifecycleDeps {
  * the node the VM lives on now and is safe to run twice: a retry after a lost completion
  * finds the goal reached and does nothing more.
  */
-export function lifecycleActivities({ config, executors }: LifecycleDeps) {
-  const onNode = (node: string) => {
-    const exec = executors[node];
-    if (!exec) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
-    return new ProxmoxNode(exec);
+export function lifecycleActivities({ config, proxmox }: LifecycleDeps) {
+  const onNode = (node: string): ProxmoxNode => {
+    const found = proxmox.node(node);
+    if (!found) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
+    return found;
   };
 
   /** The VM's node, from one cluster-wide query; undefined when the VM does not exist. */

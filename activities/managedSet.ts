@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Config } from '../lib/config';
-import type { ProxmoxNode } from '../lib/proxmox/client';
+import type { ProxmoxNode } from '../lib/proxmox';
 import { isManaged, notManagedMessage } from '../contract';
 
 /**

@@ -1,6 +1,7 @@
 import { type EventStatus, outputSignal } from '../contract';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
+import { beat } from './tasks';
 
 export interface OutputStream {
   line(message: string, status?: EventStatus): void;
@@ -50,7 +51,7 @@ export function outputStream(client: Client, redact: string[] = []): OutputStrea
       let text = message.length > MAX_LINE_LENGTH ? `${message.slice(0, MAX_LINE_LENGTH)}…` : message;
       for (const secret of secrets) text = text.split(secret).join('********');
       buffer.push({ status, message: text });
-      ctx.heartbeat();
+      beat(ctx);
       if (buffer.length >= MAX_LINES_PER_BATCH) flush();
       else if (!timer) timer = setTimeout(flush, FLUSH_INTERVAL_MS);
     },

@@ -2,9 +2,8 @@ import net from 'node:net';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import type { NodeExecutor } from '../lib/executor/types';
-import { ProxmoxNode } from '../lib/proxmox/client';
-import { VmidTakenError } from '../lib/proxmox/errors';
+import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
+import { StorageError, VmidTakenError } from '../lib/proxmox/errors';
 import type { StorageStatus } from '../lib/proxmox/parse';
 import { FALLBACK_CPU_TYPE, clusterBaseline, cpuLevel, meetsLevel } from '../lib/proxmox/cpu';
 import {
@@ -24,10 +23,11 @@ import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { requireManaged } from './managedSet';
 import { checkedInput } from './checkInput';
+import { recordedTask } from './tasks';
 
 export interface ProxmoxDeps {
   config: Config;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
   client: Client;
 }
 
@@ -39,12 +39,12 @@ const MIN_CPU_LEVEL: Partial<Record<OsName, Record<string, string>>> = {
   rockylinux: { '10': 'x86-64-v3' },
 };
 
-/** Activities that drive Proxmox through qm, pvesh and pvesm on the cluster's nodes. */
-export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
-  const onNode = (node: string) => {
-    const exec = executors[node];
-    if (!exec) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
-    return new ProxmoxNode(exec);
+/** Activities that drive Proxmox (qm, pvesh and pvesm on the nodes, or the REST API). */
+export function proxmoxActivities({ config, proxmox, client }: ProxmoxDeps) {
+  const onNode = (node: string): ProxmoxNode => {
+    const found = proxmox.node(node);
+    if (!found) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
+    return found;
   };
   const main = () => onNode(config.mainNode);
 
@@ -79,7 +79,13 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
   return {
     /** The storage exists, can hold disks, is active, and (given a size) has room for the disk. */
     async checkStorage(input: { diskGb?: number } = {}): Promise<void> {
-      const storages = await main().storageStatus();
+      // One storage asked for: the only form every Proxmox interface answers alike.
+      const storages = await main()
+        .storageStatus({ storage: config.storage })
+        .catch((err: unknown) => {
+          if (err instanceof StorageError) return [];
+          throw err;
+        });
       const s = storages.find((x) => x.name === config.storage);
       if (!s) throw ApplicationFailure.nonRetryable(`storage '${config.storage}' does not exist`, 'StorageError');
       if (!IMPORTABLE_STORAGE.includes(s.type)) {
@@ -167,16 +173,23 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
       return { ip: vmIp(config.gateway, vmid) };
     },
 
-    /** Imports the image once: a retry finds the disk already attached or unused. */
+    /**
+     * Imports the image once: a retry finds the disk already attached or unused, or (API
+     * mode) follows the import task the attempt before started.
+     */
     async importDisk(input: { vmid: number; imagePath: string }): Promise<string> {
       const node = main();
-      const conf = await node.config(input.vmid);
-      const existing = conf.disks.find((d) => d.key === 'scsi0' || d.key.startsWith('unused'));
-      if (existing) return existing.volid;
+      const task = recordedTask();
+      if (!task.resumeTask) {
+        const conf = await node.config(input.vmid);
+        const existing = conf.disks.find((d) => d.key === 'scsi0' || d.key.startsWith('unused'));
+        if (existing) return existing.volid;
+      }
       const out = outputStream(client);
       try {
         return await keepAlive(() =>
           node.importDisk(input.vmid, input.imagePath, config.storage, {
+            ...task,
             onProgress: (line) => out.line(line),
             signal: Context.current().cancellationSignal,
           }),
@@ -219,15 +232,23 @@ export function proxmoxActivities({ config, executors, client }: ProxmoxDeps) {
       await node.qmSet(vmid, { ipconfig0: `ip=${input.ip}/24,gw=${config.gateway}` });
     },
 
+    /**
+     * Migrates to `target`. After a crash the retry finds the VM there already, or (API
+     * mode) follows the migration task still running rather than starting another.
+     */
     async migrateVm(input: { vmid: number; target: string }): Promise<void> {
       checkedInput(field.node, input.target, 'migrateVm');
+      const task = recordedTask();
       const current = await locate(input.vmid);
-      if (current === input.target) return; // done before a crash
+      if (current === input.target && !task.resumeTask) return; // done before a crash
       const out = outputStream(client);
       try {
-        const node = await locateOrFail(input.vmid);
+        if (task.resumeTask) out.line(`[*] following the migration task the previous attempt started (${task.resumeTask})`);
+        // The task's node is the source, where the VM's config may no longer be.
+        const node = task.resumeTask ? onNode(config.mainNode) : await locateOrFail(input.vmid);
         await keepAlive(() =>
           node.migrate(input.vmid, input.target, {
+            ...task,
             withLocalDisks: true,
             onLine: (line) => out.line(line),
             signal: Context.current().cancellationSignal,

@@ -13,13 +13,12 @@ import {
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import type { NodeExecutor } from '../lib/executor/types';
-import { ProxmoxNode } from '../lib/proxmox/client';
+import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
 import { readDisabledVmids, stateFiles } from '../lib/stateFiles';
 
 export interface RebuildDeps {
   config: Config;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
   client: Client;
 }
 
@@ -44,14 +43,14 @@ export class RebuildRefusal extends Error {
  * check and by the API before it starts one.
  */
 export async function inspectVmForRebuild(
-  { config, executors, client }: RebuildDeps,
+  { config, proxmox, client }: RebuildDeps,
   input: { vmid: number; spec?: InstallSpec },
 ): Promise<RebuildTarget> {
   const { vmid } = input;
-  const onNode = (node: string) => {
-    const exec = executors[node];
-    if (!exec) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
-    return new ProxmoxNode(exec);
+  const onNode = (node: string): ProxmoxNode => {
+    const found = proxmox.node(node);
+    if (!found) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
+    return found;
   };
   if (readDisabledVmids(config.dataDir).has(vmid)) {
     throw new RebuildRefusal('VmDisabledError', `VM ${vmid} is disabled (listed in ${stateFiles(config.dataDir).disabled}); it cannot be rebuilt through the API`);
@@ -101,11 +100,11 @@ export async function inspectVmForRebuild(
 }
 
 /** Activities of the rebuild workflow: the check, the stop, and the progress relay. */
-export function rebuildActivities({ config, executors, client }: RebuildDeps) {
-  const onNode = (node: string) => {
-    const exec = executors[node];
-    if (!exec) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
-    return new ProxmoxNode(exec);
+export function rebuildActivities({ config, proxmox, client }: RebuildDeps) {
+  const onNode = (node: string): ProxmoxNode => {
+    const found = proxmox.node(node);
+    if (!found) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
+    return found;
   };
 
   async function find(vmid: number) {
@@ -117,7 +116,7 @@ export function rebuildActivities({ config, executors, client }: RebuildDeps) {
     /** The workflow's check: inspectVmForRebuild, with a refusal made non-retryable. */
     async inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec }): Promise<RebuildTarget> {
       try {
-        return await inspectVmForRebuild({ config, executors, client }, input);
+        return await inspectVmForRebuild({ config, proxmox, client }, input);
       } catch (err) {
         if (err instanceof RebuildRefusal) throw ApplicationFailure.nonRetryable(err.message, err.type);
         throw err;
@@ -149,8 +148,8 @@ export function rebuildActivities({ config, executors, client }: RebuildDeps) {
      * UNSAFE_DEFAULT_PASSWORDS). Read before the VM is destroyed.
      */
     async keptCiPassword(input: { vmid: number; node?: string }): Promise<{ passwdHash?: string; passwd?: string }> {
-      const exec = input.node ? executors[input.node] : undefined;
-      const hash = exec ? await new ProxmoxNode(exec).ciPasswordHash(input.vmid) : undefined;
+      const node = input.node ? proxmox.node(input.node) : undefined;
+      const hash = node ? await node.ciPasswordHash(input.vmid) : undefined;
       if (hash) return { passwdHash: hash };
       return config.defaultCiPassword ? { passwd: config.defaultCiPassword } : {};
     },

@@ -1,24 +1,23 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import type { NodeExecutor } from '../lib/executor/types';
-import { ProxmoxNode } from '../lib/proxmox/client';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import { creationTimeSec } from '../lib/proxmox/vmConfig';
 import { readDisabledVmids } from '../lib/stateFiles';
 import { adoptionOf, isAdoptionOwner, ownerOf, verdict, vmWorkflowId, type OwnerState, type ReconcileItem } from '../contract';
 
 export interface ReconcileDeps {
   config: Config;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
   client: Client;
 }
 
 /** Activities of the reconciler (workflows/reconcile.ts). They read; removal is destroyOwnedVm's. */
-export function reconcileActivities({ config, executors, client }: ReconcileDeps) {
+export function reconcileActivities({ config, proxmox, client }: ReconcileDeps) {
   const onNode = (node: string) => {
-    const exec = executors[node];
-    if (!exec) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
-    return new ProxmoxNode(exec);
+    const found = proxmox.node(node);
+    if (!found) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
+    return found;
   };
 
   /** How the workflow `workflowId` stands; describe reads the newest run, strongly consistent. */

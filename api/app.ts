@@ -19,11 +19,11 @@ import { scheduleRoutes } from './schedules/routes';
 import { reconcileRoutes } from './reconcile';
 import { healthRoutes } from './health';
 import type { ReadinessReport } from '../lib/readiness';
-import type { NodeExecutor } from '../lib/executor/types';
 import type { Metrics } from '../lib/observability/metrics';
 import type { Logger } from '../lib/observability/log';
 import { httpMetrics, metricsRoute } from './metrics';
 import { openApiRoute } from './openapi/route';
+import type { ProxmoxCluster } from '../lib/proxmox';
 
 export interface AppDeps {
   config: Config;
@@ -32,8 +32,8 @@ export interface AppDeps {
   knownNodes: string[];
   /** Serves /codec/decode (for display, secrets redacted) to the Temporal UI and CLI. */
   codec?: PayloadCodec;
-  /** One executor per node: the API's fast reads (preconditions, /vm/list) go through them. */
-  executors: Record<string, NodeExecutor>;
+  /** The cluster's nodes: the API's fast reads (preconditions, /vm/list) go through them. */
+  proxmox: ProxmoxCluster;
   /** The subnets CORS admits origins from; default: the server's own (tests inject their own). */
   corsSubnets?: Array<{ address: string; bits: number }>;
   /** Answers /api/health/ready; without it the API reports itself ready. */

@@ -1,14 +1,13 @@
 import { Router, Request, Response } from 'express';
 import type { Config } from '../lib/config';
-import type { NodeExecutor } from '../lib/executor/types';
-import { ProxmoxNode } from '../lib/proxmox/client';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import { cpuBaseline } from '../activities/proxmox';
 import { requireMutationAccess } from './guard';
 import { HttpError } from './errors';
 
 export interface ClusterRouteDeps {
   config: Config;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
 }
 
 /**
@@ -16,12 +15,12 @@ export interface ClusterRouteDeps {
  * hardware changed, or to replace a type pinned by hand) and caches it. Installs also
  * detect it again by themselves when the set of online nodes changes.
  */
-export function clusterRoutes({ config, executors }: ClusterRouteDeps): Router {
+export function clusterRoutes({ config, proxmox }: ClusterRouteDeps): Router {
   const router = Router();
 
   router.post('/cluster/cpu/refresh', requireMutationAccess(config), async (_req: Request, res: Response) => {
     try {
-      const baseline = await cpuBaseline(new ProxmoxNode(executors[config.mainNode]), config.dataDir, { refresh: true });
+      const baseline = await cpuBaseline(proxmox.node(config.mainNode)!, config.dataDir, { refresh: true });
       res.json({ success: true, cpu: baseline.cpuType, nodes: baseline.nodes });
     } catch (err) {
       throw new HttpError(502, `could not detect the CPU baseline: ${(err as Error).message}`);

@@ -8,8 +8,7 @@ import { InvalidRequestError } from './errors';
 import { limitsFor } from './limits';
 import { openEventStream, streamProgress } from './sse';
 import { requireMutationAccess } from './guard';
-import type { NodeExecutor } from '../lib/executor/types';
-import { ProxmoxNode } from '../lib/proxmox/client';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import { diskTooBig } from '../activities/proxmox';
 import { checkSameRequest } from './idempotency';
 import { prefersAsync } from './prefer';
@@ -18,18 +17,18 @@ export interface InstallRouteDeps {
   config: Config;
   client: Client;
   knownNodes: string[];
-  /** The main node's executor reads the target storage's free space before anything starts. */
-  executors?: Record<string, NodeExecutor>;
+  /** The main node reads the target storage's free space before anything starts. */
+  proxmox?: ProxmoxCluster;
 }
 
 /**
  * A disk larger than ASSIGN_STORAGE's free space, as the 400 message; undefined when it fits
  * or the storage cannot be read now (the workflow's storage step checks again and says why).
  */
-async function diskProblem(config: Config, executors: Record<string, NodeExecutor> | undefined, diskGb: number): Promise<string | undefined> {
-  const exec = executors?.[config.mainNode];
-  if (!exec) return undefined;
-  const storage = await new ProxmoxNode(exec)
+async function diskProblem(config: Config, proxmox: ProxmoxCluster | undefined, diskGb: number): Promise<string | undefined> {
+  const main = proxmox?.node(config.mainNode);
+  if (!main) return undefined;
+  const storage = await main
     .storageStatus({ storage: config.storage })
     .then((list) => list.find((s) => s.name === config.storage))
     .catch(() => undefined);
@@ -43,14 +42,14 @@ function workflowIdFor(req: Request): string {
   return `install-key-${crypto.createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
 }
 
-export function installRoutes({ config, client, knownNodes, executors }: InstallRouteDeps): Router {
+export function installRoutes({ config, client, knownNodes, proxmox }: InstallRouteDeps): Router {
   const router = Router();
   const guard = requireMutationAccess(config);
 
   router.post('/vm/install', ...limitsFor({ stream: { unless: prefersAsync } }), guard, async (req: Request, res: Response) => {
     const { spec, secrets } = toInstallSpec(req.body, config, knownNodes);
     const input: InstallInput = { spec, secrets, mainNode: config.mainNode };
-    const noRoom = await diskProblem(config, executors, spec.diskGb);
+    const noRoom = await diskProblem(config, proxmox, spec.diskGb);
     if (noRoom) throw new InvalidRequestError(noRoom);
     const workflowId = workflowIdFor(req);
     let handle;

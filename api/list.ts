@@ -1,9 +1,7 @@
 import { Router, Request, Response } from 'express';
 import type { Config } from '../lib/config';
-import { displayCommand, type NodeExecutor } from '../lib/executor/types';
-import { pveshClusterResources } from '../lib/proxmox/commands';
-import { classifyFailure } from '../lib/proxmox/errors';
-import { parseClusterResources, type NodeResource, type VmResource } from '../lib/proxmox/pvesh';
+import type { ProxmoxCluster } from '../lib/proxmox';
+import type { NodeResource, VmResource } from '../lib/proxmox/pvesh';
 import { readDisabledVmids } from '../lib/stateFiles';
 import { OS_VERSIONS } from '../contract';
 import { HttpError, InvalidRequestError } from './errors';
@@ -16,7 +14,7 @@ import { HttpError, InvalidRequestError } from './errors';
 
 export interface ListRouteDeps {
   config: Config;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
 }
 
 export interface VmListEntry {
@@ -97,7 +95,7 @@ export function vmList(
   return { count: list.length, list, cluster, data: list };
 }
 
-export function listRoutes({ config, executors }: ListRouteDeps): Router {
+export function listRoutes({ config, proxmox }: ListRouteDeps): Router {
   const router = Router();
 
   router.get('/vm/list', async (req: Request, res: Response) => {
@@ -105,18 +103,12 @@ export function listRoutes({ config, executors }: ListRouteDeps): Router {
     if (disable !== undefined && disable !== '0' && disable !== '1') {
       throw new InvalidRequestError('disable: must be 0 (running VMs) or 1 (stopped VMs)');
     }
-    const exec = executors[config.mainNode];
-    const argv = pveshClusterResources();
-    const result = await exec.run(argv, { timeoutMs: 60_000 }).catch((err: Error) => err);
-    if (result instanceof Error || result.exitCode !== 0) {
-      const reason =
-        result instanceof Error
-          ? result.message
-          : classifyFailure({ node: exec.node, command: displayCommand(argv), exitCode: result.exitCode, stderr: result.stderr, stdout: result.stdout }).message;
-      throw new HttpError(502, `could not read the cluster: ${reason}`);
+    const result = await proxmox.node(config.mainNode)!.resources({ timeoutMs: 60_000 }).catch((err: Error) => err);
+    if (result instanceof Error) {
+      throw new HttpError(502, `could not read the cluster: ${result.message}`);
     }
     res.json(
-      vmList(parseClusterResources(result.stdout, 'vm'), parseClusterResources(result.stdout, 'node'), {
+      vmList(result.vm, result.node, {
         disabled: readDisabledVmids(config.dataDir),
         filter: disable === '0' ? 'running' : disable === '1' ? 'stopped' : undefined,
       }),

@@ -3,7 +3,7 @@ import { Router, Request, Response } from 'express';
 import { z } from 'zod';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import type { NodeExecutor } from '../lib/executor/types';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import { installBodySchema } from './installRequest';
 import { openEventStream, streamProgress } from './sse';
 import { requireMutationAccess } from './guard';
@@ -15,7 +15,7 @@ import { limitsFor } from './limits';
 export interface RebuildRouteDeps {
   config: Config;
   client: Client;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
 }
 
 /** The spec marker holds no secrets: a new cloud-init password comes with the request; without one the VM keeps its own. */
@@ -27,14 +27,14 @@ export const rebuildBodySchema = z.object({ passwd: installBodySchema.shape.pass
  * the product did not install 409; another operation running on the VM gets 409 naming it.
  * In all of these nothing is started and nothing is touched.
  */
-export function rebuildRoutes({ config, client, executors }: RebuildRouteDeps): Router {
+export function rebuildRoutes({ config, client, proxmox }: RebuildRouteDeps): Router {
   const router = Router();
 
   router.post('/vm/:id/rebuild', ...limitsFor({ stream: true }), requireMutationAccess(config), async (req: Request, res: Response) => {
     const vmid = parseVmid(String(req.params.id));
     if (vmid === undefined) throw new InvalidRequestError(vmidProblem(String(req.params.id)));
     const body = parseInput(rebuildBodySchema, req.body);
-    const target = await checkRebuildTarget({ config, executors, client }, { vmid });
+    const target = await checkRebuildTarget({ config, proxmox, client }, { vmid });
     const name = vmName(target.spec.name, vmid);
     const handle = await startVmOperation({
       client,

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import type { NodeExecutor } from '../lib/executor/types';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import { failureStatus, type InstallSpec, type RebuildTarget } from '../contract';
 import { HttpError } from './errors';
 import { inspectVmForRebuild, RebuildRefusal } from '../activities/rebuild';
@@ -28,7 +28,7 @@ export function vmidProblem(raw: string): string {
  * product did not install or one still being built 409, a missing VM 404.
  */
 export async function checkRebuildTarget(
-  deps: { config: Config; executors: Record<string, NodeExecutor>; client: Client },
+  deps: { config: Config; proxmox: ProxmoxCluster; client: Client },
   input: { vmid: number; spec?: InstallSpec },
 ): Promise<RebuildTarget> {
   try {

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../lib/config';
-import type { NodeExecutor } from '../lib/executor/types';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import { createApp } from '../api/app';
 import { applyServerLimits } from '../api/limits';
 import { readinessProbe, type ReadinessCheck } from '../lib/readiness';
@@ -24,18 +24,20 @@ export interface RunningApi {
 export async function startApi(opts: {
   config: Config;
   temporal: TemporalConnection;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
+  /** Node names requests may name. */
+  knownNodes: string[];
   checks: ReadinessCheck[];
   host: string;
   metrics?: Metrics;
   logger?: Logger;
 }): Promise<RunningApi> {
-  const { config, temporal, executors } = opts;
+  const { config, temporal, proxmox } = opts;
   const app = createApp({
     config,
     client: temporal.client,
-    knownNodes: Object.keys(executors),
-    executors,
+    knownNodes: opts.knownNodes,
+    proxmox,
     codec: temporal.codec,
     readiness: readinessProbe(opts.checks),
     metrics: opts.metrics,

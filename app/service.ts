@@ -2,7 +2,9 @@ import type { Worker } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { createExecutors } from '../lib/executor';
-import { nodeCheck, temporalCheck, workerCheck } from '../lib/readiness';
+import { connectCluster } from '../lib/proxmox';
+import { apiCheck, nodeCheck, temporalCheck, workerCheck } from '../lib/readiness';
+import { clusterNodes } from './proxmox';
 import { connectService } from './temporal';
 import { startWorker, type RunningWorker } from './worker';
 import { startApi } from './api';
@@ -39,8 +41,9 @@ export interface RunningService {
 }
 
 /**
- * The composition root: one Temporal connection and one executor per node, shared by the
- * worker (startWorker in ./worker) and the HTTP API (startApi in ./api).
+ * The composition root: one Temporal connection and one way to the cluster (an executor
+ * per node, or the REST API), shared by the worker (startWorker in ./worker) and the HTTP
+ * API (startApi in ./api).
  */
 export async function startService(opts: ServiceOptions): Promise<RunningService> {
   const { config } = opts;
@@ -51,27 +54,34 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   await ensureReconcileSchedule(temporal.client, config).catch((err: unknown) => {
     logger.warn(`the reconcile schedule could not be set up: ${reason(err).split('\n')[0]}`);
   });
-  const executors = createExecutors(
-    config,
-    opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv },
-  );
+  // API mode reaches no node over SSH: no executors at all.
+  const executors = config.proxmoxApi
+    ? {}
+    : createExecutors(config, opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv });
+  const proxmox = connectCluster(config.proxmoxApi, executors, (message) => logger.warn(message));
   let worker: RunningWorker | undefined;
   const closeAll = async () => {
     await worker?.stop();
     await Promise.all(Object.values(executors).map((e) => e.close()));
+    await proxmox.close();
     await temporal.close();
   };
 
   try {
-    const { unreachable } = await checkNodeVersions(executors);
+    const knownNodes = await clusterNodes(proxmox, config, executors);
+    const nodes = knownNodes.map((name) => proxmox.node(name)).filter((n) => n !== undefined);
+    const { unreachable } = await checkNodeVersions(nodes);
     for (const [node, why] of Object.entries(unreachable)) {
       logger.warn({ node }, `node ${node}: could not read its Proxmox VE version (${why}); it is checked again at the next start`);
     }
-    if (opts.worker !== false) worker = await startWorker({ config, temporal, executors, workflowBundlePath: opts.workflowBundlePath, metrics });
+    if (opts.worker !== false) {
+      worker = await startWorker({ config, temporal, executors, proxmox, workflowBundlePath: opts.workflowBundlePath, metrics });
+    }
     const api = await startApi({
       config,
       temporal,
-      executors,
+      proxmox,
+      knownNodes,
       host: opts.host ?? '0.0.0.0',
       metrics,
       logger,
@@ -79,6 +89,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
         temporalCheck(temporal.client, opts.temporalAddress),
         ...(worker ? [workerCheck(worker.worker)] : []),
         ...Object.values(executors).map(nodeCheck),
+        ...(config.proxmoxApi ? [apiCheck(proxmox.node(config.mainNode)!)] : []),
       ],
     });
     return {

@@ -1,6 +1,7 @@
 import type { Worker } from '@temporalio/worker';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import { createActivities } from '../activities';
 import { createWorker } from '../worker/worker';
 import type { TemporalConnection } from './temporal';
@@ -13,19 +14,20 @@ export interface RunningWorker {
 }
 
 /**
- * The worker role: every activity (closed over the node executors) and every workflow
+ * The worker role: every activity (closed over the cluster's nodes) and every workflow
  * of the product, polling the configured task queue until stopped.
  */
 export async function startWorker(opts: {
   config: Config;
   temporal: TemporalConnection;
   executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
   workflowBundlePath?: string;
   /** Image figures, step durations and the workflows' install counts go here. */
   metrics?: Metrics;
 }): Promise<RunningWorker> {
-  const { config, temporal, executors, metrics } = opts;
-  const activities = createActivities({ config, executors, client: temporal.client, metrics });
+  const { config, temporal, executors, proxmox, metrics } = opts;
+  const activities = createActivities({ config, executors, proxmox, client: temporal.client, metrics });
   const worker = await createWorker({
     config,
     connection: temporal.nativeConnection,

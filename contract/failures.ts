@@ -16,8 +16,12 @@ export const FAILURE_TYPES = {
   StorageError: { retryable: false, status: 400 },
   NoSuchNodeError: { retryable: false, status: 400 },
   VmStateError: { retryable: false, status: 400 },
+  // The API token lacks a privilege, or is not valid (API mode).
+  PermissionDeniedError: { retryable: false, status: 403 },
   // Images (lib/images/errors.ts).
   ImageNotFoundError: { retryable: false },
+  // API mode: the node cannot fetch images itself (Proxmox VE before 8.4).
+  NodeTooOldError: { retryable: false },
   ImageDownloadError: { retryable: true },
   ImageChecksumError: { retryable: true },
   // Guests.

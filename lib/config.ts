@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { z } from 'zod';
@@ -57,6 +58,8 @@ function durationMs(v: string): number | undefined {
   if (!m) return undefined;
   return Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2].toLowerCase() as 's' | 'm' | 'h' | 'd'];
 }
+/** `user@realm!tokenid=secret`, as `pveum user token add` prints its parts. */
+const API_TOKEN_FORMAT = /^[^\s@!=]+@[^\s@!=]+![A-Za-z][A-Za-z0-9._-]*=\S+$/;
 
 export const envSchema = z.object({
   PORT: intFrom(8080),
@@ -89,6 +92,28 @@ export const envSchema = z.object({
     .trim()
     .default('/var/tmp/qemurun-images')
     .refine((v) => path.posix.isAbsolute(v), 'must be an absolute path on the main node'),
+
+  // API mode (lib/proxmox/api): a token instead of root SSH to the nodes.
+  PROXMOX_API_URL: z
+    .string()
+    .optional()
+    .transform((v) => (v ?? '').split(',').map((s) => s.trim().replace(/\/+$/, '')).filter(Boolean))
+    .refine((urls) => urls.every((u) => /^https:\/\/[^/\s]+$/.test(u)), 'must be https://<host>[:port], comma-separated'),
+  PROXMOX_API_TOKEN: z.string().trim().regex(API_TOKEN_FORMAT, 'must be user@realm!tokenid=secret').optional(),
+  PROXMOX_API_TOKEN_FILE: z.string().trim().min(1).optional(),
+  PROXMOX_API_CA_FILE: z.string().trim().min(1).optional(),
+  PROXMOX_API_FINGERPRINT: z
+    .string()
+    .trim()
+    .regex(/^(?:[0-9A-Fa-f]{2}:){31}[0-9A-Fa-f]{2}$|^[0-9A-Fa-f]{64}$/, 'must be a SHA-256 fingerprint (AA:BB:... as pvenode cert info prints it)')
+    .optional(),
+  PROXMOX_API_INSECURE: z
+    .string()
+    .trim()
+    .regex(/^(0|1|true|false|yes|no)?$/i, 'must be true or false')
+    .optional()
+    .transform((v) => /^(1|true|yes)$/i.test(v ?? '')),
+  PROXMOX_IMAGE_STORAGE: z.string().trim().min(1).default('local'),
 
   TEMPORAL_ADDRESS: z.string().trim().min(1).optional(),
   TEMPORAL_NAMESPACE: z.string().trim().default('default'),
@@ -191,7 +216,18 @@ function clamp(n: number, lo: number, hi: number): number {
   return Math.min(hi, Math.max(lo, n));
 }
 
-function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeAddress>) {
+/** API mode's settings, files read; undefined in CLI mode. The token is a secret: never log this. */
+export interface ProxmoxApiConfig {
+  urls: string[];
+  token: string;
+  ca?: string;
+  fingerprint?: string;
+  insecure: boolean;
+  /** Storage the nodes download cloud images to (content `import`). */
+  imageStorage: string;
+}
+
+function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeAddress>, proxmoxApi: ProxmoxApiConfig | undefined) {
   const dataDir = path.resolve(env.DATA_DIR ?? 'data');
   const ipStart = clamp(env.ASSIGN_IP_START, 100, 254);
   const ipEnd = clamp(env.ASSIGN_IP_END, 100, 254);
@@ -199,6 +235,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     port: env.PORT,
     /** True when no Proxmox is configured: the service runs against the sandbox cluster. */
     sandbox: env.MAIN_NODE === undefined,
+    /** Set: Proxmox is reached through its REST API with a token, and no node over SSH. */
+    proxmoxApi,
     gateway: env.GATEWAY ?? '127.0.0.1',
     mainNode: env.MAIN_NODE ?? 'pve1',
     nodes,
@@ -316,10 +354,12 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   }
   // Checked on the raw values too, so one start-up names every problem at once.
   const main = source.MAIN_NODE?.trim();
+  const apiMode = Boolean(source.PROXMOX_API_URL?.trim());
   if (main) {
     if (!source.GATEWAY) problems.push('GATEWAY: required when MAIN_NODE is set');
     if (!source.ASSIGN_STORAGE) problems.push('ASSIGN_STORAGE: required when MAIN_NODE is set');
-    if (!source[`NODE_${main}`]) problems.push(`NODE_${main}: required, the address of MAIN_NODE`);
+    // In API mode no node is reached over SSH, so no address is needed.
+    if (!apiMode && !source[`NODE_${main}`]) problems.push(`NODE_${main}: required, the address of MAIN_NODE`);
   }
   if (parsed.success) {
     const sandboxNodes = parsed.data.SANDBOX_NODES.split(',').map((n) => n.trim());
@@ -327,6 +367,51 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       if (!sandboxNodes.includes(node)) problems.push(`SANDBOX_PVE_VERSIONS: '${node}' is not one of SANDBOX_NODES (${sandboxNodes.join(', ')})`);
     }
   }
+  const proxmoxApi = parsed.success ? readApiSettings(parsed.data, problems) : undefined;
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
-  return buildConfig(parsed.data, nodes);
+  return buildConfig(parsed.data, nodes, proxmoxApi);
+}
+
+/** API mode's settings with the token and CA read from their files; problems are collected. */
+function readApiSettings(env: z.infer<typeof envSchema>, problems: string[]): ProxmoxApiConfig | undefined {
+  const others = (['PROXMOX_API_TOKEN', 'PROXMOX_API_TOKEN_FILE', 'PROXMOX_API_CA_FILE', 'PROXMOX_API_FINGERPRINT'] as const).filter((k) => env[k] !== undefined);
+  if (env.PROXMOX_API_URL.length === 0) {
+    if (others.length > 0 || env.PROXMOX_API_INSECURE) problems.push(`PROXMOX_API_URL: required with ${others[0] ?? 'PROXMOX_API_INSECURE'}`);
+    return undefined;
+  }
+  let token = env.PROXMOX_API_TOKEN;
+  if (token !== undefined && env.PROXMOX_API_TOKEN_FILE !== undefined) {
+    problems.push('PROXMOX_API_TOKEN_FILE: set it or PROXMOX_API_TOKEN, not both');
+  } else if (env.PROXMOX_API_TOKEN_FILE !== undefined) {
+    try {
+      token = fs.readFileSync(env.PROXMOX_API_TOKEN_FILE, 'utf8').trim();
+    } catch (err) {
+      problems.push(`PROXMOX_API_TOKEN_FILE: cannot read ${env.PROXMOX_API_TOKEN_FILE} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+      token = undefined;
+    }
+    // The message names the format only: the file's content is the secret.
+    if (token !== undefined && !API_TOKEN_FORMAT.test(token)) problems.push('PROXMOX_API_TOKEN_FILE: must hold user@realm!tokenid=secret');
+  } else if (token === undefined) {
+    problems.push('PROXMOX_API_TOKEN: required with PROXMOX_API_URL (or PROXMOX_API_TOKEN_FILE)');
+  }
+  const trust = [env.PROXMOX_API_CA_FILE && 'PROXMOX_API_CA_FILE', env.PROXMOX_API_FINGERPRINT && 'PROXMOX_API_FINGERPRINT', env.PROXMOX_API_INSECURE && 'PROXMOX_API_INSECURE'].filter(Boolean);
+  if (trust.length > 1) problems.push(`${trust[1]}: set one of PROXMOX_API_CA_FILE, PROXMOX_API_FINGERPRINT, PROXMOX_API_INSECURE (also set: ${trust[0]})`);
+  let ca: string | undefined;
+  if (env.PROXMOX_API_CA_FILE !== undefined) {
+    try {
+      ca = fs.readFileSync(env.PROXMOX_API_CA_FILE, 'utf8');
+      if (!ca.includes('-----BEGIN CERTIFICATE-----')) problems.push(`PROXMOX_API_CA_FILE: ${env.PROXMOX_API_CA_FILE} holds no PEM certificate`);
+    } catch (err) {
+      problems.push(`PROXMOX_API_CA_FILE: cannot read ${env.PROXMOX_API_CA_FILE} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+  }
+  if (token === undefined) return undefined;
+  return {
+    urls: env.PROXMOX_API_URL,
+    token,
+    ca,
+    fingerprint: env.PROXMOX_API_FINGERPRINT,
+    insecure: env.PROXMOX_API_INSECURE,
+    imageStorage: env.PROXMOX_IMAGE_STORAGE,
+  };
 }

@@ -1,5 +1,4 @@
-import { ProxmoxNode } from './proxmox/client';
-import type { NodeExecutor } from './executor/types';
+import type { ProxmoxNode } from './proxmox/node';
 import type { PveVersion } from './proxmox/pvesh';
 import { MIN_PVE_RELEASE, supportedRelease } from './proxmox/version';
 import { StartupError, reason } from './startupError';
@@ -18,12 +17,13 @@ export interface NodeVersionReport {
  * start (a node may be down for maintenance); readiness reports it, and it is checked at
  * the next start.
  */
-export async function checkNodeVersions(executors: Record<string, NodeExecutor>, timeoutMs = 20_000): Promise<NodeVersionReport> {
+export async function checkNodeVersions(nodes: ProxmoxNode[], timeoutMs = 20_000): Promise<NodeVersionReport> {
   const report: NodeVersionReport = { versions: {}, unreachable: {} };
   await Promise.all(
-    Object.entries(executors).map(async ([name, executor]) => {
+    nodes.map(async (node) => {
+      const name = node.node;
       try {
-        report.versions[name] = await new ProxmoxNode(executor).version({ timeoutMs });
+        report.versions[name] = await node.version({ timeoutMs });
       } catch (err) {
         report.unreachable[name] = reason(err).split('\n')[0];
       }

@@ -1,3 +1,4 @@
+import type { ProxmoxNode } from './proxmox/node';
 import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import type { NodeExecutor } from './executor/types';
@@ -52,6 +53,16 @@ export function nodeCheck(executor: NodeExecutor): ReadinessCheck {
     check: async () => {
       const { exitCode } = await executor.run(['true'], { timeoutMs: CHECK_TIMEOUT_MS });
       if (exitCode !== 0) throw new Error(`'true' exited with ${exitCode}`);
+    },
+  };
+}
+
+/** API mode: the main node's API answers `/version` with the token. */
+export function apiCheck(node: Pick<ProxmoxNode, 'node' | 'version'>): ReadinessCheck {
+  return {
+    name: `proxmox api (${node.node})`,
+    check: async () => {
+      await node.version({ timeoutMs: CHECK_TIMEOUT_MS });
     },
   };
 }

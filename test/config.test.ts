@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, envSchema, loadConfig } from '../lib/config';
 
@@ -56,4 +57,48 @@ test('every setting the service reads is described in the settings table of docs
   const documented = new Set(firstCells.flatMap((cell) => [...cell.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((m) => m[1])));
   const undocumented = Object.keys(envSchema.shape).filter((name) => !documented.has(name));
   expect(undocumented).toEqual([]);
+});
+
+describe('API mode settings', () => {
+  const base = { MAIN_NODE: 'pve1', GATEWAY: '10.0.0.1', ASSIGN_STORAGE: 'local-lvm', PROXMOX_API_URL: 'https://10.0.0.11:8006, https://10.0.0.12:8006/' };
+  const secret = 'b7d3f0aa-1c55-4e2b-9a1d-3f6c8e2d4b10';
+
+  test('URLs in order, the token from the environment or a file; no NODE_<main> needed', () => {
+    const c = loadConfig({ ...base, PROXMOX_API_TOKEN: `qemurun@pve!svc=${secret}`, PROXMOX_API_FINGERPRINT: 'AB:'.repeat(31) + 'AB' });
+    expect(c.proxmoxApi).toMatchObject({ urls: ['https://10.0.0.11:8006', 'https://10.0.0.12:8006'], token: `qemurun@pve!svc=${secret}`, insecure: false, imageStorage: 'local' });
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-config-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'token'), `qemurun@pve!svc=${secret}\n`);
+      expect(loadConfig({ ...base, PROXMOX_API_TOKEN_FILE: path.join(dir, 'token') }).proxmoxApi?.token).toBe(`qemurun@pve!svc=${secret}`);
+      fs.writeFileSync(path.join(dir, 'bad'), `${secret}\n`);
+      let err: unknown;
+      try {
+        loadConfig({ ...base, PROXMOX_API_TOKEN_FILE: path.join(dir, 'bad') });
+      } catch (e) {
+        err = e;
+      }
+      expect((err as Error).message).toMatch(/PROXMOX_API_TOKEN_FILE: must hold user@realm!tokenid=secret/);
+      expect((err as Error).message).not.toContain(secret);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    expect(loadConfig({}).proxmoxApi).toBeUndefined();
+  });
+
+  test('bad combinations are named', () => {
+    expect(() => loadConfig({ ...base })).toThrow(/PROXMOX_API_TOKEN: required with PROXMOX_API_URL/);
+    expect(() => loadConfig({ ...base, PROXMOX_API_URL: 'http://10.0.0.11:8006', PROXMOX_API_TOKEN: `a@pve!b=${secret}` })).toThrow(/PROXMOX_API_URL: must be https/);
+    expect(() => loadConfig({ ...base, PROXMOX_API_TOKEN: `a@pve!b=${secret}`, PROXMOX_API_INSECURE: '1', PROXMOX_API_FINGERPRINT: 'ab'.repeat(32) })).toThrow(
+      /set one of PROXMOX_API_CA_FILE, PROXMOX_API_FINGERPRINT, PROXMOX_API_INSECURE/,
+    );
+    expect(() => loadConfig({ PROXMOX_API_TOKEN: `a@pve!b=${secret}` })).toThrow(/PROXMOX_API_URL: required with PROXMOX_API_TOKEN/);
+    let err: unknown;
+    try {
+      loadConfig({ ...base, PROXMOX_API_TOKEN: secret });
+    } catch (e) {
+      err = e;
+    }
+    expect((err as Error).message).toMatch(/PROXMOX_API_TOKEN: must be user@realm!tokenid=secret/);
+    expect((err as Error).message).not.toContain(secret);
+  });
 });

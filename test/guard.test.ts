@@ -1,3 +1,4 @@
+import { cliCluster } from '../lib/proxmox';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../api/app';
@@ -122,7 +123,7 @@ describe('CORS', () => {
         config: h.config,
         client: h.service.client,
         knownNodes: ['pve1', 'pve2'],
-        executors: {},
+        proxmox: cliCluster({}),
         corsSubnets: [{ address: '10.20.30.1', bits: 24 }],
       });
       server = http.createServer(app);

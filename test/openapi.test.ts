@@ -4,6 +4,7 @@ import { createApp } from '../api/app';
 import { registeredRoutes } from '../api/routeTable';
 import { DOCUMENTED_ROUTES } from '../api/openapi/document';
 import { createMetrics } from '../lib/observability/metrics';
+import { cliCluster } from '../lib/proxmox';
 import { startHarness, type Harness } from './support/harness';
 import { requestSse } from './support/sse';
 
@@ -57,7 +58,7 @@ test('the document is OpenAPI 3.1 and every registered route is in it, and nothi
     config: h.config,
     client: h.service.client,
     knownNodes: ['pve1', 'pve2'],
-    executors: {},
+    proxmox: cliCluster({}),
     codec: { encode: async (p) => p, decode: async (p) => p },
     metrics: createMetrics(),
   });

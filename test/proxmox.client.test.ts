@@ -5,7 +5,7 @@ import path from 'node:path';
 import { LocalExecutor } from '../lib/executor/local';
 import { SshExecutor } from '../lib/executor/ssh';
 import type { CommandResult, NodeExecutor, RunOptions } from '../lib/executor/types';
-import { ProxmoxNode } from '../lib/proxmox/client';
+import { CliNode } from '../lib/proxmox/cli';
 import { ParameterError, ProxmoxCommandError, VmLockedError, VmStateError, VmidTakenError } from '../lib/proxmox/errors';
 import { startNodeSshd, type NodeSshd } from '../sandbox/nodeSshd';
 import { freePort } from '../lib/temporal/devServer';
@@ -37,7 +37,7 @@ class ScriptedExecutor implements NodeExecutor {
 
 const scripted = (answer: (argv: string[]) => Partial<CommandResult>) => {
   const exec = new ScriptedExecutor('pve1', answer);
-  return { exec, pve: new ProxmoxNode(exec) };
+  return { exec, pve: new CliNode(exec) };
 };
 
 describe('ProxmoxNode with a scripted node', () => {
@@ -270,7 +270,7 @@ console.log('update VM ' + args[1] + ': ...');
     const exec = executors().find(([k]) => k === kind)![1];
     const keys = "ssh-ed25519 AAAAC3Nza root@pve1\nssh-rsa AAAAB3 it's \"me\" $(touch /tmp/qr-canary-keys)\n";
     const password = `p@ss 'w"ord' $(touch /tmp/qr-canary-pw) \`id\` ; x`;
-    await new ProxmoxNode(exec).qmSet(120, { sshkeys: keys, cipassword: password, ciupgrade: 0, tags: 'debian' });
+    await new CliNode(exec).qmSet(120, { sshkeys: keys, cipassword: password, ciupgrade: 0, tags: 'debian' });
     const r = JSON.parse(await fs.readFile(record(), 'utf8'));
     expect(r.args).toEqual(['set', '120', '--ciupgrade', '0', '--tags', 'debian', '--cipassword', expect.any(String), '--sshkeys', r.file]);
     expectHashOf(password, r.args[7]);
@@ -283,7 +283,7 @@ console.log('update VM ' + args[1] + ': ...');
 
   it.each(['local', 'ssh'])('%s: a failing qm set keeps its exit code and still removes the file', async (kind) => {
     const exec = executors().find(([k]) => k === kind)![1];
-    const err = await new ProxmoxNode(exec).qmSet(120, { sshkeys: 'ssh-ed25519 A k\n', name: 'fail' }).catch((e: unknown) => e);
+    const err = await new CliNode(exec).qmSet(120, { sshkeys: 'ssh-ed25519 A k\n', name: 'fail' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ParameterError);
     expect(err).toMatchObject({ exitCode: 2 });
     const r = JSON.parse(await fs.readFile(record(), 'utf8'));

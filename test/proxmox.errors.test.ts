@@ -9,6 +9,7 @@ import {
   VmLockedError,
   VmNotFoundError,
   VmStateError,
+  PermissionDeniedError,
   VmidTakenError,
   classifyFailure,
   isRetryable,
@@ -87,7 +88,7 @@ describe('classifyFailure (reference §12 texts)', () => {
   });
 
   it('takes whether a class is retryable from the one table the workflows use', () => {
-    const all = [VmidTakenError, VmNotFoundError, ParameterError, StorageError, NoSuchNodeError, VmStateError, VmLockedError, LockTimeoutError, ProxmoxCommandError];
+    const all = [VmidTakenError, VmNotFoundError, ParameterError, StorageError, NoSuchNodeError, VmStateError, PermissionDeniedError, VmLockedError, LockTimeoutError, ProxmoxCommandError];
     for (const E of all) {
       const err = new E({ node: 'n', command: 'c', exitCode: 1, stderr: '' });
       expect(Object.keys(FAILURE_TYPES)).toContain(err.name);

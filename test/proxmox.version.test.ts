@@ -1,5 +1,6 @@
 import { execa } from 'execa';
-import { LocalExecutor, type NodeExecutor } from '../lib/executor';
+import { LocalExecutor } from '../lib/executor';
+import { CliNode } from '../lib/proxmox';
 import { parseVersion } from '../lib/proxmox/pvesh';
 import { supportedRelease } from '../lib/proxmox/version';
 import { checkNodeVersions } from '../lib/nodeVersions';
@@ -42,7 +43,7 @@ describe('against a sandbox cluster with a node left on 7.4', () => {
   test("each node's /version is its own, in real Proxmox's shape", async () => {
     const own = JSON.parse((await pvesh('pve1', '/version')).stdout) as Record<string, string>;
     expect(Object.keys(own)).toEqual(['release', 'repoid', 'version']);
-    expect(own).toMatchObject({ release: '8.3', version: '8.3.2' });
+    expect(own).toMatchObject({ release: '8.4', version: '8.4.1' });
     expect(own.repoid).toMatch(/^[0-9a-f]{16}$/);
     const old = JSON.parse((await pvesh('pve2', '/version')).stdout) as Record<string, string>;
     expect(old).toMatchObject({ release: '7.4', version: '7.4-3' });
@@ -59,10 +60,8 @@ describe('against a sandbox cluster with a node left on 7.4', () => {
   });
 
   test('the start-up check names the old node, its version and the minimum', async () => {
-    const executors: Record<string, NodeExecutor> = Object.fromEntries(
-      ['pve1', 'pve2', 'pve3'].map((n) => [n, new LocalExecutor(n, { env: t.cluster.envFor(n) })]),
-    );
-    const err = await checkNodeVersions(executors).catch((e: unknown) => e);
+    const node = (n: string, env = t.cluster.envFor(n)) => new CliNode(new LocalExecutor(n, { env }));
+    const err = await checkNodeVersions(['pve1', 'pve2', 'pve3'].map((n) => node(n))).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StartupError);
     expect((err as StartupError).exitCode).toBe(78);
     expect((err as Error).message).toBe(
@@ -70,8 +69,7 @@ describe('against a sandbox cluster with a node left on 7.4', () => {
     );
 
     // Without the old node the check passes; a node that does not answer is reported, not fatal.
-    const rest = { pve1: executors.pve1, pve3: executors.pve3, gone: new LocalExecutor('gone', { env: { PATH: '/nonexistent' } }) };
-    const report = await checkNodeVersions(rest);
+    const report = await checkNodeVersions([node('pve1'), node('pve3'), node('gone', { PATH: '/nonexistent' })]);
     expect(Object.keys(report.versions).sort()).toEqual(['pve1', 'pve3']);
     expect(Object.keys(report.unreachable)).toEqual(['gone']);
   });

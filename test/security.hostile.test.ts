@@ -8,7 +8,7 @@ import { startHarness, Harness } from './support/harness';
 import { requestSse, SseResponse } from './support/sse';
 import { send, sendRaw, RawAnswer } from './support/securityHttp';
 import { SshExecutor } from '../lib/executor/ssh';
-import { ProxmoxNode } from '../lib/proxmox/client';
+import { CliNode } from '../lib/proxmox/cli';
 
 /**
  * Hostile strings in every string an API caller controls: body fields, URL parameters,
@@ -427,7 +427,7 @@ describe('accepted hostile values travel through installs as literal values', ()
 
 describe('straight through the SSH executor to pve2: hostile arguments are literal or refused by qm', () => {
   const VMID = 250;
-  let pve2: ProxmoxNode;
+  let pve2: CliNode;
   let ssh: SshExecutor;
 
   beforeAll(async () => {
@@ -439,7 +439,7 @@ describe('straight through the SSH executor to pve2: hostile arguments are liter
       privateKeyPath: h.config.sshKeyPath,
       knownHostsDir: path.join(h.dir, 'security-known-hosts'),
     });
-    pve2 = new ProxmoxNode(ssh);
+    pve2 = new CliNode(ssh);
     await pve2.qmCreate(VMID, { name: 'ssh-probe', memory: 512, ostype: 'l26' });
   });
 

@@ -41,5 +41,9 @@ export async function createWorker({ config, connection, activities, workflowBun
     maxConcurrentActivityTaskExecutions: 20,
     // Let SSH steps finish or checkpoint before the process exits.
     shutdownGraceTime: '20s',
+    // Heartbeats after an attempt's first are held back up to this long. A heartbeat that
+    // records a Proxmox task's UPID (activities/tasks.ts) must reach Temporal before a crash
+    // can lose it, or the retry would start the task a second time.
+    maxHeartbeatThrottleInterval: '2s',
   });
 }

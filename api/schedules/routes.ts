@@ -2,7 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import { Client, ScheduleOverlapPolicy } from '@temporalio/client';
 import { type InstallSpec, type RebuildInput, rebuildScheduleId, VM_OPERATION } from '../../contract';
 import type { Config } from '../../lib/config';
-import type { NodeExecutor } from '../../lib/executor/types';
+import type { ProxmoxCluster } from '../../lib/proxmox';
 import { requireMutationAccess } from '../guard';
 import { toInstallSpec } from '../installRequest';
 import { checkRebuildTarget } from '../rebuildCheck';
@@ -15,7 +15,7 @@ export interface ScheduleRouteDeps {
   config: Config;
   client: Client;
   knownNodes: string[];
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
 }
 
 /** Missed runs (server down) are made up only this late; a rebuild hours late could land in working hours. */
@@ -28,11 +28,11 @@ const CATCHUP_WINDOW = '15m';
  * arguments (which may hold the cloud-init password) go through the payload codec; memo,
  * note and search attributes never hold a secret.
  */
-export function scheduleRoutes({ config, client, knownNodes, executors }: ScheduleRouteDeps): Router {
+export function scheduleRoutes({ config, client, knownNodes, proxmox }: ScheduleRouteDeps): Router {
   const router = Router();
   const guard = requireMutationAccess(config);
   const schedules = scheduleService(client);
-  const check = (vmid: number, spec?: InstallSpec) => checkRebuildTarget({ config, executors, client }, { vmid, spec });
+  const check = (vmid: number, spec?: InstallSpec) => checkRebuildTarget({ config, proxmox, client }, { vmid, spec });
 
   /** The install spec a `spec` body field describes, checked like an install body; `id` is required. */
   function specFromBody(raw: unknown): { spec: InstallSpec; passwd?: string } {

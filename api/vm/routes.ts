@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import type { z } from 'zod';
 import { ownerOf } from '../../contract';
 import type { Config } from '../../lib/config';
-import type { NodeExecutor } from '../../lib/executor/types';
+import type { ProxmoxCluster } from '../../lib/proxmox';
 import { vmIp } from '../../lib/network';
 import { clientIp, requireMutationAccess } from '../guard';
 import { openEventStream, streamProgress } from '../sse';
@@ -27,7 +27,7 @@ import { answerAdopted, answerOk, answerStatus } from './presentation';
 export interface VmRouteDeps {
   config: Config;
   client: Client;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
   knownNodes: string[];
 }
 
@@ -51,10 +51,10 @@ function vmidOf(req: Request): number {
   return vmid;
 }
 
-export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps): Router {
+export function vmRoutes({ config, client, proxmox, knownNodes }: VmRouteDeps): Router {
   const router = Router();
   const guard = requireMutationAccess(config);
-  const vms = vmService({ config, client, executors });
+  const vms = vmService({ config, client, proxmox });
   const guestOf = async (vm: VmFacts) => ({ vmid: vm.vmid, ip: vmIp(config.gateway, vm.vmid), user: await vms.sshUser(vm) });
 
   const operations = [

@@ -1,8 +1,7 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { DEFAULT_USER, isManaged, notManagedMessage, OS_VERSIONS, type OsName } from '../../contract';
 import type { Config } from '../../lib/config';
-import type { NodeExecutor } from '../../lib/executor/types';
-import { ProxmoxNode } from '../../lib/proxmox/client';
+import type { ProxmoxCluster, ProxmoxNode } from '../../lib/proxmox';
 import { readDisabledVmids } from '../../lib/stateFiles';
 import { HttpError, workflowFailure } from '../errors';
 import { startVmOperation, type VmOperation } from './operation';
@@ -26,7 +25,7 @@ export type Operation = VmOperation & { operation: string; summary: string; node
 export interface VmServiceDeps {
   config: Config;
   client: Client;
-  executors: Record<string, NodeExecutor>;
+  proxmox: ProxmoxCluster;
 }
 
 /**
@@ -35,11 +34,11 @@ export interface VmServiceDeps {
  * 404, a VM outside the managed set 409, the wrong power state 400, another operation
  * holding the VM 409 (VmBusyError).
  */
-export function vmService({ config, client, executors }: VmServiceDeps) {
+export function vmService({ config, client, proxmox }: VmServiceDeps) {
   const onNode = (node: string): ProxmoxNode => {
-    const exec = executors[node];
-    if (!exec) throw new HttpError(502, `VM is on node '${node}', which is not configured (NODE_${node})`);
-    return new ProxmoxNode(exec);
+    const found = proxmox.node(node);
+    if (!found) throw new HttpError(502, `VM is on node '${node}', which is not configured (NODE_${node})`);
+    return found;
   };
 
   /** The VM's description, from `qm config` on its node. */

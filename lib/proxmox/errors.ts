@@ -8,12 +8,18 @@ import { isRetryableType } from '../../contract';
  * Temporal sees; contract/failures.ts says which of them a retry can heal.
  */
 
-/** A command that ran on a node and failed. Secret values never reach these fields. */
+/**
+ * A command that ran on a node, or an API request (or its task), and failed. Secret values
+ * never reach these fields.
+ */
 export interface CommandFailure {
   node: string;
-  /** The argv as displayed, with secrets replaced. */
+  /** The argv as displayed, with secrets replaced; or `POST /nodes/pve1/qemu`. */
   command: string;
+  /** The exit status; for an API request, its HTTP status. */
   exitCode: number;
+  /** Set for API requests: the message reads "HTTP 403" rather than "exit 403". */
+  http?: boolean;
   stderr: string;
   stdout?: string;
 }
@@ -25,7 +31,7 @@ export abstract class ProxmoxError extends Error {
   readonly stderr: string;
 
   constructor(failure: CommandFailure) {
-    super(`${failure.command} failed on node '${failure.node}' (exit ${failure.exitCode}): ${reason(failure)}`);
+    super(`${failure.command} failed on node '${failure.node}' (${failure.http ? 'HTTP' : 'exit'} ${failure.exitCode}): ${reason(failure)}`);
     this.node = failure.node;
     this.command = failure.command;
     this.exitCode = failure.exitCode;
@@ -86,6 +92,22 @@ export class VmStateError extends ProxmoxError {
   override readonly name: string = 'VmStateError';
 }
 
+/**
+ * `Permission check failed (/vms/120, VM.Allocate)`: the API token lacks a privilege (or,
+ * HTTP 401, is not valid at all). Retrying cannot grant it; the message names what is missing.
+ */
+export class PermissionDeniedError extends ProxmoxError {
+  override readonly name: string = 'PermissionDeniedError';
+  /** The privilege and the ACL path it is checked on, when Proxmox named them. */
+  get missing(): { path: string; privilege: string } | undefined {
+    const m = /Permission check failed \(([^,)]+), ([^)]+)\)/.exec(this.stderr);
+    if (m) return { path: m[1], privilege: m[2] };
+    // Added by the API client where Proxmox named none (lib/proxmox/api/privileges.ts).
+    const lacks = /^the token lacks (.+) on (\S+)$/m.exec(this.stderr);
+    return lacks ? { path: lacks[2], privilege: lacks[1] } : undefined;
+  }
+}
+
 /** Any other failure. Unknown is treated as transient: better one retry too many. */
 export class ProxmoxCommandError extends ProxmoxError {
   override readonly name: string = 'ProxmoxCommandError';
@@ -95,6 +117,8 @@ type ErrorClass = new (failure: CommandFailure) => ProxmoxError;
 
 /** First match wins; the order matters where one output holds two texts. */
 const RULES: ReadonlyArray<readonly [RegExp, ErrorClass]> = [
+  // The API's 403 and 401 (the status leads the text, as pvesh prints it).
+  [/^(?:40[13] )?(?:Permission check failed|authentication failure|No ticket)/im, PermissionDeniedError],
   // create/clone on a used VMID; `pvesh get /cluster/nextid --vmid N` on a used one.
   [/already exists on node '[^']*'|config file already exists|^vmid: VM \d+ already exists/m, VmidTakenError],
   [/Configuration file '[^']*' does not exist|unable to find configuration file for VM \d+/, VmNotFoundError],

@@ -38,10 +38,19 @@ export async function startHarness(
     mainNodeOverSsh?: boolean;
     /** Another Temporal server than the run's dev server (the real server, realTemporal.ts). */
     temporalAddress?: string;
+    /**
+     * API mode: the sandbox serves the REST API too, and the service reaches the cluster
+     * only through it, with root@pam's sandbox token and the certificate pinned.
+     */
+    proxmoxApi?: boolean;
+    /** false: the service runs no worker (the test runs its own, e.g. in a child process). */
+    worker?: boolean;
   } = {},
 ): Promise<Harness> {
   const temporalAddress = sandboxOptions.temporalAddress ?? process.env.TEST_TEMPORAL_ADDRESS;
   if (!temporalAddress) throw new Error('TEST_TEMPORAL_ADDRESS unset: run through jest (globalSetup starts Temporal)');
+  // TEST_PROXMOX_MODE=api runs a suite written for CLI mode in API mode.
+  const apiMode = sandboxOptions.proxmoxApi ?? process.env.TEST_PROXMOX_MODE === 'api';
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-e2e-'));
   const images = await startImageServer();
   const vmSshPort = await freePort();
@@ -82,8 +91,19 @@ export async function startHarness(
     rootAuthorizedKey: key.publicKey,
     packageOutputLines: sandboxOptions.packageOutputLines,
     packageSilenceMs: sandboxOptions.packageSilenceMs,
+    api: apiMode,
   });
   config.nodes = sandbox.nodeAddresses;
+  if (apiMode) {
+    const api = sandbox.api!;
+    config.proxmoxApi = {
+      urls: [api.url],
+      token: `${api.token.tokenid}=${api.token.secret}`,
+      fingerprint: api.fingerprint,
+      insecure: false,
+      imageStorage: 'local',
+    };
+  }
 
   quietWorkerLogs();
   // The data dir's key file, made here so the service finds it instead of announcing it.
@@ -93,6 +113,7 @@ export async function startHarness(
     temporalAddress,
     mainNodeEnv: sandbox.envFor(config.mainNode),
     mainNodeOverSsh: sandboxOptions.mainNodeOverSsh,
+    worker: sandboxOptions.worker,
     workflowBundlePath: process.env.TEST_WORKFLOW_BUNDLE,
     host: '127.0.0.1',
   });

@@ -27,12 +27,9 @@ import {
   type NodeStatus,
 } from './pvesh';
 import { parseVmConfig, type VmConfig } from './vmConfig';
+import type { CallOptions, ProxmoxNode, TaskOptions } from './node';
 
-export interface CallOptions {
-  signal?: AbortSignal;
-  /** Overrides the default for this kind of call; 0 means none. */
-  timeoutMs?: number;
-}
+export type { CallOptions } from './node';
 
 export interface ProxmoxNodeOptions {
   /** Reads (config, status, pvesh, pvesm). Default 60 s. */
@@ -59,12 +56,12 @@ interface RunSpec extends CallOptions {
 const MIN_MASKED_LENGTH = 16;
 
 /**
- * One Proxmox node, driven through its executor: typed calls in, typed values out. Builds
- * argv with ./commands, parses with ./parse, ./pvesh and ./vmConfig, and throws the
- * classes of ./errors. `qm` acts on the node it runs on, so a VM is handled through the
- * ProxmoxNode of the node it lives on; `pvesh` reads reach the whole cluster from any node.
+ * A Proxmox node driven through its executor (locally or over root SSH): builds argv with
+ * ./commands, parses with ./parse, ./pvesh and ./vmConfig, and throws the classes of
+ * ./errors. A qm process is its own task, so TaskOptions' UPIDs do not apply here.
  */
-export class ProxmoxNode {
+export class CliNode implements ProxmoxNode {
+  readonly mode = 'cli' as const;
   private readonly readTimeoutMs: number;
   private readonly writeTimeoutMs: number;
 
@@ -83,7 +80,7 @@ export class ProxmoxNode {
   // ---- VM lifecycle -------------------------------------------------------------------
 
   /** `qm create`. A used VMID throws VmidTakenError. */
-  async qmCreate(vmid: number, options: cmd.QmCreateOptions, call: CallOptions = {}): Promise<void> {
+  async qmCreate(vmid: number, options: cmd.QmCreateOptions, call: TaskOptions = {}): Promise<void> {
     await this.write(cmd.qmCreate(vmid, options), call);
   }
 
@@ -96,7 +93,7 @@ export class ProxmoxNode {
     vmid: number,
     file: string,
     storage: string,
-    opts: CallOptions & {
+    opts: TaskOptions & {
       format?: 'raw' | 'qcow2' | 'vmdk';
       targetDisk?: string;
       onProgress?: (line: string, progress?: TransferProgress) => void;
@@ -162,7 +159,7 @@ export class ProxmoxNode {
   async migrate(
     vmid: number,
     target: string,
-    opts: CallOptions & {
+    opts: TaskOptions & {
       online?: boolean;
       withLocalDisks?: boolean;
       targetStorage?: string;
@@ -261,6 +258,12 @@ export class ProxmoxNode {
   /** `pvesh get /version`: the Proxmox VE release of the node answering (this one). */
   async version(call: CallOptions = {}): Promise<PveVersion> {
     return parseVersion((await this.read(cmd.pveshVersion(), call)).stdout);
+  }
+
+  /** `pvesh get /cluster/resources`, read once and split by type. */
+  async resources(call: CallOptions = {}): Promise<{ [T in keyof ClusterResourceByType]: ClusterResourceByType[T][] }> {
+    const { stdout } = await this.read(cmd.pveshClusterResources(), call);
+    return { vm: parseClusterResources(stdout, 'vm'), node: parseClusterResources(stdout, 'node'), storage: parseClusterResources(stdout, 'storage') };
   }
 
   /** `pvesh get /cluster/nextid`: the lowest free VMID. It reserves nothing. */

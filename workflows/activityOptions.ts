@@ -3,7 +3,8 @@ import { type Activities, NON_RETRYABLE_ERRORS } from '../contract';
 
 /**
  * Activity options by nature, shared by every workflow: one retry policy whose
- * non-retryable types come from the one list in contract/failures.ts.
+ * non-retryable types come from the one table in contract/failures.ts. Every activity call
+ * of every workflow goes through one of the proxies below.
  */
 export const retry: RetryPolicy = {
   initialInterval: '1s',
@@ -29,6 +30,25 @@ export const transfer = proxyActivities<Activities>({
 export const guest = proxyActivities<Activities>({
   startToCloseTimeout: '1h',
   heartbeatTimeout: '30s',
+  retry: { ...retry, maximumAttempts: 3 },
+});
+
+/** ACPI shutdown waits for the guest (qm's own timeout is 60 s); a guest that ignores it will ignore it again. */
+export const power = proxyActivities<Activities>({
+  startToCloseTimeout: '3m',
+  retry: { ...retry, maximumAttempts: 3 },
+});
+
+/** Follows a child workflow for as long as it runs (relayProgress); heartbeats every poll. */
+export const follow = proxyActivities<Activities>({
+  startToCloseTimeout: '6h',
+  heartbeatTimeout: '30s',
+  retry: { ...retry, maximumAttempts: 10 },
+});
+
+/** A quick look at Temporal itself (who holds a VM), from a workflow that must not wait long. */
+export const quick = proxyActivities<Activities>({
+  startToCloseTimeout: '30s',
   retry: { ...retry, maximumAttempts: 3 },
 });
 

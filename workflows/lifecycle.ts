@@ -1,13 +1,12 @@
-import { ApplicationFailure, isCancellation, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, isCancellation, workflowInfo } from '@temporalio/workflow';
 import {
-  type Activities,
   adoptionOwner,
   type GuestRef,
   type VmOperationResult,
   type VmRef,
   workflowInputs,
 } from '../contract';
-import { guest, proxmox, retry, transfer } from './activityOptions';
+import { guest, power, proxmox, transfer } from './activityOptions';
 import { Progress } from './progress';
 import { describeFailure } from './install';
 import { checkedInput } from './checkInput';
@@ -18,12 +17,6 @@ import { checkedInput } from './checkInput';
  * second operation on a VM while one runs. Every one keeps its progress like an install
  * (same events, same re-attach), and its activities are safe to run twice.
  */
-
-/** ACPI shutdown waits for the guest (qm's own timeout is 60 s); a guest that ignores it will ignore it again. */
-const power = proxyActivities<Activities>({
-  startToCloseTimeout: '3m',
-  retry: { ...retry, maximumAttempts: 3 },
-});
 
 const GiB = 1024 ** 3;
 

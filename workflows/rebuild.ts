@@ -2,7 +2,6 @@ import {
   ApplicationFailure,
   CancellationScope,
   isCancellation,
-  proxyActivities,
   setHandler,
   sleep,
   startChild,
@@ -10,7 +9,6 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import {
-  type Activities,
   type InstallInput,
   type RebuildInput,
   rebuildInstallWorkflowId,
@@ -25,17 +23,10 @@ import {
   vmName,
   workflowInputs,
 } from '../contract';
-import { cleanup, proxmox, retry } from './activityOptions';
+import { cleanup, follow, proxmox } from './activityOptions';
 import { installVm } from './install';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
-
-/** Follows the install child for as long as it runs; heartbeats every poll. */
-const follow = proxyActivities<Activities>({
-  startToCloseTimeout: '6h',
-  heartbeatTimeout: '30s',
-  retry: { ...retry, maximumAttempts: 10 },
-});
 
 /**
  * Re-creates a VM QemuRun installed, from the spec recorded in its description: same

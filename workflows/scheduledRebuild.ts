@@ -3,14 +3,11 @@ import {
   ApplicationFailure,
   ChildWorkflowFailure,
   isCancellation,
-  proxyActivities,
   startChild,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import {
-  type Activities,
-  NON_RETRYABLE_ERRORS,
   type RebuildInput,
   type ScheduledRebuildResult,
   VM_ID,
@@ -21,11 +18,7 @@ import {
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
 import { rootFailure, vmRebuild } from './rebuild';
-
-const quick = proxyActivities<Activities>({
-  startToCloseTimeout: '30s',
-  retry: { initialInterval: '1s', maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE_ERRORS },
-});
+import { quick } from './activityOptions';
 
 /**
  * What a rebuild schedule starts (Temporal appends the scheduled time to its id). It runs

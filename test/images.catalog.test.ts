@@ -2,7 +2,7 @@ import { imageFor, isSupported } from '../lib/images/catalog';
 import { ImageNotFoundError } from '../lib/images/errors';
 import { loadConfig } from '../lib/config';
 
-// The default bases must produce exactly the upstream URLs of SPEC step 2 / reference §11.
+// The default bases must produce exactly the distributions' own upstream URLs.
 const bases = loadConfig({}).imageBase;
 
 describe('imageFor', () => {

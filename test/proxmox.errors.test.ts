@@ -18,7 +18,7 @@ import {
 const failure = (stderr: string, extra: { stdout?: string; exitCode?: number; command?: string } = {}) =>
   classifyFailure({ node: 'pve1', command: extra.command ?? 'qm x 100', exitCode: extra.exitCode ?? 255, stderr, stdout: extra.stdout });
 
-describe('classifyFailure (reference §12 texts)', () => {
+describe('classifyFailure (the texts Proxmox prints)', () => {
   it.each([
     ["unable to create VM 9000 - VM 9000 already exists on node 'pve1'\n", VmidTakenError, false],
     ["unable to create VM 108 - CT 108 already exists on node 'proxmox'\n", VmidTakenError, false],

@@ -3,7 +3,7 @@ import { ImageNotFoundError } from './errors';
 
 /**
  * Where each supported OS publishes its official amd64 cloud image and the checksum file
- * beside it (SPEC install step 2, reference §11). Bases come from config (`imageBase`) so
+ * beside it. Bases come from config (`imageBase`) so
  * tests and operators with a local mirror can point elsewhere; the layout below the base
  * is the upstream one and is not configurable.
  */

@@ -1,7 +1,7 @@
 import type { ChecksumAlgorithm } from './catalog';
 
 /**
- * Parses the checksum files the distributions publish (reference §11), in either form:
+ * Parses the checksum files the distributions publish, in either form:
  *   GNU coreutils  `<hex>  <name>` (text mode) or `<hex> *<name>` (binary mode; Ubuntu)
  *   BSD tag        `SHA256 (<name>) = <hex>` (Rocky, also `sha256sum --tag`)
  * Lines starting with `#` are comments (Rocky's `# <name>: <n> bytes`). Names are kept

@@ -70,7 +70,7 @@ export interface ImageCheck {
 }
 
 /**
- * "Check it answers" (SPEC step 2) without downloading: the checksum file lists the image
+ * "Check it answers" without downloading: the checksum file lists the image
  * and a HEAD of the image succeeds. ensureImage does not need this; it is for a workflow
  * that reports the check as its own step.
  */

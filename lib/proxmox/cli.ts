@@ -138,7 +138,7 @@ export class CliNode implements ProxmoxNode {
 
   /**
    * `qm resize`. Since qemu-server 8.0 a failed resize still exits 0 with the reason on
-   * stderr (reference §0.4), so stderr is checked even on success: anything but storage
+   * stderr, so stderr is checked even on success: anything but storage
    * warnings counts as failure.
    */
   async resize(vmid: number, disk: string, size: string, opts: CallOptions & { skiplock?: boolean } = {}): Promise<void> {

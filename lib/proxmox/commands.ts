@@ -11,7 +11,7 @@ export type Argv = string[];
 /** One `--key value` option value; `undefined` leaves the option out. */
 export type OptionValue = string | number | boolean | undefined;
 
-/** Options of `qm create` the service uses (reference §1). Anything else passes through. */
+/** Options of `qm create` the service uses. Anything else passes through. */
 export interface QmCreateOptions {
   name?: string;
   cores?: number;
@@ -32,7 +32,7 @@ export interface QmCreateOptions {
 }
 
 /**
- * Options of `qm set` (reference §3). `sshkeys` and `cipassword` are absent on purpose:
+ * Options of `qm set`. `sshkeys` and `cipassword` are absent on purpose:
  * they are secrets and go through `ProxmoxNode.qmSet`, never into an argv here.
  */
 export interface QmSetOptions {

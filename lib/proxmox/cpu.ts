@@ -1,5 +1,5 @@
 /**
- * The cluster CPU baseline (SPEC "Cluster CPU baseline"): classify each node's
+ * The cluster CPU baseline: classify each node's
  * /proc/cpuinfo flags (from `pvesh get /nodes/<n>/status`, `cpuinfo.flags`) into the
  * x86-64 levels Proxmox offers as CPU models, and give VMs the lowest level of all nodes,
  * so they can migrate anywhere.

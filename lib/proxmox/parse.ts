@@ -1,5 +1,5 @@
 /**
- * Parsers for the text that qm and pvesm print (reference §2, §5, §7, §10). Each accepts
+ * Parsers for the text that qm and pvesm print. Each accepts
  * the variants real releases produce; fixtures in test/fixtures/proxmox are real captures.
  */
 
@@ -144,7 +144,7 @@ export interface MigrationLine {
   progress?: TransferProgress;
 }
 
-/** One line of `qm migrate` output (reference §5). */
+/** One line of `qm migrate` output. */
 export function parseMigrationLine(line: string): MigrationLine {
   const ts = /^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (.*)$/.exec(line);
   const time = ts?.[1];

@@ -1,5 +1,5 @@
 /**
- * Typed views of `pvesh get ... --output-format json` (reference §9). pvesh prints the API's
+ * Typed views of `pvesh get ... --output-format json`. pvesh prints the API's
  * `data` member with no wrapper, and numbers that Perl held as strings come out as JSON
  * strings (`"mhz":"2999.998"`, nextid `"100"`), so every number is read with `num`.
  */

@@ -1,6 +1,6 @@
 /**
- * A VM's configuration as `qm config` prints it (reference §7.2), or as the file
- * `/etc/pve/nodes/<n>/qemu-server/<id>.conf` holds it (§0.2): typed values for what the
+ * A VM's configuration as `qm config` prints it, or as the file
+ * `/etc/pve/nodes/<n>/qemu-server/<id>.conf` holds it: typed values for what the
  * service reads, every raw entry for the rest.
  */
 

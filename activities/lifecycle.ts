@@ -68,7 +68,7 @@ export function lifecycleActivities({ config, proxmox }: LifecycleDeps) {
     },
 
     /**
-     * Memory with the install's balloon rule (SPEC, VM_BALLOON_MIN): `--numa 1 --balloon
+     * Memory with the install's balloon rule (VM_BALLOON_MIN): `--numa 1 --balloon
      * RAM-min` when it applies. When it does not, a balloon target left from before is
      * removed first, since Proxmox refuses a balloon larger than the memory.
      */

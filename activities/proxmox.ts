@@ -31,7 +31,7 @@ export interface ProxmoxDeps {
   client: Client;
 }
 
-/** Storage types a cloud image can be imported to (SPEC: dir, zfspool, lvmthin, nfs). */
+/** Storage types a cloud image can be imported to: dir, zfspool, lvmthin, nfs. */
 const IMPORTABLE_STORAGE = ['dir', 'zfspool', 'lvmthin', 'nfs'];
 
 /** Rocky 10 / RHEL 10 are built for x86-64-v3 and do not boot below it. */
@@ -363,7 +363,7 @@ export function diskTooBig(diskGb: number, storage: Pick<StorageStatus, 'name' |
   return `disk: ${diskGb}G is more than the free space of storage '${storage.name}' (${free}G free)`;
 }
 
-/** SPEC: with VM_BALLOON_MIN set and RAM ≥ min + 1024, balloon RAM-min (RAM ≥ 64 GiB: 48 GiB). */
+/** With VM_BALLOON_MIN set and RAM ≥ min + 1024, balloon RAM-min (RAM ≥ 64 GiB: 48 GiB). */
 export function balloonFor(ramMb: number, minMb: number | undefined): number | undefined {
   if (!minMb || ramMb < minMb + 1024) return undefined;
   return ramMb >= 65536 ? 49152 : ramMb - minMb;

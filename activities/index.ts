@@ -6,6 +6,7 @@ import { guestActivities } from './guest';
 import { imageActivities } from './images';
 import { lifecycleActivities } from './lifecycle';
 import { rebuildActivities } from './rebuild';
+import { heartbeating } from './keepAlive';
 
 export interface ActivityDeps {
   config: Config;
@@ -17,15 +18,21 @@ export interface ActivityDeps {
 
 /**
  * Every activity of the product, as plain async functions closed over their
- * dependencies. An activity's name in the Temporal UI is its property name here.
+ * dependencies. An activity's name in the Temporal UI is its property name here. All
+ * heartbeat while they run (so a dead worker is noticed in seconds) but relayProgress,
+ * whose own heartbeats carry its resume point.
  */
 export function createActivities(deps: ActivityDeps) {
+  const { relayProgress, ...rebuild } = rebuildActivities(deps);
   return {
-    ...proxmoxActivities(deps),
-    ...guestActivities(deps),
-    ...imageActivities(deps),
-    ...lifecycleActivities(deps),
-    ...rebuildActivities(deps),
+    ...heartbeating({
+      ...proxmoxActivities(deps),
+      ...guestActivities(deps),
+      ...imageActivities(deps),
+      ...lifecycleActivities(deps),
+      ...rebuild,
+    }),
+    relayProgress,
   };
 }
 

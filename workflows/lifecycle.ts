@@ -37,6 +37,7 @@ export interface VmOperationResult {
 /** ACPI shutdown waits for the guest (qm's own timeout is 60 s); a guest that ignores it will ignore it again. */
 const power = proxyActivities<Activities>({
   startToCloseTimeout: '3m',
+  heartbeatTimeout: '10s',
   retry: { ...retry, maximumAttempts: 3 },
 });
 

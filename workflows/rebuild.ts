@@ -22,7 +22,7 @@ import { relayedProgressSignal, type RebuildInput, type RebuildResult } from './
 /** Follows the install child for as long as it runs; heartbeats every poll. */
 const follow = proxyActivities<Activities>({
   startToCloseTimeout: '6h',
-  heartbeatTimeout: '30s',
+  heartbeatTimeout: '20s',
   retry: { ...retry, maximumAttempts: 10 },
 });
 

@@ -20,6 +20,7 @@ import { type RebuildInput, type ScheduledRebuildResult } from './rebuildShared'
 
 const quick = proxyActivities<Activities>({
   startToCloseTimeout: '30s',
+  heartbeatTimeout: '10s',
   retry: { initialInterval: '1s', maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE_ERRORS },
 });
 

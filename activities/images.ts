@@ -3,6 +3,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { ensureImage } from '../lib/images/download';
 import type { OsName } from '../lib/types';
+import fs from 'node:fs';
 import path from 'node:path';
 import type { NodeExecutor } from '../lib/executor/types';
 import { outputStream } from './output';
@@ -17,6 +18,9 @@ export interface ImageDeps {
 
 /** The official cloud image, cached and checksum-verified where `qm importdisk` reads it. */
 export function imageActivities({ config, client, executors }: ImageDeps) {
+  const fetchImage = (os: OsName, version: string) =>
+    ensureImage({ os, version, dataDir: config.dataDir, bases: config.imageBase, signal: Context.current().cancellationSignal });
+
   return {
     /**
      * `qm importdisk` reads the image on the main node. When the service runs there, the
@@ -24,25 +28,29 @@ export function imageActivities({ config, client, executors }: ImageDeps) {
      * SFTP once, under a name carrying its checksum, so a changed image is copied again
      * and the copies of earlier releases are pruned.
      */
-    async stageImage(input: { path: string; sha: string }): Promise<string> {
+    async stageImage(input: { path: string; sha: string; os?: OsName; version?: string }): Promise<string> {
       const main = executors[config.mainNode];
       const putFile = main.putFile?.bind(main);
       if (!putFile) return input.path;
       const ctx = Context.current();
       const fileName = path.basename(input.path);
-      const dir = copyDir(config.nodeImageDir, input.sha);
-      const remote = `${dir}/${fileName}`;
-      const present = await main.run(['test', '-f', remote]);
+      const present = await main.run(['test', '-f', `${copyDir(config.nodeImageDir, input.sha)}/${fileName}`]);
       if (present.exitCode === 0) {
+        const remote = `${copyDir(config.nodeImageDir, input.sha)}/${fileName}`;
         await touchCopy(main, remote);
         return remote;
       }
+      // Another worker downloaded the image (and died, or stopped) into its own cache:
+      // this worker fetches it into its own before copying.
+      const local = fs.existsSync(input.path) || !input.os || !input.version ? input : await fetchImage(input.os, input.version);
+      const dir = copyDir(config.nodeImageDir, local.sha);
+      const remote = `${dir}/${fileName}`;
       await main.run(['mkdir', '-p', '--', dir]);
       const out = outputStream(client);
       let lastPercent = -1;
       try {
         await keepAlive(() =>
-          putFile(input.path, remote, {
+          putFile(local.path, remote, {
             signal: ctx.cancellationSignal,
             onProgress: (sent, total) => {
               const percent = Math.floor((sent / total) * 100);
@@ -53,7 +61,7 @@ export function imageActivities({ config, client, executors }: ImageDeps) {
             },
           }),
         );
-        const pruned = await pruneOlderCopies(main, config.nodeImageDir, input.sha, fileName);
+        const pruned = await pruneOlderCopies(main, config.nodeImageDir, local.sha, fileName);
         if (pruned.length > 0) out.line(`[*] removed ${pruned.length} older cop${pruned.length === 1 ? 'y' : 'ies'} of ${fileName} from ${config.mainNode}`);
       } finally {
         await out.close();

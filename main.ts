@@ -1,7 +1,8 @@
 /**
  * `npm start`: the whole service in one process. With no TEMPORAL_ADDRESS it runs its
  * own Temporal dev server (history in DATA_DIR/temporal.db, UI on TEMPORAL_UI_PORT);
- * with no MAIN_NODE it runs against the Proxmox sandbox cluster.
+ * with no MAIN_NODE it runs against the Proxmox sandbox cluster. QEMURUN_ROLE=api or
+ * worker runs one half only, against a Temporal server and a cluster of its settings.
  *
  * Exit status: 0 after SIGINT/SIGTERM, 78 when the set-up is wrong (a StartupError: a
  * setting, a port, a file, a program; one message, no stack trace), 1 on a crash.
@@ -112,9 +113,60 @@ function findTemporalCliOrUndefined(explicit: string) {
   }
 }
 
+/**
+ * One half of the service: the API (no worker) or a worker (no API, a health port). It
+ * starts no process of its own: Temporal and the cluster are those its settings name,
+ * shared with the other processes, so any of them may die and be replaced alone.
+ */
+async function runRole(config: Config, role: 'api' | 'worker'): Promise<Stop> {
+  await checkPortsFree(servicePorts(config));
+  // Workers log into nodes and guests; the API reads the nodes with the key if there is one
+  // and never makes one (a key made on an API host would be trusted by no node).
+  if (role === 'worker') sshKey(config);
+  const temporalAddress = config.temporal.address!;
+  const service = await startService({
+    config,
+    temporalAddress,
+    worker: role === 'worker',
+    api: role === 'api',
+    workflowBundlePath: prebuiltWorkflowBundle(),
+  });
+  const lines =
+    role === 'api'
+      ? [
+          `Role:        api (no worker here: workers in other processes poll the task queue)`,
+          `API:         http://127.0.0.1:${config.port}/api  (health: /api/health, readiness: /api/health/ready)`,
+        ]
+      : [
+          `Role:        worker ${service.worker?.options.identity ?? ''} (no API here)`,
+          `Health:      ${service.url}/health  (readiness: /health/ready)`,
+          `Cluster:     main node ${config.mainNode}, nodes ${Object.keys(config.nodes).join(', ')}`,
+        ];
+  lines.push(`Temporal:    ${temporalAddress}, namespace ${config.temporal.namespace}`, `Task queue:  ${config.temporal.taskQueue}`);
+  console.log(lines.join('\n'));
+  return () => service.stop();
+}
+
+function onStopSignals(stop: Stop): void {
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`${signal}: shutting down`);
+    await stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+}
+
 async function main(): Promise<void> {
   const config = loadConfig();
   fs.mkdirSync(config.dataDir, { recursive: true });
+  if (config.role !== 'all') {
+    onStopSignals(await runRole(config, config.role));
+    return;
+  }
   if (config.sandbox) {
     console.log('*** QemuRun is starting in SANDBOX MODE (MAIN_NODE is not set): no real Proxmox will be used. ***');
   }
@@ -193,16 +245,7 @@ async function main(): Promise<void> {
     throw err;
   }
 
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    console.log(`${signal}: shutting down`);
-    await stopAll();
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  onStopSignals(stopAll);
 }
 
 main().catch((err) => {

@@ -51,7 +51,10 @@ const csv = z
   );
 
 export const envSchema = z.object({
+  QEMURUN_ROLE: z.enum(['all', 'api', 'worker'], { error: 'must be all, api or worker' }).default('all'),
   PORT: intFrom(8080),
+  WORKER_HEALTH_PORT: intFrom(8081),
+  WORKER_SHUTDOWN_GRACE: intFrom(20),
   GATEWAY: ipv4.optional(),
   MAIN_NODE: z.string().trim().min(1).optional(),
   ALLOW_IPS: csv,
@@ -163,7 +166,18 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
   const ipStart = clamp(env.ASSIGN_IP_START, 100, 254);
   const ipEnd = clamp(env.ASSIGN_IP_END, 100, 254);
   return {
+    /**
+     * What this process runs: `all` the API and a worker (and, when nothing is configured,
+     * the sandbox and a dev server); `api` the HTTP API only; `worker` a worker only.
+     */
+    role: env.QEMURUN_ROLE,
     port: env.PORT,
+    worker: {
+      /** The worker role's liveness/readiness port (the API's port serves them otherwise). */
+      healthPort: env.WORKER_HEALTH_PORT,
+      /** Seconds a stopping worker gives running activities before they are cancelled. */
+      shutdownGraceSec: Math.max(0, env.WORKER_SHUTDOWN_GRACE),
+    },
     /** True when no Proxmox is configured: the service runs against the sandbox cluster. */
     sandbox: env.MAIN_NODE === undefined,
     gateway: env.GATEWAY ?? '127.0.0.1',
@@ -278,6 +292,17 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     if (!source.GATEWAY) problems.push('GATEWAY: required when MAIN_NODE is set');
     if (!source.ASSIGN_STORAGE) problems.push('ASSIGN_STORAGE: required when MAIN_NODE is set');
     if (!source[`NODE_${main}`]) problems.push(`NODE_${main}: required, the address of MAIN_NODE`);
+  }
+  // A process of one role shares its Temporal server and cluster with the others: neither
+  // can be one it would start for itself.
+  const role = source.QEMURUN_ROLE?.trim();
+  if (role === 'api' || role === 'worker') {
+    if (!source.TEMPORAL_ADDRESS?.trim()) {
+      problems.push(`TEMPORAL_ADDRESS: required with QEMURUN_ROLE=${role}, the Temporal server the API and the workers share`);
+    }
+    if (!main) {
+      problems.push(`MAIN_NODE: required with QEMURUN_ROLE=${role} (npm run sandbox prints the settings of a simulated cluster)`);
+    }
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   return buildConfig(parsed.data, nodes);

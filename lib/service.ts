@@ -15,6 +15,7 @@ import { resolveEncryptionKeys } from './temporal/encryptionKeys';
 import { readinessProbe, nodeCheck, temporalCheck, workerCheck } from './readiness';
 import { StartupError, reason } from './startupError';
 import { portHolder } from './run/ports';
+import { startHealthServer } from '../worker/healthServer';
 
 export interface ServiceOptions {
   config: Config;
@@ -28,9 +29,12 @@ export interface ServiceOptions {
   host?: string;
   /** Run the API without a worker (another process polls the task queue). */
   worker?: boolean;
+  /** Run the worker without the API: only a health port (config.worker.healthPort) answers. */
+  api?: boolean;
 }
 
 export interface RunningService {
+  /** The API's address, or with `api: false` the worker's health port. */
   url: string;
   client: Client;
   worker?: Worker;
@@ -88,11 +92,40 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     workerDone = worker.run();
   }
 
+  /** Stops the worker (within its grace time), then closes node connections and Temporal. */
+  const releaseAll = async () => {
+    if (worker && worker.getState() === 'RUNNING') worker.shutdown();
+    await workerDone?.catch(() => undefined);
+    await Promise.all(Object.values(executors).map((e) => e.close()));
+    await temporal.close();
+  };
+
+  // Replicas of the API share one cluster: a node that is down is not a reason to take
+  // one replica out of a load balancer, so the API alone checks only Temporal.
   const checks = [
     temporalCheck(temporal.client, opts.temporalAddress),
     ...(worker ? [workerCheck(worker)] : []),
-    ...Object.values(executors).map(nodeCheck),
+    ...(worker ? Object.values(executors).map(nodeCheck) : []),
   ];
+  if (opts.api === false) {
+    let health: Awaited<ReturnType<typeof startHealthServer>>;
+    try {
+      health = await startHealthServer({ port: config.worker.healthPort, host: opts.host, readiness: readinessProbe(checks) });
+    } catch (err) {
+      await releaseAll();
+      throw err;
+    }
+    return {
+      url: health.url,
+      client: temporal.client,
+      worker,
+      async stop() {
+        await health.stop();
+        await releaseAll();
+      },
+    };
+  }
+
   const app = createApp({
     config,
     client: temporal.client,
@@ -116,10 +149,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
       });
     });
   } catch (err) {
-    if (worker && worker.getState() === 'RUNNING') worker.shutdown();
-    await workerDone?.catch(() => undefined);
-    await Promise.all(Object.values(executors).map((e) => e.close()));
-    await temporal.close();
+    await releaseAll();
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') {
       throw new StartupError(`${host}:${config.port} (the API) is in use by ${portHolder(config.port)}: stop it or set PORT to a free port`);
@@ -135,10 +165,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     async stop() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      if (worker && worker.getState() === 'RUNNING') worker.shutdown();
-      await workerDone?.catch(() => undefined);
-      await Promise.all(Object.values(executors).map((e) => e.close()));
-      await temporal.close();
+      await releaseAll();
     },
   };
 }

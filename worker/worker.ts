@@ -23,7 +23,8 @@ export async function createWorker({ config, connection, activities, workflowBun
     dataConverter,
     // A handful of Proxmox nodes: more parallel qm calls than this only queue up on locks.
     maxConcurrentActivityTaskExecutions: 20,
-    // Let SSH steps finish or checkpoint before the process exits.
-    shutdownGraceTime: '20s',
+    // On SIGTERM polling stops at once; running activities get this long to finish
+    // before they are cancelled (and, heartbeating, hand over to another worker).
+    shutdownGraceTime: config.worker.shutdownGraceSec * 1000,
   });
 }

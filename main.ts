@@ -49,6 +49,7 @@ async function startSandbox(config: Config, key: SshKeyPair, run: RunRecords, to
     gateway: config.gateway,
     vmSshPort: config.vmSshPort,
     bootDelayMs: config.sandboxOptions.bootDelayMs,
+    packageSilenceMs: config.sandboxOptions.packageSilenceMs,
     sshPortBase: config.sandboxOptions.sshPortBase,
     rootAuthorizedKey: key.publicKey,
     sshdPath: tools.sshd,

@@ -120,6 +120,7 @@ export const envSchema = z.object({
     .transform((v) => /^(1|true|yes)$/i.test(v ?? '')),
 
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
+  SANDBOX_PACKAGE_SILENCE_MS: intFrom(0),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
   SANDBOX_SSH_PORT_BASE: intFrom(2200),
   SANDBOX_TOOLS_PATH: z.string().optional(),
@@ -261,6 +262,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     },
     sandboxOptions: {
       bootDelayMs: env.SANDBOX_BOOT_DELAY_MS,
+      /** A slow package mirror: the guests' first apt-get/dnf says nothing for this long. */
+      packageSilenceMs: env.SANDBOX_PACKAGE_SILENCE_MS,
       nodes: env.SANDBOX_NODES.split(',').map((s) => s.trim()).filter(Boolean),
       sshPortBase: env.SANDBOX_SSH_PORT_BASE,
       /** Where sandbox mode looks for sshd, bwrap...; unset: PATH and the system dirs. */

@@ -48,6 +48,7 @@ async function main(): Promise<void> {
       gateway: config.gateway,
       vmSshPort: config.vmSshPort,
       bootDelayMs: config.sandboxOptions.bootDelayMs,
+    packageSilenceMs: config.sandboxOptions.packageSilenceMs,
       sshPortBase: config.sandboxOptions.sshPortBase,
       rootAuthorizedKey: key.publicKey,
       sshdPath: tools.sshd,
@@ -69,7 +70,9 @@ async function main(): Promise<void> {
       SSH_KEY_PATH: path.resolve(config.sshKeyPath),
       // Where images are copied "on the main node": this machine, so a directory of the sandbox's.
       MAIN_NODE_IMAGE_DIR: path.join(cluster.dir, 'node-images'),
-      ...(mirror ? mirror.env : {}),
+      ...(mirror
+        ? mirror.env
+        : { IMAGE_BASE_DEBIAN: config.imageBase.debian, IMAGE_BASE_UBUNTU: config.imageBase.ubuntu, IMAGE_BASE_ROCKYLINUX: config.imageBase.rockylinux }),
       // Callers on this machine may install: the API refuses everyone else by default.
       ALLOW_IPS: '127.0.0.1,::1',
     };

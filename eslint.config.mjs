@@ -10,8 +10,23 @@ import tseslint from 'typescript-eslint';
 
 const nodeBuiltins = builtinModules.filter((m) => !m.startsWith('_'));
 
-/** What workflow code shares with the rest of the product: types, failure names, search attributes, input schemas, the owner marker. */
-const workflowContract = ['../lib/types', '../lib/failures', '../lib/temporal/searchAttributes', '../lib/inputs', '../lib/ownership'];
+const nodeBuiltinPaths = nodeBuiltins.map((name) => ({
+  name,
+  message: 'Node built-ins do not exist in the workflow sandbox: do this in an activity.',
+}));
+const nodeBuiltinPattern = {
+  group: ['node:*'],
+  message: 'Node built-ins do not exist in the workflow sandbox: do this in an activity.',
+};
+/** Packages that run in the workflow sandbox; everything else on npm is Node-side. */
+const sandboxPackages = ['@temporalio/workflow', '@temporalio/common', 'zod'];
+const nodeSidePackages = {
+  regex: `^(?!\\.|(${sandboxPackages.map((p) => p.replace('/', '\\/')).join('|')})$)`,
+  message: `Node-side package: code bundled into the workflow sandbox uses ${sandboxPackages.join(', ')} only.`,
+};
+
+/** Pure lib/ modules workflow code may import besides contract/ (none yet: add one here with a reason). */
+const workflowLib = [];
 
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', '.tools/', 'data/', 'test-artifacts/', '**/*.js', '**/*.mjs'] },
@@ -33,30 +48,35 @@ export default tseslint.config(
   },
   {
     // Workflow code is bundled into Temporal's sandbox: no Node built-ins, no Node-side
-    // packages, and from the project only the shared contract. Type imports are erased at
-    // build time, so `import type { Activities }` stays allowed.
+    // packages, and from the project only the contract (and the pure lib/ modules listed
+    // above). Even type imports go through contract/, so a workflow never depends on how
+    // an activity or the API is written.
     files: ['workflows/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': ['error', {
-        paths: nodeBuiltins.map((name) => ({
-          name,
-          message: 'Node built-ins do not exist in the workflow sandbox: do this in an activity.',
-        })),
+        paths: nodeBuiltinPaths,
         patterns: [
+          nodeBuiltinPattern,
+          nodeSidePackages,
           {
-            group: ['node:*'],
-            message: 'Node built-ins do not exist in the workflow sandbox: do this in an activity.',
+            regex: `^\\.\\./(?!(contract${workflowLib.map((m) => `|lib/${m}`).join('')})$)`,
+            message: 'Workflow code imports only ../contract (and the pure lib/ modules eslint.config.mjs lists) besides other workflow files.',
           },
-          {
-            regex: `^\\.\\./(?!(${workflowContract.map((p) => p.slice(3)).join('|')})$)`,
-            allowTypeImports: true,
-            message: `Workflow code value-imports only the contract (${workflowContract.join(', ')}) and other workflow files; import activities and the rest as types.`,
-          },
-          {
-            group: ['@temporalio/*', '!@temporalio/workflow', '!@temporalio/common', 'execa', 'ssh2', 'express', 'dotenv'],
-            allowTypeImports: true,
-            message: 'Node-side package: workflow code uses @temporalio/workflow and @temporalio/common only.',
-          },
+        ],
+      }],
+    },
+  },
+  {
+    // The contract is bundled into the workflow sandbox with the workflows, and is what
+    // every layer depends on: it imports nothing of the project's but itself.
+    files: ['contract/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        paths: nodeBuiltinPaths,
+        patterns: [
+          nodeBuiltinPattern,
+          nodeSidePackages,
+          { regex: '^\\.\\./', message: 'contract/ imports only its own files: every other layer depends on it, not the other way.' },
         ],
       }],
     },
@@ -64,17 +84,24 @@ export default tseslint.config(
   {
     // lib/ is the library layer: the service's parts use it, it uses none of them.
     files: ['lib/**/*.ts'],
-    ignores: [
-      // Known exception: lib/service.ts wires the API, the worker and the activities
-      // together. It is the composition root and moves out of lib/ (to main.ts/app/); until
-      // then it is the one lib file allowed to import the layers above.
-      'lib/service.ts',
-    ],
     rules: {
       '@typescript-eslint/no-restricted-imports': ['error', {
         patterns: [{
           regex: '^(\\.\\./)+(api|activities|worker|workflows|app)(/|$)',
           message: 'lib/ imports nothing from api/, activities/, worker/, workflows/ or app/: the dependency points the other way.',
+        }],
+      }],
+    },
+  },
+  {
+    // Activities and the API meet workflows only through contract/ (types, signal,
+    // query and workflow names), never through a workflow's own module.
+    files: ['activities/**/*.ts', 'api/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [{
+          regex: '^(\\.\\./)+(workflows|worker|app)(/|$)',
+          message: 'Activities and the API take workflow-facing names from contract/, and are wired together in app/: no imports from workflows/, worker/ or app/.',
         }],
       }],
     },

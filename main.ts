@@ -2,7 +2,7 @@
  * `npm start`: the whole service in one process. With no TEMPORAL_ADDRESS it runs its
  * own Temporal dev server (history in DATA_DIR/temporal.db, UI on TEMPORAL_UI_PORT);
  * with no MAIN_NODE it runs against the Proxmox sandbox cluster. QEMURUN_ROLE=api or
- * worker runs one half only, against a Temporal server and a cluster of its settings.
+ * worker runs one half only, against the Temporal server and cluster its settings name.
  *
  * Exit status: 0 after SIGINT/SIGTERM, 78 when the set-up is wrong (a StartupError: a
  * setting, a port, a file, a program; one message, no stack trace), 1 on a crash.
@@ -10,11 +10,15 @@
 import 'dotenv/config';
 import fs from 'node:fs';
 import path from 'node:path';
-import { loadConfig, Config } from './lib/config';
-import { findTemporalCli, startDevServer, DevServer } from './lib/temporal/devServer';
-import { startService } from './lib/service';
-import { ensureSshKey, SshKeyPair } from './lib/sshKey';
-import { StartupError, EXIT_CRASH, reason } from './lib/startupError';
+import { loadConfig } from './lib/config';
+import type { DevServer } from './lib/temporal/devServer';
+import type { SshKeyPair } from './lib/sshKey';
+import { StartupError, EXIT_CRASH } from './lib/startupError';
+import { startService } from './app/service';
+import { startSandbox, startImages } from './app/sandbox';
+import { embeddedDevServer } from './app/devServer';
+import { serviceSshKey } from './app/sshKey';
+import { startRole } from './app/role';
 import { RunRecords } from './lib/run/records';
 import { checkPortsFree } from './lib/run/ports';
 import { servicePorts } from './lib/run/servicePorts';
@@ -27,76 +31,6 @@ Runtime.install({ logger: new DefaultLogger((process.env.LOG_LEVEL as 'WARN' | u
 /** A step to undo on shutdown (or when a later start-up step fails). */
 type Stop = () => Promise<void>;
 
-function sshKey(config: Config): SshKeyPair {
-  try {
-    return ensureSshKey(config.sshKeyPath);
-  } catch (err) {
-    throw new StartupError(
-      `SSH_KEY_PATH=${config.sshKeyPath}: cannot read or create the SSH key (${reason(err).split('\n')[0]}); ` +
-        'point SSH_KEY_PATH at a readable private key with its .pub beside it',
-      undefined,
-      { cause: err },
-    );
-  }
-}
-
-async function startSandbox(config: Config, key: SshKeyPair, run: RunRecords, tools: SandboxToolPaths) {
-  const { startSandboxCluster } = await import('./sandbox/cluster');
-  const cluster = await startSandboxCluster({
-    dir: path.join(config.dataDir, 'sandbox'),
-    nodes: config.sandboxOptions.nodes,
-    mainNode: config.mainNode,
-    gateway: config.gateway,
-    vmSshPort: config.vmSshPort,
-    bootDelayMs: config.sandboxOptions.bootDelayMs,
-    packageSilenceMs: config.sandboxOptions.packageSilenceMs,
-    sshPortBase: config.sandboxOptions.sshPortBase,
-    rootAuthorizedKey: key.publicKey,
-    sshdPath: tools.sshd,
-  });
-  for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
-  // The nodes the rest of the service talks to are the sandbox's.
-  config.nodes = cluster.nodeAddresses;
-  return cluster;
-}
-
-/** Sandbox mode's own images, unless IMAGE_BASE_* name a source: a first run needs no network. */
-async function startImages(config: Config) {
-  if (!config.imageMirror) return undefined;
-  const { startImageMirror } = await import('./sandbox/mirror/server');
-  const mirror = await startImageMirror();
-  config.imageBase = mirror.baseUrls;
-  return mirror;
-}
-
-function embeddedDevServer(config: Config, run: RunRecords): Promise<DevServer> {
-  const explicit = config.temporal.cliPath;
-  if (explicit && !findTemporalCliOrUndefined(explicit)) {
-    throw new StartupError(`TEMPORAL_CLI_PATH=${explicit} is not an executable file: fix the path, or unset it to use .tools/bin/temporal (npm run setup:temporal)`);
-  }
-  return startDevServer({
-    cliPath: explicit,
-    port: config.temporal.devPort,
-    uiPort: config.temporal.uiPort,
-    namespace: config.temporal.namespace,
-    dbFile: path.join(config.dataDir, 'temporal.db'),
-    logFile: path.join(config.dataDir, 'temporal.log'),
-    // The UI decodes the encrypted history through the API's codec endpoint.
-    codecEndpoint: `http://127.0.0.1:${config.port}/codec`,
-    supervise: true,
-    onSpawn: (pid) => run.record('temporal-dev-server', 'Temporal dev server', pid),
-    log: (line) => console.error(line),
-  }).catch((err: unknown) => {
-    if (err instanceof StartupError) throw err;
-    throw new StartupError(
-      `the embedded Temporal dev server did not start: ${reason(err).split('\n')[0]}\n` +
-        `its log is ${path.join(config.dataDir, 'temporal.log')}; npm run setup:temporal builds the CLI, or set TEMPORAL_ADDRESS to use another server`,
-      undefined,
-      { cause: err },
-    );
-  });
-}
-
 /**
  * The workflow bundle `npm run build` made beside the compiled main.js; run from the
  * TypeScript sources there is none, and the worker bundles the workflows at start-up.
@@ -104,48 +38,6 @@ function embeddedDevServer(config: Config, run: RunRecords): Promise<DevServer> 
 function prebuiltWorkflowBundle(): string | undefined {
   const bundle = path.join(__dirname, 'workflow-bundle.js');
   return fs.existsSync(bundle) ? bundle : undefined;
-}
-
-function findTemporalCliOrUndefined(explicit: string) {
-  try {
-    return findTemporalCli(explicit);
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * One half of the service: the API (no worker) or a worker (no API, a health port). It
- * starts no process of its own: Temporal and the cluster are those its settings name,
- * shared with the other processes, so any of them may die and be replaced alone.
- */
-async function runRole(config: Config, role: 'api' | 'worker'): Promise<Stop> {
-  await checkPortsFree(servicePorts(config));
-  // Workers log into nodes and guests; the API reads the nodes with the key if there is one
-  // and never makes one (a key made on an API host would be trusted by no node).
-  if (role === 'worker') sshKey(config);
-  const temporalAddress = config.temporal.address!;
-  const service = await startService({
-    config,
-    temporalAddress,
-    worker: role === 'worker',
-    api: role === 'api',
-    workflowBundlePath: prebuiltWorkflowBundle(),
-  });
-  const lines =
-    role === 'api'
-      ? [
-          `Role:        api (no worker here: workers in other processes poll the task queue)`,
-          `API:         http://127.0.0.1:${config.port}/api  (health: /api/health, readiness: /api/health/ready)`,
-        ]
-      : [
-          `Role:        worker ${service.worker?.options.identity ?? ''} (no API here)`,
-          `Health:      ${service.url}/health  (readiness: /health/ready)`,
-          `Cluster:     main node ${config.mainNode}, nodes ${Object.keys(config.nodes).join(', ')}`,
-        ];
-  lines.push(`Temporal:    ${temporalAddress}, namespace ${config.temporal.namespace}`, `Task queue:  ${config.temporal.taskQueue}`);
-  console.log(lines.join('\n'));
-  return () => service.stop();
 }
 
 function onStopSignals(stop: Stop): void {
@@ -165,7 +57,9 @@ async function main(): Promise<void> {
   const config = loadConfig();
   fs.mkdirSync(config.dataDir, { recursive: true });
   if (config.role !== 'all') {
-    onStopSignals(await runRole(config, config.role));
+    const role = await startRole(config, config.role, prebuiltWorkflowBundle());
+    console.log(role.banner.join('\n'));
+    onStopSignals(role.stop);
     return;
   }
   if (config.sandbox) {
@@ -182,7 +76,7 @@ async function main(): Promise<void> {
     await checkPortsFree(servicePorts(config));
     // The sandbox's tools before anything is made: a missing sshd leaves no key behind.
     tools = config.sandbox ? await (await import('./sandbox/requirements')).ensureSandboxTools({ toolsPath: config.sandboxOptions.toolsPath }) : undefined;
-    key = sshKey(config);
+    key = serviceSshKey(config);
   } catch (err) {
     run.release();
     throw err;

@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { z } from 'zod';
-import { checkInput, InvalidInputError } from '../lib/inputs';
+import { checkInput, InvalidInputError } from '../contract';
 
 /**
  * An activity's own input, checked with the API's rules before it reaches a command:

@@ -8,7 +8,7 @@ import { shellQuote } from '../lib/executor/quote';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { checkedInput } from './checkInput';
-import { field } from '../lib/inputs';
+import { field } from '../contract';
 
 export interface GuestDeps {
   config: Config;

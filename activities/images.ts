@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { ensureImage } from '../lib/images/download';
-import type { OsName } from '../lib/types';
+import type { OsName } from '../contract';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { NodeExecutor } from '../lib/executor/types';

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
+import type { Activities } from '../contract';
 import { proxmoxActivities } from './proxmox';
 import { guestActivities } from './guest';
 import { imageActivities } from './images';
@@ -18,11 +19,11 @@ export interface ActivityDeps {
 
 /**
  * Every activity of the product, as plain async functions closed over their
- * dependencies. An activity's name in the Temporal UI is its property name here. All
- * heartbeat while they run (so a dead worker is noticed in seconds) but relayProgress,
- * whose own heartbeats carry its resume point.
+ * dependencies, implementing the interface in contract/activities.ts. An activity's name
+ * in the Temporal UI is its property name. All heartbeat while they run (so a dead worker
+ * is noticed in seconds) but relayProgress, whose own heartbeats carry its resume point.
  */
-export function createActivities(deps: ActivityDeps) {
+export function createActivities(deps: ActivityDeps): Activities {
   const { relayProgress, ...rebuild } = rebuildActivities(deps);
   return {
     ...heartbeating({
@@ -35,5 +36,3 @@ export function createActivities(deps: ActivityDeps) {
     relayProgress,
   };
 }
-
-export type Activities = ReturnType<typeof createActivities>;

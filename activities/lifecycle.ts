@@ -4,9 +4,8 @@ import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { balloonFor } from './proxmox';
 import { requireManaged } from './managedSet';
-import { adoptedDescription, ownerOf } from '../lib/ownership';
+import { adoptedDescription, ownerOf, workflowInputs } from '../contract';
 import { checkedInput } from './checkInput';
-import { workflowInputs } from '../lib/inputs';
 
 export interface LifecycleDeps {
   config: Config;

@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Config } from '../lib/config';
 import type { ProxmoxNode } from '../lib/proxmox/client';
-import { isManaged, notManagedMessage } from '../lib/ownership';
+import { isManaged, notManagedMessage } from '../contract';
 
 /**
  * The managed set, enforced where the commands run: every activity that changes an

@@ -1,7 +1,6 @@
+import { type EventStatus, outputSignal } from '../contract';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import type { EventStatus } from '../lib/types';
-import { outputSignal } from '../workflows/progress';
 
 export interface OutputStream {
   line(message: string, status?: EventStatus): void;

@@ -7,16 +7,23 @@ import { ProxmoxNode } from '../lib/proxmox/client';
 import { VmidTakenError } from '../lib/proxmox/errors';
 import type { StorageStatus } from '../lib/proxmox/parse';
 import { FALLBACK_CPU_TYPE, clusterBaseline, cpuLevel, meetsLevel } from '../lib/proxmox/cpu';
-import type { InstallSpec, OsName } from '../lib/types';
+import {
+  field,
+  installSecretsSchema,
+  type InstallSpec,
+  installSpecSchema,
+  isOwnedBy,
+  type OsName,
+  ownerMarker,
+  specMarker,
+} from '../contract';
 import { readAdminKeys, readCachedCpuBaseline, writeCachedCpuType } from '../lib/stateFiles';
 import { ensureSshKey } from '../lib/sshKey';
-import { ownerMarker, isOwnedBy, specMarker } from '../lib/ownership';
 import { vmIp } from '../lib/network';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { requireManaged } from './managedSet';
 import { checkedInput } from './checkInput';
-import { field, installSpecSchema, installSecretsSchema } from '../lib/inputs';
 
 export interface ProxmoxDeps {
   config: Config;

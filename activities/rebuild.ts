@@ -1,45 +1,26 @@
+import {
+  type InstallSpec,
+  OS_VERSIONS,
+  ownerOf,
+  type ProgressEvent,
+  progressQuery,
+  type RebuildTarget,
+  relayedProgressSignal,
+  type RunningOperation,
+  specOf,
+  vmWorkflowId,
+} from '../contract';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
-import { ownerOf, specOf } from '../lib/ownership';
 import { readDisabledVmids, stateFiles } from '../lib/stateFiles';
-import { OS_VERSIONS, type InstallSpec, type ProgressEvent } from '../lib/types';
-import { progressQuery } from '../workflows/progress';
-import { relayedProgressSignal } from '../workflows/rebuildShared';
-import { vmWorkflowId } from '../lib/types';
 
 export interface RebuildDeps {
   config: Config;
   executors: Record<string, NodeExecutor>;
   client: Client;
-}
-
-/** What a rebuild found when it looked at the VM; never holds a secret. */
-export type RebuildTarget =
-  | {
-      exists: true;
-      vmid: number;
-      /** Node the VM lives on now. */
-      node: string;
-      /** Workflow id in the VM's owner marker: what destroyOwnedVm is given. */
-      owner: string;
-      /** The spec the VM is re-created from, with `vmid` set and `node` where it lives now. */
-      spec: InstallSpec;
-      /** The recorded node, when the VM has been migrated away from it since. */
-      movedFrom?: string;
-      status: string;
-      mainNode: string;
-    }
-  | { exists: false; vmid: number; spec: InstallSpec; mainNode: string };
-
-/** The operation holding a VM's workflow id `vm-<vmid>`, as shown when a run has to skip. */
-export interface RunningOperation {
-  workflowId: string;
-  runId: string;
-  type: string;
-  startTime: string;
 }
 
 const RELAY_POLL_MS = 1000;

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow';
-import type { InstallInput } from '../workflows/install';
+import type { InstallInput } from '../contract';
 
 /**
  * `Idempotency-Key` on an install: a repeat of the same request attaches to the install the

@@ -1,10 +1,8 @@
+import { type InstallInput, VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS, vmName, type Workflows } from '../contract';
 import crypto from 'node:crypto';
 import { Router, Request, Response } from 'express';
 import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import { installVm } from '../workflows';
-import type { InstallInput } from '../workflows/install';
-import { VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../lib/temporal/searchAttributes';
 import { InvalidRequestError, toInstallSpec } from './installRequest';
 import { openEventStream, streamProgress } from './sse';
 import { requireMutationAccess } from './guard';
@@ -68,7 +66,7 @@ export function installRoutes({ config, client, knownNodes, executors }: Install
     const workflowId = workflowIdFor(req);
     let handle;
     try {
-      handle = await client.workflow.start(installVm, {
+      handle = await client.workflow.start<Workflows['installVm']>('installVm', {
         taskQueue: config.temporal.taskQueue,
         workflowId,
         args: [input],
@@ -81,7 +79,7 @@ export function installRoutes({ config, client, knownNodes, executors }: Install
           { key: VM_NODE, value: spec.node ?? config.mainNode },
           ...(spec.vmid !== undefined ? [{ key: VM_ID, value: spec.vmid }] : []),
           // The Proxmox name, `<name>-<vmid>`; known up front only with an explicit id.
-          ...(spec.vmid !== undefined ? [{ key: VM_NAME, value: `${spec.name ?? spec.vmid}-${spec.vmid}` }] : []),
+          ...(spec.vmid !== undefined ? [{ key: VM_NAME, value: vmName(spec.name, spec.vmid) }] : []),
         ],
         memo: { request: spec },
         staticSummary: `install ${spec.os} ${spec.version}${spec.name ? ` "${spec.name}"` : ''}${spec.vmid ? ` as VM ${spec.vmid}` : ''} on ${spec.node ?? config.mainNode}`,

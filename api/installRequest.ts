@@ -2,8 +2,7 @@ import { z } from 'zod';
 import { describeIssues } from './issues';
 import type { Config } from '../lib/config';
 import { keyBlobType } from '../lib/sshKey';
-import { field } from '../lib/inputs';
-import { DEFAULT_USER, OS_VERSIONS, OsName, InstallSecrets, InstallSpec } from '../lib/types';
+import { DEFAULT_USER, field, InstallSecrets, InstallSpec, OS_VERSIONS, OsName } from '../contract';
 
 /**
  * `POST /api/vm/install` body rules. The seed's clamping is kept for values in a sane

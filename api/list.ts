@@ -5,7 +5,7 @@ import { pveshClusterResources } from '../lib/proxmox/commands';
 import { classifyFailure } from '../lib/proxmox/errors';
 import { parseClusterResources, type NodeResource, type VmResource } from '../lib/proxmox/pvesh';
 import { readDisabledVmids } from '../lib/stateFiles';
-import { OS_VERSIONS } from '../lib/types';
+import { OS_VERSIONS } from '../contract';
 
 /**
  * `GET /vm/list`: the seed's body, from ONE `pvesh get /cluster/resources` (VMs and nodes

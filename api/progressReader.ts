@@ -1,6 +1,5 @@
 import { WorkflowNotFoundError, type WorkflowClient, type WorkflowHandle } from '@temporalio/client';
-import type { ProgressEvent } from '../lib/types';
-import { progressQuery, type RunState } from '../workflows/progress';
+import { type ProgressEvent, progressQuery, type RunState } from '../contract';
 
 /**
  * One progress reader per workflow in this API process: every stream of a workflow (the

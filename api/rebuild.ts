@@ -1,9 +1,9 @@
+import { vmName } from '../contract';
 import { Router, Request, Response } from 'express';
 import { z } from 'zod';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
-import { vmRebuild } from '../workflows';
 import { describeIssues, installBodySchema } from './installRequest';
 import { openEventStream, streamProgress } from './sse';
 import { requireMutationAccess } from './guard';
@@ -46,13 +46,13 @@ export function rebuildRoutes({ config, client, executors }: RebuildRouteDeps): 
       res.status(err.status).json({ success: false, message: err.message });
       return;
     }
-    const name = `${target.spec.name ?? vmid}-${vmid}`;
+    const name = vmName(target.spec.name, vmid);
     let handle;
     try {
       handle = await startVmOperation({
         client,
         taskQueue: config.temporal.taskQueue,
-        workflow: vmRebuild,
+        workflow: 'vmRebuild',
         args: [{ vmid, passwd: body.data.passwd }],
         vmid,
         node: target.spec.node ?? target.mainNode,

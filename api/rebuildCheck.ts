@@ -1,8 +1,8 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
-import type { InstallSpec } from '../lib/types';
-import { inspectVmForRebuild, RebuildRefusal, type RebuildTarget } from '../activities/rebuild';
+import type { InstallSpec, RebuildTarget } from '../contract';
+import { inspectVmForRebuild, RebuildRefusal } from '../activities/rebuild';
 
 /** A refusal the API answers with a status and a message, before anything is started. */
 export class RebuildRefused extends Error {

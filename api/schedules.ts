@@ -1,3 +1,17 @@
+import {
+  type InstallSpec,
+  type RebuildInput,
+  rebuildScheduleId,
+  type RebuildTarget,
+  type ScheduledRebuildResult,
+  VM_ID,
+  VM_NAME,
+  VM_NODE,
+  VM_OPERATION,
+  VM_OS,
+  vmName,
+  type WorkflowType,
+} from '../contract';
 import { Router, Request, Response } from 'express';
 import {
   Client,
@@ -10,11 +24,6 @@ import {
 } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
-import type { InstallSpec } from '../lib/types';
-import { VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../lib/temporal/searchAttributes';
-import { scheduledRebuild } from '../workflows';
-import type { RebuildInput, ScheduledRebuildResult } from '../workflows/rebuildShared';
-import type { RebuildTarget } from '../activities/rebuild';
 import { requireMutationAccess } from './guard';
 import { describeIssues, InvalidRequestError, toInstallSpec } from './installRequest';
 import { checkRebuildTarget, RebuildRefused } from './rebuildCheck';
@@ -35,7 +44,7 @@ export interface ScheduleRouteDeps {
 }
 
 /** Marks the schedules this API manages; others in the namespace are not its business. */
-const WORKFLOW_TYPE = 'scheduledRebuild';
+const WORKFLOW_TYPE: WorkflowType = 'scheduledRebuild';
 /** Missed runs (server down) are made up only this late; a rebuild hours late could land in working hours. */
 const CATCHUP_WINDOW = '15m';
 
@@ -107,7 +116,7 @@ export function scheduleRoutes({ config, client, knownNodes, executors }: Schedu
       { key: VM_ID, value: target.vmid },
       { key: VM_NODE, value: spec.node ?? target.mainNode },
       { key: VM_OS, value: `${spec.os}-${spec.version}` },
-      { key: VM_NAME, value: `${spec.name ?? target.vmid}-${target.vmid}` },
+      { key: VM_NAME, value: vmName(spec.name, target.vmid) },
       { key: VM_OPERATION, value: 'rebuild' },
     ];
   }
@@ -125,13 +134,13 @@ export function scheduleRoutes({ config, client, knownNodes, executors }: Schedu
         input = { vmid: body.vmid as number, ...(body.passwd !== undefined ? { passwd: body.passwd } : {}) };
       }
       const target = await checkRebuildTarget({ config, executors, client }, { vmid: input.vmid, spec: input.spec });
-      const scheduleId = body.id ?? `rebuild-vm-${input.vmid}`;
+      const scheduleId = body.id ?? rebuildScheduleId(input.vmid);
       await specChecked(body, () => schedules.create({
         scheduleId,
         spec: toScheduleSpec(body),
         action: {
           type: 'startWorkflow',
-          workflowType: scheduledRebuild,
+          workflowType: WORKFLOW_TYPE,
           args: [input],
           taskQueue: config.temporal.taskQueue,
           // Temporal appends the scheduled time: rebuild-vm-120-2026-01-01T03:00:00Z.
@@ -147,7 +156,7 @@ export function scheduleRoutes({ config, client, knownNodes, executors }: Schedu
       const desc = await schedules.getHandle(scheduleId).describe();
       res.status(201).json({ success: true, schedule: await present(desc, false) });
     } catch (err) {
-      if (answerFailure(err, res, body.id ?? `rebuild-vm-${body.vmid ?? '?'}`)) return;
+      if (answerFailure(err, res, body.id ?? (body.vmid !== undefined ? rebuildScheduleId(body.vmid) : 'rebuild-vm-?'))) return;
       throw err;
     }
   });

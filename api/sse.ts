@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { WorkflowHandle } from '@temporalio/client';
-import type { ProgressEvent } from '../lib/types';
+import type { ProgressEvent } from '../contract';
 import { progressReaders } from './progressReader';
 import { streamOpened } from './limits';
 

@@ -1,16 +1,21 @@
+import {
+  DEFAULT_USER,
+  isManaged,
+  notManagedMessage,
+  OS_VERSIONS,
+  OsName,
+  ownerOf,
+  type WorkflowType,
+} from '../contract';
 import { Router, Request, Response, RequestHandler } from 'express';
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import type { Workflow } from '@temporalio/common';
 import { z } from 'zod';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { readDisabledVmids } from '../lib/stateFiles';
 import { vmIp } from '../lib/network';
-import { DEFAULT_USER, OS_VERSIONS, OsName } from '../lib/types';
-import { vmAdopt, vmDestroy, vmMigrate, vmReboot, vmSetCpu, vmSetDisk, vmSetMemory, vmShutdown, vmStart, vmStop } from '../workflows';
 import { clientIp, requireMutationAccess } from './guard';
-import { isManaged, notManagedMessage, ownerOf } from '../lib/ownership';
 import { openEventStream, streamProgress } from './sse';
 import { streamOpened } from './limits';
 import { VmBusyError, httpFailure, startVmOperation } from './vmOperation';
@@ -202,7 +207,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
     };
 
   interface Operation {
-    workflow: Workflow;
+    workflow: WorkflowType;
     args: unknown[];
     operation: string;
     summary: string;
@@ -214,7 +219,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
       client,
       taskQueue: config.temporal.taskQueue,
       workflow: op.workflow,
-      args: op.args as never,
+      args: op.args,
       vmid: vm.vmid,
       node: op.node ?? vm.node,
       operation: op.operation,
@@ -297,7 +302,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
         });
       }
       const h = await start(vm, {
-        workflow: vmAdopt,
+        workflow: 'vmAdopt',
         args: [{ vmid, by: clientIp(req, config.trustedProxies) }],
         operation: 'adopt',
         summary: `adopt VM ${vmid}${conf.name ? ` (${conf.name})` : ''} on ${vm.node} into the managed set`,
@@ -318,14 +323,14 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
   );
 
   streamed('start', 'stopped', async (vm) => ({
-    workflow: vmStart,
+    workflow: 'vmStart',
     args: [{ vmid: vm.vmid, ip: vmIp(config.gateway, vm.vmid), user: await sshUser(vm) }],
     operation: 'start',
     summary: `start VM ${vm.vmid} on ${vm.node}`,
   }));
 
   streamed('reboot', 'running', async (vm) => ({
-    workflow: vmReboot,
+    workflow: 'vmReboot',
     args: [{ vmid: vm.vmid, ip: vmIp(config.gateway, vm.vmid), user: await sshUser(vm) }],
     operation: 'reboot',
     summary: `reboot VM ${vm.vmid} on ${vm.node}`,
@@ -339,7 +344,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
       if (!knownNodes.includes(node)) throw invalid(`node: must be one of the cluster's nodes (${knownNodes.join(', ')})`);
       if (node === vm.node) throw new HttpError(400, `VM ${vm.vmid} is already on node ${node}`);
       return {
-        workflow: vmMigrate,
+        workflow: 'vmMigrate',
         args: [{ vmid: vm.vmid, from: vm.node, target: node }],
         operation: 'migrate',
         summary: `migrate VM ${vm.vmid} from ${vm.node} to ${node}`,
@@ -350,21 +355,21 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
   );
 
   plain('shutdown', 'running', (vm) => ({
-    workflow: vmShutdown,
+    workflow: 'vmShutdown',
     args: [{ vmid: vm.vmid }],
     operation: 'shutdown',
     summary: `shut down VM ${vm.vmid} on ${vm.node}`,
   }));
 
   plain('stop', 'running', (vm) => ({
-    workflow: vmStop,
+    workflow: 'vmStop',
     args: [{ vmid: vm.vmid }],
     operation: 'stop',
     summary: `stop VM ${vm.vmid} on ${vm.node}`,
   }));
 
   plain('destroy', 'stopped', (vm) => ({
-    workflow: vmDestroy,
+    workflow: 'vmDestroy',
     args: [{ vmid: vm.vmid }],
     operation: 'destroy',
     summary: `destroy VM ${vm.vmid} on ${vm.node}`,
@@ -377,7 +382,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
       const { cpu } = body as z.infer<typeof cpuBody>;
       const max = config.limits.maxCpu;
       if (max && cpu > max) throw invalid(`cpu: must be at most VM_MAX_CPU (${max})`);
-      return { workflow: vmSetCpu, args: [{ vmid: vm.vmid, cores: cpu }], operation: 'set-cpu', summary: `set VM ${vm.vmid} to ${cpu} vCPU` };
+      return { workflow: 'vmSetCpu', args: [{ vmid: vm.vmid, cores: cpu }], operation: 'set-cpu', summary: `set VM ${vm.vmid} to ${cpu} vCPU` };
     },
     cpuBody,
   );
@@ -390,7 +395,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
       const max = config.limits.maxRamMb;
       if (max && memory > max) throw invalid(`memory: must be at most VM_MAX_RAM (${max} MB)`);
       return {
-        workflow: vmSetMemory,
+        workflow: 'vmSetMemory',
         args: [{ vmid: vm.vmid, memoryMb: memory }],
         operation: 'set-memory',
         summary: `set VM ${vm.vmid} to ${memory} MB of memory`,
@@ -405,7 +410,7 @@ export function vmRoutes({ config, client, executors, knownNodes }: VmRouteDeps)
     (vm, body) => {
       const incrementGb = Number((body as z.infer<typeof diskBody>).disk.slice(0, -1));
       return {
-        workflow: vmSetDisk,
+        workflow: 'vmSetDisk',
         args: [{ vmid: vm.vmid, disk: 'scsi0', incrementGb, maxDiskGb: config.limits.maxDiskGb }],
         operation: 'set-disk',
         summary: `grow scsi0 of VM ${vm.vmid} by ${incrementGb}G`,

@@ -1,3 +1,4 @@
+import { progressQuery, VM_ID, VM_NODE, VM_OPERATION, vmWorkflowId, type WorkflowType } from '../contract';
 import {
   ActivityFailure,
   ApplicationFailure,
@@ -8,12 +9,7 @@ import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowFailedError,
   WorkflowHandle,
-  WorkflowStartOptions,
 } from '@temporalio/client';
-import type { Workflow } from '@temporalio/common';
-import { VM_ID, VM_NODE, VM_OPERATION } from '../lib/temporal/searchAttributes';
-import { progressQuery } from '../workflows/progress';
-import { vmWorkflowId } from '../lib/types';
 
 /**
  * Starting an operation on an existing VM, one at a time per VM across every API
@@ -37,11 +33,11 @@ export class VmBusyError extends Error {
   }
 }
 
-export interface VmOperationOptions<W extends Workflow> {
+export interface VmOperationOptions {
   client: Client;
   taskQueue: string;
-  workflow: W;
-  args: Parameters<W>;
+  workflow: WorkflowType;
+  args: unknown[];
   vmid: number;
   /** Node the VM is on, or the target of a migration. */
   node: string;
@@ -54,7 +50,7 @@ export interface VmOperationOptions<W extends Workflow> {
 /** How long a start waits for an operation that has finished its work but not yet closed. */
 const FINISHING_WAIT_MS = 10_000;
 
-export async function startVmOperation<W extends Workflow>(opts: VmOperationOptions<W>): Promise<WorkflowHandle<W>> {
+export async function startVmOperation(opts: VmOperationOptions): Promise<WorkflowHandle> {
   const { client, vmid } = opts;
   const workflowId = vmWorkflowId(vmid);
   const install = await runningWorkflowOn(client, vmid);
@@ -75,7 +71,7 @@ export async function startVmOperation<W extends Workflow>(opts: VmOperationOpti
           { key: VM_OPERATION, value: opts.operation },
         ],
         staticSummary: opts.summary,
-      } as unknown as WorkflowStartOptions<W>);
+      });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
       const holder = await describeHolder(client, workflowId);

@@ -2,11 +2,10 @@ import { Router, Request, Response, RequestHandler } from 'express';
 import { Client, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
 import { lastEventId, openEventStream, streamProgress } from './sse';
 import { progressReaders } from './progressReader';
-import { progressQuery } from '../workflows/progress';
-import * as qemurunWorkflows from '../workflows';
+import { progressQuery, WORKFLOW_TYPES } from '../contract';
 
 /** The workflow types the worker registers: nothing else in the namespace is this API's business. */
-const OWN_TYPES: ReadonlySet<string> = new Set(Object.keys(qemurunWorkflows));
+const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
 
 /**
  * Every operation (install, start, migrate, rebuild, ...) is a workflow with the same

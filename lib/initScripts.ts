@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { OS_VERSIONS } from './types';
+import { OS_VERSIONS } from '../contract';
 import { REPO_ROOT } from './repoRoot';
 
 /**

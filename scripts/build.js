@@ -14,7 +14,7 @@ const { execFileSync } = require('node:child_process');
 const root = path.resolve(__dirname, '..');
 const dist = path.join(root, 'dist');
 const stamp = path.join(dist, '.build-stamp');
-const SOURCE_DIRS = ['lib', 'activities', 'workflows', 'api', 'worker', 'sandbox', 'scripts'];
+const SOURCE_DIRS = ['contract', 'app', 'lib', 'activities', 'workflows', 'api', 'worker', 'sandbox', 'scripts'];
 const SOURCE_FILES = ['tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
 
 function newestSourceMtime() {

@@ -1,4 +1,4 @@
-import { NON_RETRYABLE_ERRORS } from '../lib/failures';
+import { NON_RETRYABLE_ERRORS } from '../contract';
 import { NON_RETRYABLE_PROXMOX_ERRORS } from '../lib/proxmox/errors';
 import { ImageNotFoundError } from '../lib/images/errors';
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { ensureImage, imageCachePath, type EnsureImageOptions } from '../lib/images/download';
 import { ImageChecksumError, ImageDownloadError, ImageNotFoundError } from '../lib/images/errors';
 import type { DownloadProgress } from '../lib/images/progress';
-import { OS_VERSIONS, type OsName } from '../lib/types';
+import { OS_VERSIONS, type OsName } from '../contract';
 import { startImageServer, type ImageServer } from './support/imageServer';
 
 let srv: ImageServer;

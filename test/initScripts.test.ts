@@ -9,7 +9,7 @@ import {
   listInitScripts,
   type InitScriptSettings,
 } from '../lib/initScripts';
-import { OS_VERSIONS } from '../lib/types';
+import { OS_VERSIONS } from '../contract';
 
 /**
  * The init scripts are run for real, twice each, inside a bubblewrap jail: a private root

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { sshWorks } from './support/guest';
-import { VM_ID, VM_OPERATION } from '../lib/temporal/searchAttributes';
+import { VM_ID, VM_OPERATION } from '../contract';
 import { startHarness, Harness } from './support/harness';
 import { requestSse, SseResponse } from './support/sse';
 

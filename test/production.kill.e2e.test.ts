@@ -4,7 +4,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
 import { freePort } from '../lib/temporal/devServer';
-import type { InstallResult } from '../lib/types';
+import type { InstallResult } from '../contract';
 import { EncryptionCodec, dataConverterFor } from '../lib/temporal/codec';
 import { resolveEncryptionKeys } from '../lib/temporal/encryptionKeys';
 import { SshExecutor } from '../lib/executor';

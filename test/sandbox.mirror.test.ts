@@ -5,7 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { loadConfig } from '../lib/config';
 import { ensureImage } from '../lib/images/download';
-import { OS_VERSIONS, type OsName } from '../lib/types';
+import { OS_VERSIONS, type OsName } from '../contract';
 import { startImageMirror, type ImageMirror } from '../sandbox/mirror/server';
 
 /**

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { defineSearchAttributeKey, SearchAttributeType, TypedSearchAttributes } from '@temporalio/common';
 import { stateFiles } from '../lib/stateFiles';
-import { VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../lib/temporal/searchAttributes';
+import { VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../contract';
 import { vmProcess } from '../sandbox/state/runtime';
 import { startHarness, Harness } from './support/harness';
 import { requestSse } from './support/sse';

@@ -1,8 +1,7 @@
 import { execa } from 'execa';
 import { WorkflowFailedError } from '@temporalio/client';
-import { adoptionOf, ownerOf } from '../lib/ownership';
+import { adoptionOf, ownerOf, VM_OPERATION } from '../contract';
 import { parseVmConfig } from '../lib/proxmox/vmConfig';
-import { VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { vmDestroy, vmSetCpu, vmStart } from '../workflows';
 import { startHarness, Harness } from './support/harness';
 import { apiCall } from './support/api';

@@ -1,5 +1,14 @@
 import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Config } from '../lib/config';
+import type { Workflows } from '../contract';
+import type * as registered from '../workflows';
+
+/**
+ * Compiles only while ../workflows exports exactly the workflow types of the contract,
+ * each with the contract's input and result: the API starts them by name alone.
+ */
+type Exactly<T extends Workflows, Extra extends never> = [T, Extra];
+export type RegisteredWorkflows = Exactly<typeof registered, Exclude<keyof typeof registered, keyof Workflows>>;
 
 export interface WorkerDeps {
   config: Config;

@@ -1,13 +1,12 @@
 import { proxyActivities, RetryPolicy } from '@temporalio/workflow';
-import type { Activities } from '../activities';
-import { NON_RETRYABLE_ERRORS } from '../lib/failures';
+import { type Activities, NON_RETRYABLE_ERRORS } from '../contract';
 
 /**
  * Activity options by nature, shared by every workflow: one retry policy whose
- * non-retryable types come from the one list in lib/failures.ts. Every activity heartbeats
- * while it runs (activities/keepAlive.ts), so the heartbeat timeout, not the start-to-close
- * timeout, is what notices a worker that died: the next attempt starts on another worker
- * within heartbeat timeout + first retry interval (docs/how-an-install-runs.md).
+ * non-retryable types come from the one list in contract/failures.ts. Every activity
+ * heartbeats while it runs (activities/keepAlive.ts), so the heartbeat timeout, not the
+ * start-to-close timeout, is what notices a worker that died: the next attempt starts on
+ * another worker within heartbeat timeout + first retry interval (docs/how-an-install-runs.md).
  */
 export const retry: RetryPolicy = {
   initialInterval: '1s',

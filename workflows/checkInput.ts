@@ -1,6 +1,6 @@
 import { ApplicationFailure, workflowInfo } from '@temporalio/workflow';
 import type { z } from 'zod';
-import { checkInput, InvalidInputError } from '../lib/inputs';
+import { checkInput, InvalidInputError } from '../contract';
 
 /**
  * A workflow's own input, checked with the API's rules before any step runs. Input that

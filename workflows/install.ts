@@ -1,4 +1,18 @@
 import {
+  DEFAULT_USER,
+  type InstallInput,
+  type InstallResult,
+  type InstallSecrets,
+  type InstallSpec,
+  VM_ID,
+  VM_NAME,
+  VM_NODE,
+  VM_OPERATION,
+  VM_OS,
+  vmName,
+  workflowInputs,
+} from '../contract';
+import {
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
@@ -7,19 +21,9 @@ import {
   workflowInfo,
   log,
 } from '@temporalio/workflow';
-import { DEFAULT_USER, type InstallResult, type InstallSecrets, type InstallSpec } from '../lib/types';
-import { VM_ID, VM_NAME, VM_NODE, VM_OS, VM_OPERATION } from '../lib/temporal/searchAttributes';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
-import { workflowInputs } from '../lib/inputs';
 import { cleanup, guest, proxmox, transfer } from './activityOptions';
-
-export interface InstallInput {
-  spec: InstallSpec;
-  secrets: InstallSecrets;
-  /** Where VMs live when no `node` is asked for, and where images are downloaded. */
-  mainNode: string;
-}
 
 const MAX_VMID_ATTEMPTS = 20;
 
@@ -132,7 +136,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const tried: number[] = [];
     for (let attempt = 0; attempt < MAX_VMID_ATTEMPTS; attempt++) {
       const vmid = spec.vmid ?? (await proxmox.allocateVmid({ exclude: tried }));
-      const name = `${spec.name ?? vmid}-${vmid}`;
+      const name = vmName(spec.name, vmid);
       // Registered before the attempt: a create that times out may still have made the
       // VM. destroyOwnedVm only touches a VM whose description carries this run's marker.
       const undo = async () => {

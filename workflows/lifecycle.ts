@@ -1,11 +1,16 @@
 import { ApplicationFailure, isCancellation, proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import {
+  type Activities,
+  adoptionOwner,
+  type GuestRef,
+  type VmOperationResult,
+  type VmRef,
+  workflowInputs,
+} from '../contract';
 import { guest, proxmox, retry, transfer } from './activityOptions';
 import { Progress } from './progress';
 import { describeFailure } from './install';
-import { adoptionOwner } from '../lib/ownership';
 import { checkedInput } from './checkInput';
-import { workflowInputs } from '../lib/inputs';
 
 /**
  * Short workflows for the operations on an existing VM. The API starts each one with the
@@ -13,26 +18,6 @@ import { workflowInputs } from '../lib/inputs';
  * second operation on a VM while one runs. Every one keeps its progress like an install
  * (same events, same re-attach), and its activities are safe to run twice.
  */
-
-export interface VmRef {
-  vmid: number;
-}
-
-/** Where the guest answers SSH: the VM's IP and the OS default user (from its tag). */
-export interface GuestRef extends VmRef {
-  ip: string;
-  user: string;
-}
-
-export interface VmOperationResult {
-  vmid: number;
-  /** The workflow type that ran, e.g. `vmStart`. */
-  operation: string;
-  elapsedSec: number;
-  node?: string;
-  /** vmSetDisk: the new size of the disk, in bytes. */
-  sizeBytes?: number;
-}
 
 /** ACPI shutdown waits for the guest (qm's own timeout is 60 s); a guest that ignores it will ignore it again. */
 const power = proxyActivities<Activities>({

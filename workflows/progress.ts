@@ -1,35 +1,10 @@
-import { defineQuery, defineSignal, setHandler } from '@temporalio/workflow';
-import type { EventStatus, ProgressEvent } from '../lib/types';
+import { setHandler } from '@temporalio/workflow';
+import { type EventStatus, outputSignal, type ProgressEvent, progressQuery, type RunState } from '../contract';
 
 /**
- * Progress lives in the workflow: the API streams it to SSE clients by querying
- * (queries write no history), and a client that reconnects asks for what came after the
- * last sequence number it saw.
+ * A run's progress, kept in the workflow: the API reads it with the progress query, and
+ * activities add their command output with the output signal (both in contract/progress.ts).
  */
-
-export type RunState = 'running' | 'completed' | 'failed' | 'cancelled';
-
-export interface ProgressPage {
-  events: ProgressEvent[];
-  state: RunState;
-  /** Sequence number of the last event that exists, whether returned or not. */
-  lastSeq: number;
-  /** The step of the last event: what a status poll reports without reading every event. */
-  step?: string;
-  /** The VM being built, once its VMID is reserved (a poller needs it before the end). */
-  vm?: { vmid: number; ip: string };
-}
-
-/**
- * Lines of command output an activity sends in one batch (one signal, a few history
- * events). They belong to the step the workflow is running.
- */
-export interface OutputBatch {
-  lines: Array<{ status: EventStatus; message: string }>;
-}
-
-export const progressQuery = defineQuery<ProgressPage, [number]>('progress');
-export const outputSignal = defineSignal<[OutputBatch]>('output');
 
 /** A query result must stay far below Temporal's 2 MB payload limit. */
 const MAX_EVENTS_PER_PAGE = 500;

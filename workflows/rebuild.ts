@@ -9,15 +9,26 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities';
-import type { RebuildTarget } from '../activities/rebuild';
+import {
+  type Activities,
+  type InstallInput,
+  type RebuildInput,
+  rebuildInstallWorkflowId,
+  type RebuildResult,
+  type RebuildTarget,
+  relayedProgressSignal,
+  VM_ID,
+  VM_NAME,
+  VM_NODE,
+  VM_OPERATION,
+  VM_OS,
+  vmName,
+  workflowInputs,
+} from '../contract';
 import { cleanup, proxmox, retry } from './activityOptions';
-import { VM_ID, VM_NAME, VM_NODE, VM_OS, VM_OPERATION } from '../lib/temporal/searchAttributes';
-import { installVm, type InstallInput } from './install';
+import { installVm } from './install';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
-import { workflowInputs } from '../lib/inputs';
-import { relayedProgressSignal, type RebuildInput, type RebuildResult } from './rebuildShared';
 
 /** Follows the install child for as long as it runs; heartbeats every poll. */
 const follow = proxyActivities<Activities>({
@@ -60,7 +71,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
       proxmox.inspectRebuildTarget({ vmid, spec: input.spec }),
     );
     const { spec, mainNode } = target;
-    const name = `${spec.name ?? vmid}-${vmid}`;
+    const name = vmName(spec.name, vmid);
     upsertSearchAttributes([
       { key: VM_OS, value: `${spec.os}-${spec.version}` },
       { key: VM_NODE, value: spec.node ?? mainNode },
@@ -86,7 +97,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
       stage = 'destroyed';
     }
 
-    const installId = `${workflowId}-install-${runId.slice(0, 8)}`;
+    const installId = rebuildInstallWorkflowId(workflowId, runId);
     const installed = await step('VM rebuild > install', `re-creating VM ${vmid} (workflow ${installId})`, () =>
       runInstall(installId, { spec, secrets: { ...password, ...(rootPassword !== undefined ? { rootPassword } : {}) }, mainNode }, name, progress),
     );

@@ -8,15 +8,19 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities';
-import { NON_RETRYABLE_ERRORS } from '../lib/failures';
-import { VM_ID, VM_OPERATION } from '../lib/temporal/searchAttributes';
+import {
+  type Activities,
+  NON_RETRYABLE_ERRORS,
+  type RebuildInput,
+  type ScheduledRebuildResult,
+  VM_ID,
+  VM_OPERATION,
+  vmWorkflowId,
+  workflowInputs,
+} from '../contract';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
-import { workflowInputs } from '../lib/inputs';
 import { rootFailure, vmRebuild } from './rebuild';
-import { vmWorkflowId } from '../lib/types';
-import { type RebuildInput, type ScheduledRebuildResult } from './rebuildShared';
 
 const quick = proxyActivities<Activities>({
   startToCloseTimeout: '30s',

@@ -1,4 +1,4 @@
-import { OS_VERSIONS, type OsName } from '../types';
+import { OS_VERSIONS, type OsName } from '../../contract';
 import { ImageNotFoundError } from './errors';
 
 /**

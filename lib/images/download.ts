@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { OsName } from '../types';
+import type { OsName } from '../../contract';
 import { imageFor, type ChecksumAlgorithm, type ImageBases } from './catalog';
 import { digestFile } from './hash';
 import { acquireLock, type LockOwner } from './lock';

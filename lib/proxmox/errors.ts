@@ -4,7 +4,7 @@ import { ExecutorTimeoutError, ExecutorUnreachableError } from '../executor/type
  * What Proxmox's own error texts mean for a caller: retry (a lock held by another task
  * clears in seconds, a node comes back) or give up (a bad parameter stays bad). This file
  * is the ONE place that knows the texts (reference §0, §8, §12). The class names are the
- * ApplicationFailure types Temporal sees; lib/failures.ts lists the non-retryable ones.
+ * ApplicationFailure types Temporal sees; contract/failures.ts lists the non-retryable ones.
  */
 
 /** A command that ran on a node and failed. Secret values never reach these fields. */

@@ -1,7 +1,7 @@
 import { Client, Connection, type TLSConfig } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
-import { ALL_SEARCH_ATTRIBUTES } from './searchAttributes';
+import { ALL_SEARCH_ATTRIBUTES } from '../../contract';
 import { SearchAttributeType } from '@temporalio/common';
 
 const INDEXED = temporal.api.enums.v1.IndexedValueType;

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { spawn, ChildProcess } from 'node:child_process';
 import { Connection } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
-import { ALL_SEARCH_ATTRIBUTES } from './searchAttributes';
+import { ALL_SEARCH_ATTRIBUTES } from '../../contract';
 import { REPO_ROOT } from '../repoRoot';
 
 /**

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { OS_VERSIONS, type OsName } from '../../lib/types';
+import { OS_VERSIONS, type OsName } from '../../contract';
 import { fakeQcow2 } from './qcow2';
 import { checksumFile, describeImage, layout, perImageChecksum, perImageChecksumPath, PREFIX, type MirrorImage } from './upstream';
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { OsName } from '../../lib/types';
+import type { OsName } from '../../contract';
 
 /**
  * How cloud.debian.org, cloud-images.ubuntu.com and dl.rockylinux.org lay out their images

@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { progressQuery } from '../../workflows/progress';
+import { progressQuery } from '../../contract';
 import { watch, type WatchedStream } from './sseClient';
 
 export interface InstallRun {

@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { progressQuery } from '../../workflows/progress';
+import { progressQuery } from '../../contract';
 
 /**
  * Round trips of the progress query (client → Temporal → worker → back) while installs

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { loadConfig, Config } from '../../lib/config';
 import { freePort } from '../../lib/temporal/devServer';
 import { ensureSshKey, SshKeyPair } from '../../lib/sshKey';
-import { startService, RunningService } from '../../lib/service';
+import { startService, RunningService } from '../../app/service';
 import { startSandboxCluster, SandboxCluster } from '../../sandbox/cluster';
 import { startImageServer } from './imageServer';
 import { freePorts } from '../../sandbox/testkit';

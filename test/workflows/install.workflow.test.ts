@@ -1,8 +1,7 @@
 import { ActivityFailure, ApplicationFailure, CancelledFailure, WorkflowFailedError } from '@temporalio/client';
-import { installVm, type InstallInput } from '../../workflows/install';
-import { progressQuery } from '../../workflows/progress';
+import { installVm } from '../../workflows/install';
+import { type InstallInput, type InstallSpec, progressQuery } from '../../contract';
 import { StorageError } from '../../lib/proxmox/errors';
-import type { InstallSpec } from '../../lib/types';
 import { FakeCluster, untilCancelled } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
 

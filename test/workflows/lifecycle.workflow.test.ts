@@ -1,10 +1,8 @@
 import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import type { Workflow } from '@temporalio/common';
 import * as lifecycle from '../../workflows/lifecycle';
-import { progressQuery } from '../../workflows/progress';
+import { type Activities, progressQuery, type VmOperationResult, vmWorkflowId } from '../../contract';
 import { VmStateError } from '../../lib/proxmox/errors';
-import { vmWorkflowId } from '../../lib/types';
-import type { Activities } from '../../activities';
 import { FakeCluster } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
 
@@ -20,7 +18,7 @@ async function operate<I extends { vmid: number }>(cluster: FakeCluster, workflo
       args: [input],
     });
     const outcome = await handle.result().then(
-      (result) => ({ result: result as lifecycle.VmOperationResult, err: undefined }),
+      (result) => ({ result: result as VmOperationResult, err: undefined }),
       (err: unknown) => ({ result: undefined, err }),
     );
     return { ...outcome, page: await handle.query(progressQuery, 0) };

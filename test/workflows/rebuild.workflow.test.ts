@@ -1,11 +1,16 @@
 import { ApplicationFailure, CancelledFailure, WorkflowFailedError } from '@temporalio/client';
 import { vmRebuild } from '../../workflows/rebuild';
-import { progressQuery } from '../../workflows/progress';
-import type { RebuildInput } from '../../workflows/rebuildShared';
+import {
+  type Activities,
+  type InstallSpec,
+  progressQuery,
+  type RebuildInput,
+  VM_ID,
+  VM_NAME,
+  VM_OPERATION,
+  vmWorkflowId,
+} from '../../contract';
 import { StorageError } from '../../lib/proxmox/errors';
-import { VM_NAME, VM_ID, VM_OPERATION } from '../../lib/temporal/searchAttributes';
-import { vmWorkflowId, type InstallSpec } from '../../lib/types';
-import type { Activities } from '../../activities';
 import { FakeCluster, untilCancelled } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
 

@@ -1,8 +1,7 @@
 import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import { scheduledRebuild } from '../../workflows/scheduledRebuild';
 import { vmStart } from '../../workflows/lifecycle';
-import { vmWorkflowId, type InstallSpec } from '../../lib/types';
-import type { Activities } from '../../activities';
+import { type Activities, type InstallSpec, vmWorkflowId } from '../../contract';
 import { FakeCluster, untilCancelled } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
 

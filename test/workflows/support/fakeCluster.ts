@@ -1,7 +1,6 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { Activities } from '../../../activities';
+import type { Activities, InstallSpec } from '../../../contract';
 import { VmidTakenError } from '../../../lib/proxmox/errors';
-import type { InstallSpec } from '../../../lib/types';
 
 export interface FakeVm {
   vmid: number;
@@ -62,7 +61,7 @@ export class FakeCluster {
         return fn(input);
       };
     }
-    return logged as Activities;
+    return logged as unknown as Activities;
   }
 
   /** The same activities without the log, for an override that builds on one of them. */

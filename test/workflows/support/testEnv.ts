@@ -3,8 +3,7 @@ import path from 'node:path';
 import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker, type LogLevel } from '@temporalio/worker';
-import type { Activities } from '../../../activities';
-import { ALL_SEARCH_ATTRIBUTES } from '../../../lib/temporal/searchAttributes';
+import { type Activities, ALL_SEARCH_ATTRIBUTES } from '../../../contract';
 import { FakeCluster } from './fakeCluster';
 import { startTestServer } from './testServer';
 

@@ -1,6 +1,6 @@
 /**
- * Types shared by workflows, activities, the API and tests. Workflow code imports this
- * module, so it must stay free of Node.js imports.
+ * The request and result types every layer speaks: what an install is asked for and what
+ * it returns, and the progress events a run keeps.
  */
 
 export const OS_VERSIONS = {
@@ -43,14 +43,6 @@ export interface InstallSecrets {
   passwdHash?: string;
   /** Root password for the OS init script; undefined locks root's password. */
   rootPassword?: string;
-}
-
-/**
- * Every per-VM operation (start, stop, destroy, rebuild, ...) runs under this workflow id
- * with `workflowIdConflictPolicy: 'FAIL'`, so two operations on one VM never run at once.
- */
-export function vmWorkflowId(vmid: number): string {
-  return `vm-${vmid}`;
 }
 
 export type EventStatus = 'processing' | 'success' | 'info' | 'error';

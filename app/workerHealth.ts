@@ -2,11 +2,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { healthRoutes } from '../api/health';
-import type { ReadinessReport } from '../lib/readiness';
+import { readinessProbe, type ReadinessCheck } from '../lib/readiness';
 import { portHolder } from '../lib/run/ports';
 import { StartupError } from '../lib/startupError';
 
-export interface HealthServer {
+export interface WorkerHealth {
   url: string;
   stop(): Promise<void>;
 }
@@ -16,19 +16,15 @@ export interface HealthServer {
  * `/health/live` (the process answers) and `/health/ready` (Temporal, the worker's polling,
  * the nodes). Only those: nothing here starts or reads a workflow.
  */
-export async function startHealthServer(opts: {
-  port: number;
-  host?: string;
-  readiness: () => Promise<ReadinessReport>;
-}): Promise<HealthServer> {
+export async function startWorkerHealth(opts: { port: number; host: string; checks: ReadinessCheck[] }): Promise<WorkerHealth> {
   const app = express();
   app.disable('x-powered-by');
-  app.use(healthRoutes(opts.readiness));
+  app.use(healthRoutes(readinessProbe(opts.checks)));
   app.use((_req, res) => {
     res.status(404).json({ success: false, message: 'a worker serves only /health, /health/live and /health/ready' });
   });
   const server = http.createServer(app);
-  const host = opts.host ?? '0.0.0.0';
+  const { host } = opts;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) => {
       reject(

@@ -1,0 +1,87 @@
+import type { InstallSpec, OsName } from './types';
+
+/**
+ * Every activity of the product, as workflows call it: the name is what the Temporal UI
+ * shows, the argument is one object (a retried call sends the same), the result is what
+ * the workflow records in history. activities/ implements this interface; workflows proxy
+ * it through workflows/activityOptions.ts.
+ */
+
+/** What a rebuild found when it looked at the VM; never holds a secret. */
+export type RebuildTarget =
+  | {
+      exists: true;
+      vmid: number;
+      /** Node the VM lives on now. */
+      node: string;
+      /** Workflow id in the VM's owner marker: what destroyOwnedVm is given. */
+      owner: string;
+      /** The spec the VM is re-created from, with `vmid` set and `node` where it lives now. */
+      spec: InstallSpec;
+      /** The recorded node, when the VM has been migrated away from it since. */
+      movedFrom?: string;
+      status: string;
+      mainNode: string;
+    }
+  | { exists: false; vmid: number; spec: InstallSpec; mainNode: string };
+
+/** The operation holding a VM's workflow id `vm-<vmid>`, as shown when a run has to skip. */
+export interface RunningOperation {
+  workflowId: string;
+  runId: string;
+  type: string;
+  startTime: string;
+}
+
+export interface Activities {
+  // Preparing an install: storage, CPU type, image, VMID, the main node's key.
+  checkStorage(input?: { diskGb?: number }): Promise<void>;
+  clusterCpuType(input: { os: OsName; version: string; refresh?: boolean }): Promise<string>;
+  downloadImage(input: { os: OsName; version: string }): Promise<{ path: string; sha: string; downloaded: boolean }>;
+  /** `os`/`version` let a worker that did not download the image fetch it itself. */
+  stageImage(input: { path: string; sha: string; os?: OsName; version?: string }): Promise<string>;
+  allocateVmid(input: { exclude: number[] }): Promise<number>;
+  mainNodeKey(): Promise<string>;
+
+  // Building the VM.
+  qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string }>;
+  importDisk(input: { vmid: number; imagePath: string }): Promise<string>;
+  configureVm(input: {
+    vmid: number;
+    volid: string;
+    spec: InstallSpec;
+    ip: string;
+    mainKey: string;
+    /** Neither: the user gets no usable password (login with the injected keys only). */
+    passwd?: string;
+    passwdHash?: string;
+  }): Promise<void>;
+  migrateVm(input: { vmid: number; target: string }): Promise<void>;
+
+  // Power and lifecycle of an existing VM.
+  startVm(input: { vmid: number }): Promise<void>;
+  rebootVm(input: { vmid: number }): Promise<void>;
+  shutdownVm(input: { vmid: number }): Promise<void>;
+  stopVm(input: { vmid: number }): Promise<void>;
+  destroyVm(input: { vmid: number }): Promise<void>;
+  setCpu(input: { vmid: number; cores: number }): Promise<void>;
+  setMemory(input: { vmid: number; memoryMb: number }): Promise<void>;
+  diskSize(input: { vmid: number; disk: string }): Promise<number>;
+  growDisk(input: { vmid: number; disk: string; sizeBytes: number }): Promise<void>;
+  adoptVm(input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string }): Promise<void>;
+
+  // What only the product's own VMs go through: checked against the owner marker.
+  stopOwnedVm(input: { vmid: number; owner: string }): Promise<boolean>;
+  destroyOwnedVm(input: { vmid: number; owner: string }): Promise<boolean>;
+
+  // Inside the guest.
+  waitForSsh(input: { ip: string; user: string }): Promise<void>;
+  runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string }): Promise<void>;
+
+  // Rebuilds.
+  inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec }): Promise<RebuildTarget>;
+  keptCiPassword(input: { vmid: number; node?: string }): Promise<{ passwdHash?: string; passwd?: string }>;
+  initRootPassword(): Promise<{ rootPassword?: string }>;
+  runningVmOperation(input: { vmid: number }): Promise<RunningOperation | undefined>;
+  relayProgress(input: { workflowId: string; runId?: string }): Promise<number>;
+}

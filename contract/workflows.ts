@@ -1,0 +1,94 @@
+import type { InstallResult, InstallSecrets, InstallSpec } from './types';
+
+/**
+ * Every workflow type of the product: its name (what the API starts and the Temporal UI
+ * shows), its input and its result. The worker registers functions with exactly these
+ * signatures (worker/worker.ts checks it at compile time); the API starts them by name,
+ * e.g. `client.workflow.start<Workflows['installVm']>('installVm', …)`.
+ */
+
+export interface InstallInput {
+  spec: InstallSpec;
+  secrets: InstallSecrets;
+  /** Where VMs live when no `node` is asked for, and where images are downloaded. */
+  mainNode: string;
+}
+
+export interface VmRef {
+  vmid: number;
+}
+
+/** Where the guest answers SSH: the VM's IP and the OS default user (from its tag). */
+export interface GuestRef extends VmRef {
+  ip: string;
+  user: string;
+}
+
+export interface VmOperationResult {
+  vmid: number;
+  /** The workflow type that ran, e.g. `vmStart`. */
+  operation: string;
+  elapsedSec: number;
+  node?: string;
+  /** vmSetDisk: the new size of the disk, in bytes. */
+  sizeBytes?: number;
+}
+
+export interface RebuildInput {
+  vmid: number;
+  /**
+   * The spec to re-create the VM from. Absent: the one recorded in the VM's description
+   * (the usual case). Given (a schedule made from a full install spec): it wins, and a
+   * missing VM is installed from it.
+   */
+  spec?: InstallSpec;
+  /** Cloud-init user password; the spec marker holds no secrets. Absent: the VM keeps the one it has. */
+  passwd?: string;
+}
+
+export interface RebuildResult extends InstallResult {
+  /** The install child workflow that re-created the VM (and is its new owner). */
+  installWorkflowId: string;
+  /** Owner marker of the VM that was destroyed; undefined when there was none to destroy. */
+  replacedOwner?: string;
+}
+
+/** What one scheduled run did: rebuilt the VM, or skipped because another operation held it. */
+export type ScheduledRebuildResult =
+  | { outcome: 'rebuilt'; vmid: number; rebuildWorkflowId: string; rebuild: RebuildResult }
+  | { outcome: 'skipped'; vmid: number; reason: string; runningWorkflowId?: string; runningType?: string };
+
+export interface Workflows {
+  installVm: (input: InstallInput) => Promise<InstallResult>;
+  vmStart: (input: GuestRef) => Promise<VmOperationResult>;
+  vmReboot: (input: GuestRef) => Promise<VmOperationResult>;
+  vmShutdown: (input: VmRef) => Promise<VmOperationResult>;
+  vmStop: (input: VmRef) => Promise<VmOperationResult>;
+  vmDestroy: (input: VmRef) => Promise<VmOperationResult>;
+  vmSetCpu: (input: VmRef & { cores: number }) => Promise<VmOperationResult>;
+  vmSetMemory: (input: VmRef & { memoryMb: number }) => Promise<VmOperationResult>;
+  vmSetDisk: (input: VmRef & { disk: string; incrementGb: number; maxDiskGb?: number }) => Promise<VmOperationResult>;
+  vmMigrate: (input: VmRef & { from: string; target: string }) => Promise<VmOperationResult>;
+  vmAdopt: (input: VmRef & { by?: string }) => Promise<VmOperationResult>;
+  vmRebuild: (input: RebuildInput) => Promise<RebuildResult>;
+  scheduledRebuild: (input: RebuildInput) => Promise<ScheduledRebuildResult>;
+}
+
+export type WorkflowType = keyof Workflows;
+
+/** The names of the workflow types, for places that list them (the API's run lookup). */
+export const WORKFLOW_TYPES = Object.keys({
+  installVm: true,
+  vmStart: true,
+  vmReboot: true,
+  vmShutdown: true,
+  vmStop: true,
+  vmDestroy: true,
+  vmSetCpu: true,
+  vmSetMemory: true,
+  vmSetDisk: true,
+  vmMigrate: true,
+  vmAdopt: true,
+  vmRebuild: true,
+  scheduledRebuild: true,
+} satisfies Record<WorkflowType, true>) as WorkflowType[];

@@ -32,9 +32,15 @@ export interface Harness {
  */
 export async function startHarness(
   env: Record<string, string> = {},
-  sandboxOptions: { packageOutputLines?: number; packageSilenceMs?: number; mainNodeOverSsh?: boolean } = {},
+  sandboxOptions: {
+    packageOutputLines?: number;
+    packageSilenceMs?: number;
+    mainNodeOverSsh?: boolean;
+    /** Another Temporal server than the run's dev server (the real server, realTemporal.ts). */
+    temporalAddress?: string;
+  } = {},
 ): Promise<Harness> {
-  const temporalAddress = process.env.TEST_TEMPORAL_ADDRESS;
+  const temporalAddress = sandboxOptions.temporalAddress ?? process.env.TEST_TEMPORAL_ADDRESS;
   if (!temporalAddress) throw new Error('TEST_TEMPORAL_ADDRESS unset: run through jest (globalSetup starts Temporal)');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-e2e-'));
   const images = await startImageServer();

@@ -10,11 +10,12 @@ import { initScriptRoutes } from './initScripts';
 import { workflowRoutes } from './workflows';
 import { requestTimeout, sseLimiter, verifyJsonBody } from './limits';
 import { checkResumePoint } from './sse';
-import { vmRoutes } from './vm';
+import { errorMiddleware, HttpError, InvalidRequestError } from './errors';
+import { vmRoutes } from './vm/routes';
 import { listRoutes } from './list';
 import { clusterRoutes } from './cluster';
 import { rebuildRoutes } from './rebuild';
-import { scheduleRoutes } from './schedules';
+import { scheduleRoutes } from './schedules/routes';
 import { healthRoutes } from './health';
 import type { ReadinessReport } from '../lib/readiness';
 import type { NodeExecutor } from '../lib/executor/types';
@@ -35,19 +36,16 @@ export interface AppDeps {
 }
 
 /** A body in another format is refused outright instead of being read as "no fields". */
-function requireJsonBody(req: Request, res: Response, next: NextFunction) {
+function requireJsonBody(req: Request, _res: Response, next: NextFunction) {
   const hasBody = Number(req.get('Content-Length') ?? 0) > 0 || req.get('Transfer-Encoding') !== undefined;
-  if (hasBody && !req.is('application/json')) {
-    res.status(415).json({ success: false, message: 'please check your input: Content-Type must be application/json' });
-    return;
-  }
-  next();
+  next(hasBody && !req.is('application/json') ? new InvalidRequestError('Content-Type must be application/json', 415) : undefined);
 }
 
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
-  // First of all: a deadline for every answer but event streams, and a cap on streams.
+  // First of all: a deadline for every answer but event streams. The cap on streams is
+  // applied by each streaming route (limitsFor in api/limits.ts) and counted here.
   const limits = deps.config.http ?? { requestTimeoutMs: 30_000, sseMaxPerClient: 20, sseMaxTotal: 100 };
   app.use(requestTimeout(limits.requestTimeoutMs));
   const sse = sseLimiter({ maxPerClient: limits.sseMaxPerClient, maxTotal: limits.sseMaxTotal, trustedProxies: deps.config.trustedProxies });
@@ -59,7 +57,6 @@ export function createApp(deps: AppDeps): express.Express {
   }
   app.use(cors(deps.corsSubnets));
   app.use(refuseCrossSite(deps.corsSubnets));
-  app.use(sse.gate);
   app.use(checkResumePoint);
   app.use(requireJsonBody);
   app.use(express.json({ limit: '64kb', verify: verifyJsonBody }));
@@ -78,31 +75,9 @@ export function createApp(deps: AppDeps): express.Express {
   app.use('/api', api);
   app.use(initScriptRoutes());
 
-  app.use((_req: Request, res: Response) => {
-    res.status(404).json({ success: false, message: 'not found' });
+  app.use(() => {
+    throw new HttpError(404, 'not found');
   });
-  // Malformed JSON, oversized bodies and anything unexpected: a JSON answer, never a crash.
-  app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
-    if (res.headersSent) {
-      res.end();
-      return;
-    }
-    if (err.type === 'entity.parse.failed') {
-      res.status(400).json({ success: false, message: 'please check your input: body is not valid JSON' });
-      return;
-    }
-    if (err.type === 'entity.too.large') {
-      res.status(413).json({ success: false, message: 'please check your input: body is larger than 64 KiB' });
-      return;
-    }
-    // verifyJsonBody (api/limits.ts): not UTF-8, another charset, a repeated key.
-    if (err.type?.startsWith('qemurun.')) {
-      res.status(err.type === 'qemurun.charset' ? 415 : 400).json({ success: false, message: `please check your input: ${err.message}` });
-      return;
-    }
-    const status = err.status && err.status >= 400 && err.status < 500 ? err.status : 500;
-    res.status(status).json({ success: false, message: status === 500 ? 'internal error' : err.message });
-    if (status === 500) console.error('request failed:', err);
-  });
+  app.use(errorMiddleware);
   return app;
 }

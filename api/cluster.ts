@@ -4,6 +4,7 @@ import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { cpuBaseline } from '../activities/proxmox';
 import { requireMutationAccess } from './guard';
+import { HttpError } from './errors';
 
 export interface ClusterRouteDeps {
   config: Config;
@@ -23,7 +24,7 @@ export function clusterRoutes({ config, executors }: ClusterRouteDeps): Router {
       const baseline = await cpuBaseline(new ProxmoxNode(executors[config.mainNode]), config.dataDir, { refresh: true });
       res.json({ success: true, cpu: baseline.cpuType, nodes: baseline.nodes });
     } catch (err) {
-      res.status(502).json({ success: false, message: `could not detect the CPU baseline: ${(err as Error).message}` });
+      throw new HttpError(502, `could not detect the CPU baseline: ${(err as Error).message}`);
     }
   });
 

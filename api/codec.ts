@@ -1,5 +1,6 @@
 import express, { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Payload, PayloadCodec } from '@temporalio/common';
+import { errorMiddleware, HttpError, InvalidRequestError } from './errors';
 import { verifyJsonBody } from './limits';
 import { displayCodec } from '../lib/temporal/displayCodec';
 
@@ -28,8 +29,6 @@ interface JsonPayload {
   data?: string;
 }
 
-class BadRequest extends Error {}
-
 /** "http://LOCALHOST:8233/" and "http://localhost:8233" are the same origin. */
 function normaliseOrigin(origin: string): string | undefined {
   try {
@@ -43,18 +42,18 @@ function normaliseOrigin(origin: string): string | undefined {
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
 function bytes(value: unknown, where: string): Uint8Array {
-  if (typeof value !== 'string' || !BASE64.test(value)) throw new BadRequest(`${where} must be a base64 string`);
+  if (typeof value !== 'string' || !BASE64.test(value)) throw new InvalidRequestError(`${where} must be a base64 string`);
   return Buffer.from(value, 'base64');
 }
 
 function fromJson(body: unknown): Payload[] {
   const list = (body as { payloads?: unknown } | undefined)?.payloads;
-  if (!Array.isArray(list)) throw new BadRequest('body must be {"payloads": [{"metadata": {...}, "data": "<base64>"}]}');
+  if (!Array.isArray(list)) throw new InvalidRequestError('body must be {"payloads": [{"metadata": {...}, "data": "<base64>"}]}');
   return list.map((p: unknown, i) => {
-    if (typeof p !== 'object' || p === null || Array.isArray(p)) throw new BadRequest(`payloads[${i}] must be an object`);
+    if (typeof p !== 'object' || p === null || Array.isArray(p)) throw new InvalidRequestError(`payloads[${i}] must be an object`);
     const { metadata = {}, data = '' } = p as { metadata?: unknown; data?: unknown };
     if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
-      throw new BadRequest(`payloads[${i}].metadata must be an object`);
+      throw new InvalidRequestError(`payloads[${i}].metadata must be an object`);
     }
     const meta: Record<string, Uint8Array> = {};
     for (const [k, v] of Object.entries(metadata)) meta[k] = bytes(v, `payloads[${i}].metadata.${k}`);
@@ -95,7 +94,7 @@ function corsFor(allowedOrigins: string[]): RequestHandler {
     }
     // A browser page from elsewhere gets no answer it could use; the CLI sends no Origin.
     if (origin !== undefined && !ok) {
-      res.status(403).json({ success: false, message: `origin ${origin} may not use the codec endpoint` });
+      next(new HttpError(403, `origin ${origin} may not use the codec endpoint`));
       return;
     }
     next();
@@ -104,43 +103,18 @@ function corsFor(allowedOrigins: string[]): RequestHandler {
 
 function handler(codec: PayloadCodec, op: 'encode' | 'decode'): RequestHandler {
   return async (req: Request, res: Response) => {
-    if (!req.is('application/json')) {
-      res.status(415).json({ success: false, message: 'Content-Type must be application/json' });
-      return;
-    }
-    let payloads: Payload[];
-    try {
-      payloads = fromJson(req.body);
-    } catch (err) {
-      if (!(err instanceof BadRequest)) throw err;
-      res.status(400).json({ success: false, message: `please check your input: ${err.message}` });
-      return;
-    }
+    if (!req.is('application/json')) throw new InvalidRequestError('Content-Type must be application/json', 415);
+    const payloads = fromJson(req.body);
     let out: Payload[];
     try {
       out = await codec[op](payloads);
     } catch (err) {
       // Unknown key id, altered ciphertext: the caller can act on the message (it never holds key material).
-      res.status(422).json({ success: false, message: `${op} failed: ${(err as Error).message}` });
-      return;
+      throw new HttpError(422, `${op} failed: ${(err as Error).message}`);
     }
     // Decoded history is plaintext: keep it out of browser and proxy caches.
     res.set('Cache-Control', 'no-store').json(toJson(out));
   };
-}
-
-/** Body errors from express.json (not JSON, too large) as JSON answers, like the rest of the API. */
-function bodyErrors(err: Error & { type?: string; status?: number }, _req: Request, res: Response, next: NextFunction) {
-  if (err.type === 'entity.parse.failed') {
-    res.status(400).json({ success: false, message: 'please check your input: body is not valid JSON' });
-  } else if (err.type === 'entity.too.large') {
-    res.status(413).json({ success: false, message: 'please check your input: body is too large' });
-  } else if (err.type?.startsWith('qemurun.')) {
-    // verifyJsonBody: the same strict reading as every other body (UTF-8, no repeated key, no BOM).
-    res.status(err.type === 'qemurun.charset' ? 415 : 400).json({ success: false, message: `please check your input: ${err.message}` });
-  } else {
-    next(err);
-  }
 }
 
 export function codecRouter(codec: PayloadCodec, opts: CodecRouterOptions): express.Router {
@@ -151,9 +125,10 @@ export function codecRouter(codec: PayloadCodec, opts: CodecRouterOptions): expr
   const display = displayCodec(codec);
   router.use('/codec', corsFor(opts.allowedOrigins));
   router.post('/codec/decode', opts.authorize, json, handler(display, 'decode'));
-  router.post('/codec/encode', opts.authorize, (_req: Request, res: Response) => {
-    res.status(403).json({ success: false, message: 'the codec endpoint only decodes, for display; start or change work through the API' });
+  router.post('/codec/encode', opts.authorize, () => {
+    throw new HttpError(403, 'the codec endpoint only decodes, for display; start or change work through the API');
   });
-  router.use('/codec', bodyErrors);
+  // Mounted apart from the API (and before its parser), so it answers its own errors the API's way.
+  router.use('/codec', errorMiddleware);
   return router;
 }

@@ -1,6 +1,7 @@
 import net from 'node:net';
 import type { NextFunction, Request, Response } from 'express';
 import { isAllowedOrigin, localSubnets } from './guard';
+import { HttpError, InvalidRequestError } from './errors';
 
 /**
  * Cross-site request forgery. CORS only hides answers: a page anywhere can still make the
@@ -63,13 +64,13 @@ export function refuseCrossSite(subnets: Array<{ address: string; bits: number }
     }
     const reason = crossSiteReason(req, subnets);
     if (reason) {
-      res.status(403).json({ success: false, message: reason });
+      next(new HttpError(403, reason));
       return;
     }
     // Read from the header itself: req.is() answers null when there is no body.
     const type = (req.get('Content-Type') ?? '').split(';')[0].trim().toLowerCase();
     if (type !== 'application/json') {
-      res.status(415).json({ success: false, message: 'please check your input: Content-Type must be application/json, even with an empty body' });
+      next(new InvalidRequestError('Content-Type must be application/json, even with an empty body', 415));
       return;
     }
     next();

@@ -3,6 +3,7 @@ import net from 'node:net';
 import os from 'node:os';
 import type { NextFunction, Request, Response } from 'express';
 import type { Config } from '../lib/config';
+import { HttpError } from './errors';
 
 /** `::ffff:127.0.0.1` and `127.0.0.1` are the same caller. */
 export function normaliseIp(ip: string | undefined): string {
@@ -32,11 +33,11 @@ export function requireMutationAccess(config: Config) {
   return (req: Request, res: Response, next: NextFunction) => {
     const ip = clientIp(req, config.trustedProxies);
     if (!isAllowed(ip, config.allowIps)) {
-      res.status(403).json({ success: false, message: `client ${ip} is not in ALLOW_IPS` });
+      next(new HttpError(403, `client ${ip} is not in ALLOW_IPS`));
       return;
     }
     if (config.apiToken && !tokenMatches(bearerToken(req.get('Authorization')), config.apiToken)) {
-      res.status(401).json({ success: false, message: 'missing or wrong bearer token' });
+      next(new HttpError(401, 'missing or wrong bearer token'));
       return;
     }
     next();

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow';
 import type { InstallInput } from '../contract';
+import { HttpError } from './errors';
 
 /**
  * `Idempotency-Key` on an install: a repeat of the same request attaches to the install the
@@ -10,13 +11,13 @@ import type { InstallInput } from '../contract';
  * so nothing about it, secrets included, has to be stored anywhere else.
  */
 
-export class IdempotencyKeyReused extends Error {
+export class IdempotencyKeyReused extends HttpError {
   override readonly name = 'IdempotencyKeyReused';
   constructor(
     readonly key: string,
     readonly workflowId: string,
   ) {
-    super(`Idempotency-Key "${key.length > 100 ? `${key.slice(0, 100)}…` : key}" was already used for another install request (workflow ${workflowId}); use a new key for a different request`);
+    super(422, `Idempotency-Key "${key.length > 100 ? `${key.slice(0, 100)}…` : key}" was already used for another install request (workflow ${workflowId}); use a new key for a different request`, { workflowId });
   }
 }
 

@@ -1,5 +1,6 @@
 import { Router, Request, Response } from 'express';
 import { initScriptFor, listInitScripts } from '../lib/initScripts';
+import { HttpError } from './errors';
 
 /**
  * The OS init scripts at /sh/<os>_<version>.sh, as the seed served them. Installs deliver
@@ -12,10 +13,7 @@ export function initScriptRoutes(): Router {
   const byFile = new Map(listInitScripts().map((s) => [s.file, s]));
   router.get('/sh/:file', (req: Request, res: Response) => {
     const script = byFile.get(String(req.params.file));
-    if (!script) {
-      res.status(404).json({ success: false, message: `no init script ${req.params.file}; there are ${[...byFile.keys()].join(', ')}` });
-      return;
-    }
+    if (!script) throw new HttpError(404, `no init script ${req.params.file}; there are ${[...byFile.keys()].join(', ')}`);
     res.type('text/x-shellscript; charset=utf-8').send(initScriptFor(script.os, script.version));
   });
   return router;

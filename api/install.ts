@@ -3,13 +3,15 @@ import crypto from 'node:crypto';
 import { Router, Request, Response } from 'express';
 import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import { InvalidRequestError, toInstallSpec } from './installRequest';
+import { toInstallSpec } from './installRequest';
+import { InvalidRequestError } from './errors';
+import { limitsFor } from './limits';
 import { openEventStream, streamProgress } from './sse';
 import { requireMutationAccess } from './guard';
 import type { NodeExecutor } from '../lib/executor/types';
 import { ProxmoxNode } from '../lib/proxmox/client';
 import { diskTooBig } from '../activities/proxmox';
-import { checkSameRequest, IdempotencyKeyReused } from './idempotency';
+import { checkSameRequest } from './idempotency';
 import { prefersAsync } from './prefer';
 
 export interface InstallRouteDeps {
@@ -45,24 +47,11 @@ export function installRoutes({ config, client, knownNodes, executors }: Install
   const router = Router();
   const guard = requireMutationAccess(config);
 
-  router.post('/vm/install', guard, async (req: Request, res: Response) => {
-    let input: InstallInput;
-    try {
-      const { spec, secrets } = toInstallSpec(req.body, config, knownNodes);
-      input = { spec, secrets, mainNode: config.mainNode };
-    } catch (err) {
-      if (err instanceof InvalidRequestError) {
-        res.status(400).json({ success: false, message: `please check your input: ${err.message}` });
-        return;
-      }
-      throw err;
-    }
-    const { spec } = input;
+  router.post('/vm/install', ...limitsFor({ stream: { unless: prefersAsync } }), guard, async (req: Request, res: Response) => {
+    const { spec, secrets } = toInstallSpec(req.body, config, knownNodes);
+    const input: InstallInput = { spec, secrets, mainNode: config.mainNode };
     const noRoom = await diskProblem(config, executors, spec.diskGb);
-    if (noRoom) {
-      res.status(400).json({ success: false, message: `please check your input: ${noRoom}` });
-      return;
-    }
+    if (noRoom) throw new InvalidRequestError(noRoom);
     const workflowId = workflowIdFor(req);
     let handle;
     try {
@@ -89,15 +78,8 @@ export function installRoutes({ config, client, knownNodes, executors }: Install
       handle = client.workflow.getHandle(workflowId);
     }
     const key = req.get('Idempotency-Key');
-    if (key) {
-      try {
-        await checkSameRequest(client, key, workflowId, input);
-      } catch (err) {
-        if (!(err instanceof IdempotencyKeyReused)) throw err;
-        res.status(422).json({ success: false, message: err.message, workflowId });
-        return;
-      }
-    }
+    // Another body under the same key: IdempotencyKeyReused, a 422 naming the key.
+    if (key) await checkSameRequest(client, key, workflowId, input);
     if (prefersAsync(req)) {
       // Automation polls the status resource instead of holding a stream (and a stream slot).
       const location = `${req.baseUrl}/vm/install/${encodeURIComponent(workflowId)}`;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { describeIssues } from './issues';
+import { InvalidRequestError } from './errors';
 import type { Config } from '../lib/config';
 import { keyBlobType } from '../lib/sshKey';
 import { DEFAULT_USER, field, InstallSecrets, InstallSpec, OS_VERSIONS, OsName } from '../contract';
@@ -67,11 +68,6 @@ export const installBodySchema = z
     }
   });
 
-export class InvalidRequestError extends Error {
-  override readonly name = 'InvalidRequestError';
-}
-
-export { describeIssues } from './issues';
 
 export function toInstallSpec(
   raw: unknown,

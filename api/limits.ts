@@ -2,7 +2,7 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { clientIp } from './guard';
-import { prefersAsync } from './prefer';
+import { HttpError } from './errors';
 
 /**
  * Limits that keep one client from holding the API: a deadline for every request that
@@ -16,20 +16,46 @@ import { prefersAsync } from './prefer';
 const TIMER = Symbol('qemurun.requestTimer');
 const STREAMING = Symbol('qemurun.streaming');
 
-type Tracked = Response & { [TIMER]?: NodeJS.Timeout; [STREAMING]?: boolean };
+const BASE_MS = Symbol('qemurun.requestDeadline');
+
+type Tracked = Response & { [TIMER]?: NodeJS.Timeout; [STREAMING]?: boolean; [BASE_MS]?: number };
 
 /**
- * Answers that wait for an operation's workflow to finish (`ok` once a VM is shut down,
- * stopped, destroyed or resized). An ACPI shutdown alone may take minutes, so these get
- * OPERATION_TIMEOUT_MS (or the general deadline, if that is longer).
+ * What a route declares about its answer, next to the route (see `limitsFor`), instead of
+ * a list of paths here that every new route must remember to join.
  */
-const OPERATION_ROUTES: Array<[method: string, path: RegExp]> = [
-  ['POST', /^\/api\/vm\/[^/]+\/(?:shutdown|stop|destroy|set\/(?:cpu|memory|disk))\/?$/i],
-];
+export interface RouteLimits {
+  /**
+   * The answer is an event stream: it takes a stream slot before any work starts (so a
+   * refused install starts no workflow), and the request deadline stops once it opens.
+   * `unless`: requests of the route that answer at once instead (`Prefer: respond-async`).
+   */
+  stream?: true | { unless(req: Request): boolean };
+  /**
+   * The answer waits for an operation's workflow (`ok` once a VM is shut down, stopped,
+   * destroyed or resized). An ACPI shutdown alone may take minutes, so these get
+   * OPERATION_TIMEOUT_MS (or the general deadline, if that is longer).
+   */
+  long?: true;
+}
 export const OPERATION_TIMEOUT_MS = 15 * 60_000;
 
-function isOperationRequest(req: Request): boolean {
-  return OPERATION_ROUTES.some(([method, path]) => req.method === method && path.test(req.path));
+/** The middlewares that apply a route's declared limits; put them first in the route. */
+export function limitsFor(limits: RouteLimits = {}): RequestHandler[] {
+  const handlers: RequestHandler[] = [];
+  if (limits.long) handlers.push((req, res, next) => {
+    const base = (res as Tracked)[BASE_MS];
+    if (base !== undefined && base > 0) arm(req, res, Math.max(base, OPERATION_TIMEOUT_MS));
+    next();
+  });
+  const { stream } = limits;
+  if (stream) handlers.push((req, res, next) => {
+    if (stream !== true && stream.unless(req)) return next();
+    const limiter = req.app.locals.sseLimiter as SseLimiter | undefined;
+    if (!limiter) return next();
+    limiter.admit(req, res, next);
+  });
+  return handlers;
 }
 
 /**
@@ -41,68 +67,54 @@ function isOperationRequest(req: Request): boolean {
 export function requestTimeout(ms: number): RequestHandler {
   return (req: Request, res: Response, next: NextFunction) => {
     if (ms <= 0) return next();
-    const tracked = res as Tracked;
-    const deadline = isOperationRequest(req) ? Math.max(ms, OPERATION_TIMEOUT_MS) : ms;
-    const timer = setTimeout(() => {
-      if (tracked[STREAMING] || res.writableEnded) return;
-      const receiving = !req.complete;
-      // An answer already on its way (headers sent) is left to finish.
-      if (res.headersSent) return;
-      const seconds = `${+(deadline / 1000).toFixed(3)}s`;
-      // An operation route names its workflow before waiting for it: say where to follow it.
-      const workflowId = res.getHeader('X-Workflow-Id');
-      res
-        .status(receiving ? 408 : 503)
-        .set('Connection', 'close')
-        .json({
-          success: false,
-          message: receiving
-            ? `request timed out: the request body did not arrive within ${seconds}`
-            : workflowId
-              ? `request timed out: no answer within ${seconds}; workflow ${String(workflowId)} is still running, follow it at /api/workflows/${String(workflowId)}`
-              : `request timed out: no answer within ${seconds}; retry later`,
-        });
-      // A client still sending, or a handler that never answers, must not keep the socket.
-      setTimeout(() => req.socket.destroy(), 1000).unref();
-    }, deadline);
-    timer.unref();
-    tracked[TIMER] = timer;
-    const clear = () => clearTimeout(timer);
-    res.once('finish', clear);
-    res.once('close', clear);
+    (res as Tracked)[BASE_MS] = ms;
+    arm(req, res, ms);
+    res.once('finish', () => clearTimeout((res as Tracked)[TIMER]));
+    res.once('close', () => clearTimeout((res as Tracked)[TIMER]));
     next();
   };
 }
 
-// ---- event streams per client ---------------------------------------------------------
-
-const INSTALL_ROUTE = /^\/api\/vm\/install\/?$/i;
-
-/**
- * Requests that answer with an event stream; they take a slot before any work starts, so
- * a refused install starts no workflow. A stream opened by a route not listed here is
- * still counted (see `streamOpened`), it just cannot be refused before it starts.
- */
-const STREAM_ROUTES: Array<[method: string, path: RegExp]> = [
-  ['POST', INSTALL_ROUTE],
-  ['GET', /^\/api\/(?:workflows|vm\/install)\/[^/]+\/events\/?$/i],
-  ['POST', /^\/api\/vm\/[^/]+\/(?:start|reboot|rebuild|set\/node)\/?$/i],
-];
-
-export function isStreamRequest(req: Request): boolean {
-  // An install asked for with `Prefer: respond-async` answers 202 at once and streams
-  // nothing. Only the install honours it: other streaming routes would stream anyway.
-  if (req.method === 'POST' && INSTALL_ROUTE.test(req.path) && prefersAsync(req)) return false;
-  return STREAM_ROUTES.some(([method, path]) => req.method === method && path.test(req.path));
+/** (Re)starts the deadline of one request: a route that declares a long answer moves it. */
+function arm(req: Request, res: Response, deadline: number): void {
+  const tracked = res as Tracked;
+  clearTimeout(tracked[TIMER]);
+  const timer = setTimeout(() => {
+    if (tracked[STREAMING] || res.writableEnded) return;
+    const receiving = !req.complete;
+    // An answer already on its way (headers sent) is left to finish.
+    if (res.headersSent) return;
+    const seconds = `${+(deadline / 1000).toFixed(3)}s`;
+    // An operation route names its workflow before waiting for it: say where to follow it.
+    const workflowId = res.getHeader('X-Workflow-Id');
+    res
+      .status(receiving ? 408 : 503)
+      .set('Connection', 'close')
+      .json({
+        success: false,
+        message: receiving
+          ? `request timed out: the request body did not arrive within ${seconds}`
+          : workflowId
+            ? `request timed out: no answer within ${seconds}; workflow ${String(workflowId)} is still running, follow it at /api/workflows/${String(workflowId)}`
+            : `request timed out: no answer within ${seconds}; retry later`,
+      });
+    // A client still sending, or a handler that never answers, must not keep the socket.
+    setTimeout(() => req.socket.destroy(), 1000).unref();
+  }, deadline);
+  timer.unref();
+  tracked[TIMER] = timer;
 }
 
+// ---- event streams per client ---------------------------------------------------------
+
 const SLOT = Symbol('qemurun.sseSlot');
+const RETRY_LATER = { 'Retry-After': '10' };
 type WithSlot = Response & { [SLOT]?: boolean };
 
 export interface SseLimiter {
-  /** Middleware: refuses a stream request past either cap (429 per client, 503 in total) before it does anything. */
-  gate: RequestHandler;
-  /** Counts a stream that did not pass through the gate (an unlisted route). */
+  /** Middleware for a streaming route: refuses the request past either cap (429 per client, 503 in total) before it does anything. */
+  admit: RequestHandler;
+  /** Counts a stream that did not pass through `admit` (a route that did not declare it streams). */
   track(req: Request, res: Response): void;
   /** Open streams of one client (for tests and diagnostics). */
   openFor(ip: string): number;
@@ -132,28 +144,16 @@ export function sseLimiter(opts: { maxPerClient: number; maxTotal?: number; trus
     });
   };
   return {
-    gate(req, res, next) {
-      if (!counting() || !isStreamRequest(req)) return next();
+    admit(req, res, next) {
+      if (!counting()) return next();
       const ip = clientIp(req, opts.trustedProxies);
       if (maxTotal > 0 && total >= maxTotal) {
         // The server is full, not this client at fault: 503, as for any overload.
-        res
-          .status(503)
-          .set('Retry-After', '10')
-          .json({
-            success: false,
-            message: `too many open event streams: the server already serves ${maxTotal} (SSE_MAX_TOTAL); retry later`,
-          });
+        next(new HttpError(503, `too many open event streams: the server already serves ${maxTotal} (SSE_MAX_TOTAL); retry later`, {}, RETRY_LATER));
         return;
       }
       if (opts.maxPerClient > 0 && (open.get(ip) ?? 0) >= opts.maxPerClient) {
-        res
-          .status(429)
-          .set('Retry-After', '10')
-          .json({
-            success: false,
-            message: `too many open event streams: client ${ip} already has ${opts.maxPerClient} (SSE_MAX_PER_CLIENT); close one and retry`,
-          });
+        next(new HttpError(429, `too many open event streams: client ${ip} already has ${opts.maxPerClient} (SSE_MAX_PER_CLIENT); close one and retry`, {}, RETRY_LATER));
         return;
       }
       take(ip, res);

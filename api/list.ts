@@ -6,6 +6,7 @@ import { classifyFailure } from '../lib/proxmox/errors';
 import { parseClusterResources, type NodeResource, type VmResource } from '../lib/proxmox/pvesh';
 import { readDisabledVmids } from '../lib/stateFiles';
 import { OS_VERSIONS } from '../contract';
+import { HttpError, InvalidRequestError } from './errors';
 
 /**
  * `GET /vm/list`: the seed's body, from ONE `pvesh get /cluster/resources` (VMs and nodes
@@ -102,8 +103,7 @@ export function listRoutes({ config, executors }: ListRouteDeps): Router {
   router.get('/vm/list', async (req: Request, res: Response) => {
     const disable = req.query.disable;
     if (disable !== undefined && disable !== '0' && disable !== '1') {
-      res.status(400).json({ success: false, message: 'please check your input: disable: must be 0 (running VMs) or 1 (stopped VMs)' });
-      return;
+      throw new InvalidRequestError('disable: must be 0 (running VMs) or 1 (stopped VMs)');
     }
     const exec = executors[config.mainNode];
     const argv = pveshClusterResources();
@@ -113,8 +113,7 @@ export function listRoutes({ config, executors }: ListRouteDeps): Router {
         result instanceof Error
           ? result.message
           : classifyFailure({ node: exec.node, command: displayCommand(argv), exitCode: result.exitCode, stderr: result.stderr, stdout: result.stdout }).message;
-      res.status(502).json({ success: false, message: `could not read the cluster: ${reason}` });
-      return;
+      throw new HttpError(502, `could not read the cluster: ${reason}`);
     }
     res.json(
       vmList(parseClusterResources(result.stdout, 'vm'), parseClusterResources(result.stdout, 'node'), {

@@ -1,31 +1,11 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
-import type { InstallSpec, RebuildTarget } from '../contract';
+import { failureStatus, type InstallSpec, type RebuildTarget } from '../contract';
+import { HttpError } from './errors';
 import { inspectVmForRebuild, RebuildRefusal } from '../activities/rebuild';
 
-/** A refusal the API answers with a status and a message, before anything is started. */
-export class RebuildRefused extends Error {
-  override readonly name = 'RebuildRefused';
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
-/**
- * What a refusal of the rebuild's check means over HTTP. A disabled VMID is a bad request
- * (as for every VM-scoped endpoint); a VM the product did not install conflicts with what
- * is there; a VM that is not there is 404.
- */
-const STATUS_BY_TYPE: Record<RebuildRefusal['type'], number> = {
-  VmDisabledError: 400,
-  NotOwnedError: 409,
-  VmBusyError: 409,
-  VmNotFoundError: 404,
-};
 
 /**
  * A VMID in a path, read as the other VM endpoints read it (api/vm.ts). Leading zeros are
@@ -43,7 +23,9 @@ export function vmidProblem(raw: string): string {
 
 /**
  * The rebuild's own check, run by the API before it starts anything (the workflow runs it
- * again: a schedule's runs have no API in front of them). Throws RebuildRefused.
+ * again: a schedule's runs have no API in front of them). A refusal is an HttpError with
+ * the status of its failure type (contract/failures.ts): a disabled VMID 400, a VM the
+ * product did not install or one still being built 409, a missing VM 404.
  */
 export async function checkRebuildTarget(
   deps: { config: Config; executors: Record<string, NodeExecutor>; client: Client },
@@ -52,7 +34,7 @@ export async function checkRebuildTarget(
   try {
     return await inspectVmForRebuild(deps, input);
   } catch (err) {
-    if (err instanceof RebuildRefusal) throw new RebuildRefused(STATUS_BY_TYPE[err.type], err.message);
-    throw new RebuildRefused(502, `could not read the cluster: ${(err as Error).message}`);
+    if (err instanceof RebuildRefusal) throw new HttpError(failureStatus(err.type), err.message);
+    throw new HttpError(502, `could not read the cluster: ${(err as Error).message}`);
   }
 }

@@ -3,6 +3,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import type { ProgressEvent } from '../contract';
 import { progressReaders } from './progressReader';
 import { streamOpened } from './limits';
+import { InvalidRequestError } from './errors';
 
 const KEEPALIVE_MS = 15_000;
 
@@ -46,11 +47,7 @@ export function checkResumePoint(req: Request, res: Response, next: NextFunction
       : after !== undefined && (typeof after !== 'string' || !EVENT_ID.test(after))
         ? 'after: must be the id of an event (a non-negative integer)'
         : undefined;
-  if (problem) {
-    res.status(400).json({ success: false, message: `please check your input: ${problem}` });
-    return;
-  }
-  next();
+  next(problem ? new InvalidRequestError(problem) : undefined);
 }
 
 /** The sequence number a reconnecting client has seen (Last-Event-ID header or ?after=). */

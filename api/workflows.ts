@@ -2,6 +2,8 @@ import { Router, Request, Response, RequestHandler } from 'express';
 import { Client, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
 import { lastEventId, openEventStream, streamProgress } from './sse';
 import { progressReaders } from './progressReader';
+import { limitsFor } from './limits';
+import { HttpError } from './errors';
 import { progressQuery, WORKFLOW_TYPES } from '../contract';
 
 /** The workflow types the worker registers: nothing else in the namespace is this API's business. */
@@ -17,9 +19,10 @@ const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
  * as one that does not exist (and is never queried: with no worker of ours to answer, a
  * query would wait until it timed out).
  */
+const notFound = (id: string) => new HttpError(404, `no workflow ${id}`);
+
 export function workflowRoutes(client: Client, guard: RequestHandler, taskQueue: string): Router {
   const router = Router({ mergeParams: true });
-  const notFound = (res: Response, id: string) => res.status(404).json({ success: false, message: `no workflow ${id}` });
 
   /** The workflow's description when it is one of ours; undefined (answer 404) otherwise. */
   async function describeOwn(id: string): Promise<WorkflowExecutionDescription | undefined> {
@@ -32,11 +35,11 @@ export function workflowRoutes(client: Client, guard: RequestHandler, taskQueue:
     }
   }
 
-  router.get('/events', async (req: Request, res: Response) => {
+  router.get('/events', ...limitsFor({ stream: true }), async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
     // One more watcher of a workflow streamed here already costs Temporal nothing: its
     // reader exists only because an earlier request passed the same check.
-    if (!progressReaders(client.workflow).known(id) && !(await describeOwn(id))) return void notFound(res, id);
+    if (!progressReaders(client.workflow).known(id) && !(await describeOwn(id))) throw notFound(id);
     openEventStream(res, id);
     await streamProgress(req, res, client.workflow.getHandle(id), lastEventId(req));
   });
@@ -44,7 +47,7 @@ export function workflowRoutes(client: Client, guard: RequestHandler, taskQueue:
   router.get('/', async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
     const d = await describeOwn(id);
-    if (!d) return void notFound(res, id);
+    if (!d) throw notFound(id);
     const handle = client.workflow.getHandle(id);
     const status = d.status.name;
     const page = await handle.query(progressQuery, 0).catch(() => undefined);
@@ -71,20 +74,15 @@ export function workflowRoutes(client: Client, guard: RequestHandler, taskQueue:
   router.post('/cancel', guard, async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
     const d = await describeOwn(id);
-    if (!d) return void notFound(res, id);
+    if (!d) throw notFound(id);
     if (d.status.name !== 'RUNNING') {
-      res.status(409).json({
-        success: false,
-        message: `workflow ${id} has already finished (${d.status.name}); there is nothing to cancel`,
-        status: d.status.name,
-      });
-      return;
+      throw new HttpError(409, `workflow ${id} has already finished (${d.status.name}); there is nothing to cancel`, { status: d.status.name });
     }
     try {
       // The run just described: a newer run under the same id (the next operation on a VM) is not what was asked about.
       await client.workflow.getHandle(id, d.runId).cancel();
     } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return void notFound(res, id);
+      if (err instanceof WorkflowNotFoundError) throw notFound(id);
       throw err;
     }
     res.status(202).json({ success: true, message: 'cancellation requested; a VM the operation created will be removed' });

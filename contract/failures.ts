@@ -1,23 +1,62 @@
 /**
- * Error types (the `type` of an ApplicationFailure, i.e. the error class name thrown by an
- * activity) that retrying cannot heal. One list, used by every workflow's retry policy;
+ * Every failure type the product names (the `type` of an ApplicationFailure, i.e. the error
+ * class name an activity throws), each once: whether retrying can heal it, and the HTTP
+ * status the API answers it with when an operation fails with it (none: 500).
  * lib/proxmox/errors.ts and lib/images map command outputs and HTTP answers onto these
- * classes. Workflow code imports this file, so it must stay free of Node.js imports.
+ * classes; every workflow's retry policy takes NON_RETRYABLE_ERRORS from here.
  */
-export const NON_RETRYABLE_ERRORS = [
-  'VmidTakenError',
-  'VmNotFoundError',
-  'ParameterError',
-  'StorageError',
-  'NoSuchNodeError',
-  'VmStateError',
-  'NoFreeVmidError',
-  'SshTimeoutError',
-  'ImageNotFoundError',
-  'CpuLevelError',
-  'NotOwnedError',
-  'NotManagedError',
-  'AlreadyManagedError',
-  'InvalidRequestError',
-  'ConfigError',
-];
+export const FAILURE_TYPES = {
+  // What Proxmox answered (lib/proxmox/errors.ts knows its texts).
+  VmLockedError: { retryable: true, status: 409 },
+  LockTimeoutError: { retryable: true, status: 409 },
+  ProxmoxCommandError: { retryable: true },
+  VmidTakenError: { retryable: false },
+  VmNotFoundError: { retryable: false, status: 404 },
+  ParameterError: { retryable: false, status: 400 },
+  StorageError: { retryable: false, status: 400 },
+  NoSuchNodeError: { retryable: false, status: 400 },
+  VmStateError: { retryable: false, status: 400 },
+  // Images (lib/images/errors.ts).
+  ImageNotFoundError: { retryable: false },
+  ImageDownloadError: { retryable: true },
+  ImageChecksumError: { retryable: true },
+  // Guests.
+  SshTimeoutError: { retryable: false, status: 504 },
+  InitScriptError: { retryable: true },
+  // The product's own rules.
+  NoFreeVmidError: { retryable: false },
+  CpuLevelError: { retryable: false },
+  NotOwnedError: { retryable: false, status: 409 },
+  NotManagedError: { retryable: false, status: 409 },
+  AlreadyManagedError: { retryable: false, status: 409 },
+  VmDisabledError: { retryable: false, status: 400 },
+  VmBusyError: { retryable: false, status: 409 },
+  InvalidRequestError: { retryable: false, status: 400 },
+  ConfigError: { retryable: false },
+  RebuildError: { retryable: false },
+} as const satisfies Record<string, FailureKind>;
+
+interface FailureKind {
+  retryable: boolean;
+  status?: number;
+}
+
+export type FailureType = keyof typeof FAILURE_TYPES;
+
+function isFailureType(type: string): type is FailureType {
+  return Object.hasOwn(FAILURE_TYPES, type);
+}
+
+/** Whether a retry may heal a failure of this type; a type not listed is assumed transient. */
+export function isRetryableType(type: string): boolean {
+  return isFailureType(type) ? FAILURE_TYPES[type].retryable : true;
+}
+
+/** The HTTP status of an operation that failed with this type; 500 for one not listed. */
+export function failureStatus(type: string | undefined): number {
+  const kind: FailureKind | undefined = type !== undefined && isFailureType(type) ? FAILURE_TYPES[type] : undefined;
+  return kind?.status ?? 500;
+}
+
+/** The types no retry policy retries. */
+export const NON_RETRYABLE_ERRORS: string[] = Object.keys(FAILURE_TYPES).filter((t) => !isRetryableType(t));

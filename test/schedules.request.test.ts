@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { canonicalTimeZone, cronProblem, formatInterval, parseInterval, timingOf, toScheduleSpec } from '../api/schedulesRequest';
+import { canonicalTimeZone, cronProblem, formatInterval, parseInterval, timingOf, toScheduleSpec } from '../api/schedules/request';
 
 /**
  * The schedule timing rules. Every expression the API accepts is also given to the real

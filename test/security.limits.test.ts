@@ -3,7 +3,7 @@ import { startHarness, Harness } from './support/harness';
 import { send, sendRaw } from './support/securityHttp';
 import express from 'express';
 import type { AddressInfo } from 'node:net';
-import { findDuplicateKey, requestTimeout } from '../api/limits';
+import { findDuplicateKey, limitsFor, requestTimeout } from '../api/limits';
 
 /**
  * HTTP hardening (api/limits.ts): a deadline for every answer that is not an event
@@ -136,7 +136,7 @@ describe('request deadline per route, in a bare app', () => {
       res.type('text/plain').send('ok');
     };
     app.get('/api/vm/:id/status', slow(800));
-    app.post('/api/vm/:id/shutdown', slow(800, 'vm-120'));
+    app.post('/api/vm/:id/shutdown', ...limitsFor({ long: true }), slow(800, 'vm-120'));
     app.post('/api/vm/:id/start', slow(800, 'vm-121'));
     server = app.listen(0, '127.0.0.1');
     await new Promise((r) => server.once('listening', r));

@@ -1,10 +1,13 @@
+import { isRetryableType } from '../../contract';
+
 /**
- * Errors of the image cache. Each carries `nonRetryable` so the activity layer can map it
- * to a Temporal ApplicationFailure in one place (`ApplicationFailure.create({ type:
- * err.name, nonRetryable: err.nonRetryable })`) without knowing the cases below.
+ * Errors of the image cache. Their class names are failure types of contract/failures.ts,
+ * which says whether a retry can heal them.
  */
 export abstract class ImageError extends Error {
-  abstract readonly nonRetryable: boolean;
+  get nonRetryable(): boolean {
+    return !isRetryableType(this.name);
+  }
 }
 
 /**
@@ -14,7 +17,6 @@ export abstract class ImageError extends Error {
  */
 export class ImageNotFoundError extends ImageError {
   override readonly name = 'ImageNotFoundError';
-  readonly nonRetryable = true;
   constructor(message: string, readonly url?: string, readonly status?: number) {
     super(message);
   }
@@ -23,7 +25,6 @@ export class ImageNotFoundError extends ImageError {
 /** Network error, 5xx, 408/429, stalled or cut transfer: a later attempt may succeed. */
 export class ImageDownloadError extends ImageError {
   override readonly name: string = 'ImageDownloadError';
-  readonly nonRetryable = false;
   constructor(message: string, readonly url?: string, options?: { cause?: unknown }) {
     super(message, options);
   }

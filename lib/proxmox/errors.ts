@@ -1,10 +1,11 @@
 import { ExecutorTimeoutError, ExecutorUnreachableError } from '../executor/types';
+import { isRetryableType } from '../../contract';
 
 /**
  * What Proxmox's own error texts mean for a caller: retry (a lock held by another task
  * clears in seconds, a node comes back) or give up (a bad parameter stays bad). This file
- * is the ONE place that knows the texts (reference §0, §8, §12). The class names are the
- * ApplicationFailure types Temporal sees; contract/failures.ts lists the non-retryable ones.
+ * is the one place that knows the texts. The class names are the ApplicationFailure types
+ * Temporal sees; contract/failures.ts says which of them a retry can heal.
  */
 
 /** A command that ran on a node and failed. Secret values never reach these fields. */
@@ -18,8 +19,6 @@ export interface CommandFailure {
 }
 
 export abstract class ProxmoxError extends Error {
-  /** Whether running the same command again may succeed. */
-  abstract readonly retryable: boolean;
   readonly node: string;
   readonly command: string;
   readonly exitCode: number;
@@ -32,12 +31,16 @@ export abstract class ProxmoxError extends Error {
     this.exitCode = failure.exitCode;
     this.stderr = failure.stderr;
   }
+
+  /** Whether running the same command again may succeed (contract/failures.ts decides, by class name). */
+  get retryable(): boolean {
+    return isRetryableType(this.name);
+  }
 }
 
 /** `VM is locked (<lock>)`: another task holds the VM; it clears when that task ends. */
 export class VmLockedError extends ProxmoxError {
   override readonly name: string = 'VmLockedError';
-  readonly retryable = true;
   /** The lock value: create, migrate, backup, clone, snapshot, ... */
   get lock(): string | undefined {
     return /(?:VM|CT) is locked \(([^)]+)\)/.exec(this.stderr)?.[1];
@@ -47,13 +50,11 @@ export class VmLockedError extends ProxmoxError {
 /** `can't lock file '/var/lock/qemu-server/lock-<id>.conf' - got timeout`. */
 export class LockTimeoutError extends ProxmoxError {
   override readonly name: string = 'LockTimeoutError';
-  readonly retryable = true;
 }
 
 /** `VM <id> already exists on node '<n>'`: the VMID belongs to another guest. */
 export class VmidTakenError extends ProxmoxError {
   override readonly name: string = 'VmidTakenError';
-  readonly retryable = false;
   /** The node the VMID lives on, when Proxmox named it. */
   get ownerNode(): string | undefined {
     return /already exists on node '([^']+)'/.exec(this.stderr)?.[1];
@@ -63,37 +64,31 @@ export class VmidTakenError extends ProxmoxError {
 /** `Configuration file 'nodes/<n>/qemu-server/<id>.conf' does not exist`: no such VM on this node. */
 export class VmNotFoundError extends ProxmoxError {
   override readonly name: string = 'VmNotFoundError';
-  readonly retryable = false;
 }
 
 /** `400 Parameter verification failed.` and other refusals of the request itself. */
 export class ParameterError extends ProxmoxError {
   override readonly name: string = 'ParameterError';
-  readonly retryable = false;
 }
 
 /** `storage 'x' does not exist | is disabled | is not available on node 'n'`, ... */
 export class StorageError extends ProxmoxError {
   override readonly name: string = 'StorageError';
-  readonly retryable = false;
 }
 
 /** `no such cluster node 'x'`. */
 export class NoSuchNodeError extends ProxmoxError {
   override readonly name: string = 'NoSuchNodeError';
-  readonly retryable = false;
 }
 
 /** The VM is in the wrong power state for the command (`VM 100 already running`, ...). */
 export class VmStateError extends ProxmoxError {
   override readonly name: string = 'VmStateError';
-  readonly retryable = false;
 }
 
 /** Any other failure. Unknown is treated as transient: better one retry too many. */
 export class ProxmoxCommandError extends ProxmoxError {
   override readonly name: string = 'ProxmoxCommandError';
-  readonly retryable = true;
 }
 
 type ErrorClass = new (failure: CommandFailure) => ProxmoxError;
@@ -140,16 +135,6 @@ export function isRetryable(err: unknown): boolean {
   if (typeof err === 'object' && err !== null && (err as { name?: unknown }).name === 'AbortError') return false;
   return true;
 }
-
-/** Names of the non-retryable classes, for a Temporal retry policy. */
-export const NON_RETRYABLE_PROXMOX_ERRORS = [
-  'VmidTakenError',
-  'VmNotFoundError',
-  'ParameterError',
-  'StorageError',
-  'NoSuchNodeError',
-  'VmStateError',
-] as const;
 
 /** The lines that say why, without usage lines and blank lines; kept short for a UI. */
 function reason(f: CommandFailure): string {

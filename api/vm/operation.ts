@@ -1,15 +1,6 @@
-import { progressQuery, VM_ID, VM_NODE, VM_OPERATION, vmWorkflowId, type WorkflowType } from '../contract';
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  CancelledFailure,
-  Client,
-  TerminatedFailure,
-  TimeoutFailure,
-  WorkflowExecutionAlreadyStartedError,
-  WorkflowFailedError,
-  WorkflowHandle,
-} from '@temporalio/client';
+import { progressQuery, VM_ID, VM_NODE, VM_OPERATION, vmWorkflowId, type Workflows, type WorkflowType } from '../../contract';
+import { Client, WorkflowExecutionAlreadyStartedError, WorkflowHandle } from '@temporalio/client';
+import { HttpError } from '../errors';
 
 /**
  * Starting an operation on an existing VM, one at a time per VM across every API
@@ -19,25 +10,26 @@ import {
  * existing VM (a rebuild, too) should start through here.
  */
 
-
-
 /** Another workflow holds the VM: the API answers 409 naming it. */
-export class VmBusyError extends Error {
+export class VmBusyError extends HttpError {
   override readonly name = 'VmBusyError';
   constructor(
     message: string,
     readonly workflowId: string,
     readonly operation: string,
   ) {
-    super(message);
+    super(409, message, { workflowId, operation });
   }
 }
 
-export interface VmOperationOptions {
+/** One run of a per-VM workflow type, with the arguments its contract takes. */
+export type VmOperation = {
+  [K in WorkflowType]: { workflow: K; args: Parameters<Workflows[K]> };
+}[WorkflowType];
+
+export type VmOperationOptions = VmOperation & {
   client: Client;
   taskQueue: string;
-  workflow: WorkflowType;
-  args: unknown[];
   vmid: number;
   /** Node the VM is on, or the target of a migration. */
   node: string;
@@ -45,7 +37,7 @@ export interface VmOperationOptions {
   operation: string;
   /** One line shown in the Temporal UI. */
   summary: string;
-}
+};
 
 /** How long a start waits for an operation that has finished its work but not yet closed. */
 const FINISHING_WAIT_MS = 10_000;
@@ -124,30 +116,3 @@ async function runningWorkflowOn(client: Client, vmid: number): Promise<{ workfl
   return undefined;
 }
 
-/** What a failed operation means for an HTTP client: a status code and the reason. */
-export function httpFailure(err: unknown): { status: number; message: string; type?: string } {
-  let cause: unknown = err instanceof WorkflowFailedError ? err.cause : err;
-  while (cause instanceof ActivityFailure && cause.cause) cause = cause.cause;
-  if (cause instanceof CancelledFailure) return { status: 409, message: 'the operation was cancelled', type: 'Cancelled' };
-  if (cause instanceof TerminatedFailure) return { status: 500, message: 'the operation was terminated', type: 'Terminated' };
-  if (cause instanceof TimeoutFailure) return { status: 504, message: 'the operation timed out', type: 'Timeout' };
-  if (cause instanceof ApplicationFailure) {
-    const type = cause.type ?? undefined;
-    return { status: STATUS_BY_TYPE[type ?? ''] ?? 500, message: cause.message, type };
-  }
-  return { status: 500, message: err instanceof Error ? err.message : String(err) };
-}
-
-const STATUS_BY_TYPE: Record<string, number> = {
-  InvalidRequestError: 400,
-  ParameterError: 400,
-  NoSuchNodeError: 400,
-  StorageError: 400,
-  VmStateError: 400,
-  VmNotFoundError: 404,
-  VmLockedError: 409,
-  NotManagedError: 409,
-  AlreadyManagedError: 409,
-  LockTimeoutError: 409,
-  SshTimeoutError: 504,
-};

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ScheduleOverlapPolicy, ScheduleSpec, ScheduleSpecDescription } from '@temporalio/client';
-import { installBodySchema } from './installRequest';
+import { installBodySchema } from '../installRequest';
 
 /**
  * Bodies of the schedule endpoints, and the timing rules: a 5-field cron expression (or

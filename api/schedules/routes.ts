@@ -1,0 +1,181 @@
+import { Router, type Request, type Response } from 'express';
+import { Client, ScheduleOverlapPolicy } from '@temporalio/client';
+import { type InstallSpec, type RebuildInput, rebuildScheduleId, VM_OPERATION } from '../../contract';
+import type { Config } from '../../lib/config';
+import type { NodeExecutor } from '../../lib/executor/types';
+import { requireMutationAccess } from '../guard';
+import { toInstallSpec } from '../installRequest';
+import { checkRebuildTarget } from '../rebuildCheck';
+import { HttpError, InvalidRequestError, parseInput } from '../errors';
+import { createScheduleSchema, reasonSchema, timingOf, toScheduleSpec, updateScheduleSchema } from './request';
+import { actionAttributes, scheduleService, WORKFLOW_TYPE } from './service';
+import { presentListed, presentRecentRuns, presentSchedule } from './presentation';
+
+export interface ScheduleRouteDeps {
+  config: Config;
+  client: Client;
+  knownNodes: string[];
+  executors: Record<string, NodeExecutor>;
+}
+
+/** Missed runs (server down) are made up only this late; a rebuild hours late could land in working hours. */
+const CATCHUP_WINDOW = '15m';
+
+/**
+ * Periodic rebuilds as Temporal Schedules, under /api/schedules. Each run is a
+ * `scheduledRebuild` workflow (id `<schedule id>-<scheduled time>`) that rebuilds the VM as
+ * `vm-<vmid>`, so a run finding another operation on the VM skips and says so. The action's
+ * arguments (which may hold the cloud-init password) go through the payload codec; memo,
+ * note and search attributes never hold a secret.
+ */
+export function scheduleRoutes({ config, client, knownNodes, executors }: ScheduleRouteDeps): Router {
+  const router = Router();
+  const guard = requireMutationAccess(config);
+  const schedules = scheduleService(client);
+  const check = (vmid: number, spec?: InstallSpec) => checkRebuildTarget({ config, executors, client }, { vmid, spec });
+
+  /** The install spec a `spec` body field describes, checked like an install body; `id` is required. */
+  function specFromBody(raw: unknown): { spec: InstallSpec; passwd?: string } {
+    const { spec, secrets } = withPrefix('spec', () => toInstallSpec(raw, config, knownNodes));
+    if (spec.vmid === undefined) throw new InvalidRequestError('spec.id: is required (the VMID the schedule rebuilds)');
+    const given = (raw as { passwd?: unknown }).passwd;
+    return { spec, passwd: typeof given === 'string' ? secrets.passwd : undefined };
+  }
+
+  router.post('/schedules', guard, async (req: Request, res: Response) => {
+    const body = parseInput(createScheduleSchema, req.body);
+    let input: RebuildInput;
+    if (body.spec !== undefined) {
+      const { spec, passwd } = specFromBody(body.spec);
+      input = { vmid: spec.vmid as number, spec, ...(passwd !== undefined ? { passwd } : {}) };
+    } else {
+      input = { vmid: body.vmid as number, ...(body.passwd !== undefined ? { passwd: body.passwd } : {}) };
+    }
+    const target = await check(input.vmid, input.spec);
+    const scheduleId = body.id ?? rebuildScheduleId(input.vmid);
+    const desc = await schedules.create(
+      {
+        scheduleId,
+        spec: toScheduleSpec(body),
+        action: {
+          type: 'startWorkflow',
+          workflowType: WORKFLOW_TYPE,
+          args: [input],
+          taskQueue: config.temporal.taskQueue,
+          // Temporal appends the scheduled time: rebuild-vm-120-2026-01-01T03:00:00Z.
+          workflowId: scheduleId,
+          typedSearchAttributes: actionAttributes(target),
+          staticSummary: `scheduled rebuild of VM ${input.vmid} (schedule ${scheduleId})`,
+        },
+        policies: { overlap: body.overlap ?? ScheduleOverlapPolicy.SKIP, pauseOnFailure: true, catchupWindow: CATCHUP_WINDOW },
+        state: { paused: body.paused ?? false, ...(body.note ? { note: body.note } : {}) },
+        memo: { qemurun: 'rebuild', vmid: input.vmid, source: input.spec ? 'spec' : 'recorded' },
+        typedSearchAttributes: actionAttributes(target).filter((a) => a.key !== VM_OPERATION),
+      },
+      body,
+    );
+    res.status(201).json({ success: true, schedule: presentSchedule(desc) });
+  });
+
+  router.get('/schedules', async (_req: Request, res: Response) => {
+    const list = [];
+    for await (const s of schedules.list()) {
+      if (s.action?.workflowType === WORKFLOW_TYPE) list.push(presentListed(s));
+    }
+    list.sort((a, b) => a.id.localeCompare(b.id));
+    res.json({ success: true, count: list.length, schedules: list });
+  });
+
+  router.get('/schedules/:id', async (req: Request, res: Response) => {
+    const { desc } = await schedules.load(String(req.params.id));
+    res.json({ success: true, schedule: { ...presentSchedule(desc), recentRuns: await presentRecentRuns(desc, schedules.outcomeOf) } });
+  });
+
+  router.post('/schedules/:id/pause', guard, async (req: Request, res: Response) => {
+    const body = parseInput(reasonSchema, req.body);
+    const { handle } = await schedules.load(String(req.params.id));
+    await handle.pause(body.reason ?? 'paused through the QemuRun API');
+    res.json({ success: true, schedule: presentSchedule(await handle.describe()) });
+  });
+
+  router.post('/schedules/:id/unpause', guard, async (req: Request, res: Response) => {
+    const body = parseInput(reasonSchema, req.body);
+    const { handle } = await schedules.load(String(req.params.id));
+    await handle.unpause(body.reason ?? 'unpaused through the QemuRun API');
+    res.json({ success: true, schedule: presentSchedule(await handle.describe()) });
+  });
+
+  /**
+   * Runs the schedule's action now, under the schedule's own overlap policy (the SDK's
+   * default for a trigger is ALLOW_ALL). Temporal runs a manual trigger even on a paused
+   * schedule; this API refuses it instead, so that "paused" means no runs at all.
+   */
+  router.post('/schedules/:id/trigger', guard, async (req: Request, res: Response) => {
+    const { desc, handle, input } = await schedules.load(String(req.params.id));
+    if (desc.state.paused) {
+      throw new HttpError(
+        409,
+        `schedule ${desc.scheduleId} is paused (${desc.state.note ?? 'no reason given'}); unpause it first, or rebuild now with POST /api/vm/${input.vmid}/rebuild`,
+      );
+    }
+    await handle.trigger(desc.policies.overlap);
+    res.status(202).json({ success: true, message: `schedule ${desc.scheduleId} triggered (overlap policy ${desc.policies.overlap})` });
+  });
+
+  async function update(req: Request, res: Response) {
+    const body = parseInput(updateScheduleSchema, req.body);
+    const { desc, handle, input: current } = await schedules.load(String(req.params.id));
+    let input: RebuildInput = { ...current };
+    let attributes: ReturnType<typeof actionAttributes> | undefined;
+    if (body.spec !== undefined) {
+      if (!current.spec) throw new InvalidRequestError('spec: this schedule rebuilds from the spec its VM records; it takes no spec');
+      const { spec, passwd } = specFromBody(body.spec);
+      if (spec.vmid !== current.vmid) throw new InvalidRequestError(`spec.id: must stay ${current.vmid}; make another schedule for another VM`);
+      input = { ...input, spec, ...(passwd !== undefined ? { passwd } : {}) };
+      attributes = actionAttributes(await check(spec.vmid, spec));
+    }
+    if (body.passwd !== undefined) input = { ...input, passwd: body.passwd };
+    const timing = { ...timingOf(desc.spec), ...(body.timezone ? { timezone: body.timezone } : {}) };
+    const retimed = body.cron !== undefined || body.interval !== undefined || body.timezone !== undefined;
+    const spec = retimed
+      ? toScheduleSpec(body.cron !== undefined || body.interval !== undefined ? { ...body, timezone: timing.timezone } : timing)
+      : desc.spec;
+    const updated = await schedules.update(handle, body, (prev) => ({
+      ...prev,
+      spec,
+      action: { ...prev.action, args: [input], ...(attributes ? { typedSearchAttributes: attributes } : {}) },
+      policies: { ...prev.policies, overlap: body.overlap ?? prev.policies.overlap },
+      state: {
+        paused: body.paused ?? prev.state.paused,
+        note: body.note ?? prev.state.note,
+        remainingActions: prev.state.remainingActions,
+      },
+    }));
+    res.json({ success: true, schedule: presentSchedule(updated) });
+  }
+  router.patch('/schedules/:id', guard, update);
+  // The same for clients limited to GET and POST (the API's CORS rule lists no PATCH).
+  router.post('/schedules/:id/update', guard, update);
+
+  router.delete('/schedules/:id', guard, async (req: Request, res: Response) => {
+    const { desc, handle } = await schedules.load(String(req.params.id));
+    await handle.delete();
+    res.json({ success: true, message: `schedule ${desc.scheduleId} deleted; runs it already started are not affected` });
+  });
+
+  return router;
+}
+
+/** Field names inside a nested install body read `spec.os`, not `os`. */
+function withPrefix<T>(prefix: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof InvalidRequestError) {
+      throw new InvalidRequestError(
+        err.problem.replace(/(^|; )(?!unknown field)([a-z]+):/g, `$1${prefix}.$2:`).replace(/unknown field\(s\): /, `${prefix}: unknown field(s): `),
+      );
+    }
+    throw err;
+  }
+}

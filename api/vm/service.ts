@@ -1,0 +1,134 @@
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { DEFAULT_USER, isManaged, notManagedMessage, OS_VERSIONS, type OsName } from '../../contract';
+import type { Config } from '../../lib/config';
+import type { NodeExecutor } from '../../lib/executor/types';
+import { ProxmoxNode } from '../../lib/proxmox/client';
+import { readDisabledVmids } from '../../lib/stateFiles';
+import { HttpError, workflowFailure } from '../errors';
+import { startVmOperation, type VmOperation } from './operation';
+
+/** What the API knows about a VM once its preconditions passed. */
+export interface VmFacts {
+  vmid: number;
+  node: string;
+  /** `qm status` on its node: running, stopped, or a QMP state such as paused. */
+  state: string;
+  running: boolean;
+  tags: string[];
+}
+
+/** What the VM's config says about it that the managed set needs. */
+export type VmNotes = { description?: string; name?: string };
+
+/** An operation to start on a VM: its workflow and arguments, and how the Temporal UI shows it. */
+export type Operation = VmOperation & { operation: string; summary: string; node?: string };
+
+export interface VmServiceDeps {
+  config: Config;
+  client: Client;
+  executors: Record<string, NodeExecutor>;
+}
+
+/**
+ * The cluster reads and Temporal calls behind the VM routes. Every refusal is an HttpError
+ * decided before any workflow starts: a disabled VMID 400, a VM the cluster does not know
+ * 404, a VM outside the managed set 409, the wrong power state 400, another operation
+ * holding the VM 409 (VmBusyError).
+ */
+export function vmService({ config, client, executors }: VmServiceDeps) {
+  const onNode = (node: string): ProxmoxNode => {
+    const exec = executors[node];
+    if (!exec) throw new HttpError(502, `VM is on node '${node}', which is not configured (NODE_${node})`);
+    return new ProxmoxNode(exec);
+  };
+
+  /** The VM's description, from `qm config` on its node. */
+  async function notesOf(node: string, vmid: number): Promise<VmNotes> {
+    try {
+      return await onNode(node).config(vmid);
+    } catch (err) {
+      if (err instanceof HttpError) throw err;
+      throw new HttpError(502, `could not read the config of VM ${vmid} on ${node}: ${(err as Error).message}`);
+    }
+  }
+
+  /** Where the VM is and whether it runs: one cluster query, then `qm status` on its node. */
+  async function lookUp(vmid: number, opts: { config?: boolean } = {}): Promise<VmFacts & { conf?: VmNotes }> {
+    let resources;
+    try {
+      resources = await onNode(config.mainNode).clusterResources('vm');
+    } catch (err) {
+      throw new HttpError(502, `could not read the cluster: ${(err as Error).message}`);
+    }
+    const vm = resources.find((r) => r.vmid === vmid && r.type === 'qemu');
+    if (!vm) throw new HttpError(404, `VM ${vmid} does not exist`);
+    const readState = async () => {
+      try {
+        return await onNode(vm.node).status(vmid);
+      } catch (err) {
+        if (err instanceof HttpError) throw err;
+        throw new HttpError(502, `could not read the state of VM ${vmid} on ${vm.node}: ${(err as Error).message}`);
+      }
+    };
+    // Side by side: each is a command on the node, and the answer has a deadline.
+    const [state, conf] = await Promise.all([readState(), opts.config ? notesOf(vm.node, vmid) : undefined]);
+    return { vmid, node: vm.node, state, running: state !== 'stopped', tags: vm.tags, conf };
+  }
+
+  /** The disabled list locks a VMID out of every mutating endpoint, whatever the body. */
+  function refuseDisabled(vmid: number): void {
+    if (readDisabledVmids(config.dataDir).has(vmid)) {
+      throw new HttpError(400, `VM ${vmid} is on the disabled list and cannot be controlled through the API`);
+    }
+  }
+
+  /** The managed set (docs/security.md): unless MANAGE_ALL_VMS, only VMs with the owner marker. */
+  function refuseUnmanaged(vm: VmFacts & { conf?: VmNotes }): void {
+    if (config.manageAllVms) return;
+    if (!isManaged(vm.conf?.description)) throw new HttpError(409, notManagedMessage(vm.vmid, vm.conf?.name), { type: 'NotManagedError' });
+  }
+
+  return {
+    lookUp,
+    notesOf,
+    refuseDisabled,
+
+    /** The VM exists, is in the managed set, and is in the power state the operation needs. */
+    async preconditions(vmid: number, needs: 'running' | 'stopped'): Promise<VmFacts> {
+      const vm = await lookUp(vmid, { config: !config.manageAllVms });
+      refuseUnmanaged(vm);
+      if (needs === 'stopped' && vm.running) throw new HttpError(400, 'VM is running', { state: vm.state });
+      if (needs === 'running' && !vm.running) throw new HttpError(400, 'VM is not running', { state: vm.state });
+      return vm;
+    },
+
+    /** The OS default user SSH readiness logs in as, from the VM's OS tag (as the seed did). */
+    async sshUser(vm: VmFacts): Promise<string> {
+      const os = vm.tags.find((t): t is OsName => Object.hasOwn(OS_VERSIONS, t));
+      if (os) return DEFAULT_USER[os];
+      const conf = await onNode(vm.node).config(vm.vmid).catch(() => undefined);
+      return conf?.entries.ciuser ?? 'root';
+    },
+
+    start(vm: VmFacts, op: Operation): Promise<WorkflowHandle> {
+      return startVmOperation({
+        ...op,
+        client,
+        taskQueue: config.temporal.taskQueue,
+        vmid: vm.vmid,
+        node: op.node ?? vm.node,
+      });
+    },
+
+    /** Waits for the operation's workflow; its failure becomes the HttpError of its type. */
+    async finished(h: WorkflowHandle): Promise<void> {
+      try {
+        await h.result();
+      } catch (err) {
+        throw workflowFailure(err, { workflowId: h.workflowId });
+      }
+    },
+  };
+}
+
+export type VmService = ReturnType<typeof vmService>;

@@ -8,7 +8,7 @@ import type { InstallResult } from '../contract';
 import { EncryptionCodec, dataConverterFor } from '../lib/temporal/codec';
 import { resolveEncryptionKeys } from '../lib/temporal/encryptionKeys';
 import { SshExecutor } from '../lib/executor';
-import { addFault } from '../sandbox/state/faults';
+import { addFault, clearFaults } from '../sandbox/state/faults';
 import { readCalls } from '../sandbox/state/callLog';
 import { listVms } from '../sandbox/state/vmlist';
 import { freePorts } from '../sandbox/testkit';
@@ -212,7 +212,11 @@ const STRIKES: Strike[] = [
     activity: 'rebootVm',
     hold: () => addFault(sandboxDir, { command: 'qm reboot', node: 'pve2', hangMs: HOLD_MS, times: 1 }),
     // The next attempt takes a few seconds: long enough to SIGTERM the worker running it.
-    release: () => addFault(sandboxDir, { command: 'qm reboot', node: 'pve2', latencyMs: 6000, times: 1 }),
+    // (The hold is dropped first: the killed attempt may have died before it reached it.)
+    release: () => {
+      clearFaults(sandboxDir);
+      addFault(sandboxDir, { command: 'qm reboot', node: 'pve2', latencyMs: 6000, times: 1 });
+    },
     thenTerminate: true,
   },
   { activity: 'waitForSsh' },

@@ -1,7 +1,8 @@
 /**
  * `npm start`: the whole service in one process. With no TEMPORAL_ADDRESS it runs its
  * own Temporal dev server (history in DATA_DIR/temporal.db, UI on TEMPORAL_UI_PORT);
- * with no MAIN_NODE it runs against the Proxmox sandbox cluster.
+ * with no MAIN_NODE it runs against the Proxmox sandbox cluster. QEMURUN_ROLE=api or
+ * worker runs one half only, against the Temporal server and cluster its settings name.
  *
  * Exit status: 0 after SIGINT/SIGTERM, 78 when the set-up is wrong (a StartupError: a
  * setting, a port, a file, a program; one message, no stack trace), 1 on a crash.
@@ -17,6 +18,7 @@ import { startService } from './app/service';
 import { startSandbox, startImages } from './app/sandbox';
 import { embeddedDevServer } from './app/devServer';
 import { serviceSshKey } from './app/sshKey';
+import { startRole } from './app/role';
 import { RunRecords } from './lib/run/records';
 import { checkPortsFree } from './lib/run/ports';
 import { servicePorts } from './lib/run/servicePorts';
@@ -36,10 +38,29 @@ function prebuiltWorkflowBundle(): string | undefined {
   return fs.existsSync(bundle) ? bundle : undefined;
 }
 
+function onStopSignals(stop: Stop, logger: Logger): void {
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info(`${signal}: shutting down`);
+    await stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+}
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger({ level: config.logLevel });
   fs.mkdirSync(config.dataDir, { recursive: true });
+  if (config.role !== 'all') {
+    const role = await startRole(config, config.role, prebuiltWorkflowBundle(), logger);
+    console.log(role.banner.join('\n'));
+    onStopSignals(role.stop, logger);
+    return;
+  }
   if (config.sandbox) {
     console.log('*** QemuRun is starting in SANDBOX MODE (MAIN_NODE is not set): no real Proxmox will be used. ***');
   }
@@ -126,16 +147,7 @@ async function main(): Promise<void> {
     throw err;
   }
 
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info(`${signal}: shutting down`);
-    await stopAll();
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  onStopSignals(stopAll, logger);
 }
 
 main().catch((err) => {

@@ -3,6 +3,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { ensureImage } from '../lib/images/download';
 import type { OsName } from '../contract';
+import fs from 'node:fs';
 import path from 'node:path';
 import type { NodeExecutor } from '../lib/executor/types';
 import { outputStream } from './output';
@@ -60,6 +61,9 @@ export function imageActivities({ config, client, executors, proxmox, metrics }:
       await out.close();
     }
   }
+  /** The image in this worker's cache: stageImage's fallback when another worker downloaded it. */
+  const fetchImage = (os: OsName, version: string) =>
+    ensureImage({ os, version, dataDir: config.dataDir, bases: config.imageBase, signal: Context.current().cancellationSignal });
 
   return {
     /**
@@ -68,7 +72,7 @@ export function imageActivities({ config, client, executors, proxmox, metrics }:
      * SFTP once, under a name carrying its checksum, so a changed image is copied again
      * and the copies of earlier releases are pruned.
      */
-    async stageImage(input: { path: string; sha: string }): Promise<string> {
+    async stageImage(input: { path: string; sha: string; os?: OsName; version?: string }): Promise<string> {
       // API mode: the image is on the node's storage already (downloadImage).
       if (apiMain()) return input.path;
       const main = executors[config.mainNode];
@@ -76,19 +80,23 @@ export function imageActivities({ config, client, executors, proxmox, metrics }:
       if (!putFile) return input.path;
       const ctx = Context.current();
       const fileName = path.basename(input.path);
-      const dir = copyDir(config.nodeImageDir, input.sha);
-      const remote = `${dir}/${fileName}`;
-      const present = await main.run(['test', '-f', remote]);
+      const present = await main.run(['test', '-f', `${copyDir(config.nodeImageDir, input.sha)}/${fileName}`]);
       if (present.exitCode === 0) {
+        const remote = `${copyDir(config.nodeImageDir, input.sha)}/${fileName}`;
         await touchCopy(main, remote);
         return remote;
       }
+      // Another worker downloaded the image (and died, or stopped) into its own cache:
+      // this worker fetches it into its own before copying.
+      const local = fs.existsSync(input.path) || !input.os || !input.version ? input : await fetchImage(input.os, input.version);
+      const dir = copyDir(config.nodeImageDir, local.sha);
+      const remote = `${dir}/${fileName}`;
       await main.run(['mkdir', '-p', '--', dir]);
       const out = outputStream(client);
       let lastPercent = -1;
       try {
         await keepAlive(() =>
-          putFile(input.path, remote, {
+          putFile(local.path, remote, {
             signal: ctx.cancellationSignal,
             onProgress: (sent, total) => {
               const percent = Math.floor((sent / total) * 100);
@@ -99,7 +107,7 @@ export function imageActivities({ config, client, executors, proxmox, metrics }:
             },
           }),
         );
-        const pruned = await pruneOlderCopies(main, config.nodeImageDir, input.sha, fileName);
+        const pruned = await pruneOlderCopies(main, config.nodeImageDir, local.sha, fileName);
         if (pruned.length > 0) out.line(`[*] removed ${pruned.length} older cop${pruned.length === 1 ? 'y' : 'ies'} of ${fileName} from ${config.mainNode}`);
       } finally {
         await out.close();

@@ -10,6 +10,7 @@ import { imageActivities } from './images';
 import { lifecycleActivities } from './lifecycle';
 import { rebuildActivities } from './rebuild';
 import { reconcileActivities } from './reconcile';
+import { heartbeating } from './keepAlive';
 
 export interface ActivityDeps {
   config: Config;
@@ -29,15 +30,20 @@ export interface ActivityDeps {
 /**
  * Every activity of the product, as plain async functions closed over their
  * dependencies, implementing the interface in contract/activities.ts. An activity's name
- * in the Temporal UI is its property name.
+ * in the Temporal UI is its property name. All heartbeat while they run (so a dead worker
+ * is noticed in seconds) but relayProgress, whose own heartbeats carry its resume point.
  */
 export function createActivities(deps: ActivityDeps): Activities {
+  const { relayProgress, ...rebuild } = rebuildActivities(deps);
   return {
-    ...proxmoxActivities(deps),
-    ...guestActivities(deps),
-    ...imageActivities(deps),
-    ...lifecycleActivities(deps),
-    ...rebuildActivities(deps),
-    ...reconcileActivities(deps),
+    ...heartbeating({
+      ...proxmoxActivities(deps),
+      ...guestActivities(deps),
+      ...imageActivities(deps),
+      ...lifecycleActivities(deps),
+      ...rebuild,
+      ...reconcileActivities(deps),
+    }),
+    relayProgress,
   };
 }

@@ -13,11 +13,32 @@ const EVERY_MS = 10_000;
  */
 export async function keepAlive<T>(work: () => Promise<T>): Promise<T> {
   const ctx = Context.current();
+  // Several beats per timeout: the SDK sends at most one per 0.8 timeout, and one late
+  // beat must not look like a dead worker.
+  const timeoutMs = ctx.info.heartbeatTimeoutMs;
+  const every = timeoutMs ? Math.min(EVERY_MS, Math.max(500, Math.floor(timeoutMs / 4))) : EVERY_MS;
   beat(ctx);
-  const timer = setInterval(() => beat(ctx), EVERY_MS);
+  const timer = setInterval(() => beat(ctx), every);
   try {
     return await work();
   } finally {
     clearInterval(timer);
   }
+}
+
+type AsyncFunctions = Record<string, (...args: any[]) => Promise<unknown>>;
+
+/**
+ * Every activity in `activities`, heartbeating for as long as it runs. With a short
+ * heartbeatTimeout in the workflow's activity options, a worker that dies mid-activity
+ * (SIGKILL, a lost host) is noticed within seconds, not after the start-to-close timeout.
+ */
+export function heartbeating<T extends AsyncFunctions>(activities: T): T {
+  return Object.fromEntries(
+    Object.entries(activities).map(([name, fn]) => [
+      name,
+      // A named function keeps the activity's name in stack traces.
+      { [name]: (...args: unknown[]) => keepAlive(() => fn(...args)) }[name],
+    ]),
+  ) as T;
 }

@@ -18,6 +18,7 @@ export async function startSandbox(config: Config, key: SshKeyPair, run: RunReco
     gateway: config.gateway,
     vmSshPort: config.vmSshPort,
     bootDelayMs: config.sandboxOptions.bootDelayMs,
+    packageSilenceMs: config.sandboxOptions.packageSilenceMs,
     sshPortBase: config.sandboxOptions.sshPortBase,
     rootAuthorizedKey: key.publicKey,
     sshdPath: tools.sshd,

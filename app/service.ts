@@ -13,6 +13,7 @@ import { reason } from '../lib/startupError';
 import { checkNodeVersions } from '../lib/nodeVersions';
 import { createLogger, type Logger } from '../lib/observability/log';
 import { createMetrics, type Metrics } from '../lib/observability/metrics';
+import { startWorkerHealth } from './workerHealth';
 
 export interface ServiceOptions {
   config: Config;
@@ -30,9 +31,12 @@ export interface ServiceOptions {
   logger?: Logger;
   /** Default: a registry of this service's own. */
   metrics?: Metrics;
+  /** Run the worker without the API: only a health port (config.worker.healthPort) answers. */
+  api?: boolean;
 }
 
 export interface RunningService {
+  /** The API's address, or with `api: false` the worker's health port. */
   url: string;
   client: Client;
   worker?: Worker;
@@ -43,7 +47,8 @@ export interface RunningService {
 /**
  * The composition root: one Temporal connection and one way to the cluster (an executor
  * per node, or the REST API), shared by the worker (startWorker in ./worker) and the HTTP
- * API (startApi in ./api).
+ * API (startApi in ./api). A process of one role runs one of them: the API alone, or the
+ * worker with its health port (./workerHealth).
  */
 export async function startService(opts: ServiceOptions): Promise<RunningService> {
   const { config } = opts;
@@ -77,28 +82,30 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     if (opts.worker !== false) {
       worker = await startWorker({ config, temporal, executors, proxmox, workflowBundlePath: opts.workflowBundlePath, metrics });
     }
-    const api = await startApi({
-      config,
-      temporal,
-      proxmox,
-      knownNodes,
-      host: opts.host ?? '0.0.0.0',
-      metrics,
-      logger,
-      checks: [
-        temporalCheck(temporal.client, opts.temporalAddress),
-        ...(worker ? [workerCheck(worker.worker)] : []),
-        ...Object.values(executors).map(nodeCheck),
-        ...(config.proxmoxApi ? [apiCheck(proxmox.node(config.mainNode)!)] : []),
-      ],
-    });
+    // Replicas of the API share one cluster: a node that is down is no reason to take one
+    // replica out of a load balancer, so the API alone checks only Temporal.
+    const checks = [
+      temporalCheck(temporal.client, opts.temporalAddress),
+      ...(worker
+        ? [
+            workerCheck(worker.worker),
+            ...Object.values(executors).map(nodeCheck),
+            ...(config.proxmoxApi ? [apiCheck(proxmox.node(config.mainNode)!)] : []),
+          ]
+        : []),
+    ];
+    const host = opts.host ?? '0.0.0.0';
+    const listener =
+      opts.api === false
+        ? await startWorkerHealth({ port: config.worker.healthPort, host, checks, metrics })
+        : await startApi({ config, temporal, proxmox, knownNodes, host, metrics, logger, checks });
     return {
-      url: api.url,
+      url: listener.url,
       client: temporal.client,
       worker: worker?.worker,
       metrics,
       async stop() {
-        await api.stop();
+        await listener.stop();
         await closeAll();
       },
     };

@@ -39,7 +39,8 @@ export interface Activities {
   checkStorage(input?: { diskGb?: number }): Promise<void>;
   clusterCpuType(input: { os: OsName; version: string; refresh?: boolean }): Promise<string>;
   downloadImage(input: { os: OsName; version: string }): Promise<{ path: string; sha: string; downloaded: boolean }>;
-  stageImage(input: { path: string; sha: string }): Promise<string>;
+  /** `os`/`version` let a worker that did not download the image fetch it itself. */
+  stageImage(input: { path: string; sha: string; os?: OsName; version?: string }): Promise<string>;
   allocateVmid(input: { exclude: number[] }): Promise<number>;
   mainNodeKey(): Promise<string>;
 

@@ -62,7 +62,10 @@ function durationMs(v: string): number | undefined {
 const API_TOKEN_FORMAT = /^[^\s@!=]+@[^\s@!=]+![A-Za-z][A-Za-z0-9._-]*=\S+$/;
 
 export const envSchema = z.object({
+  QEMURUN_ROLE: z.enum(['all', 'api', 'worker'], { error: 'must be all, api or worker' }).default('all'),
   PORT: intFrom(8080),
+  WORKER_HEALTH_PORT: intFrom(8081),
+  WORKER_SHUTDOWN_GRACE: intFrom(20),
   GATEWAY: ipv4.optional(),
   MAIN_NODE: z.string().trim().min(1).optional(),
   ALLOW_IPS: csv,
@@ -168,6 +171,7 @@ export const envSchema = z.object({
     .optional(),
 
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
+  SANDBOX_PACKAGE_SILENCE_MS: intFrom(0),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
   SANDBOX_SSH_PORT_BASE: intFrom(2200),
   SANDBOX_TOOLS_PATH: z.string().optional(),
@@ -232,7 +236,18 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
   const ipStart = clamp(env.ASSIGN_IP_START, 100, 254);
   const ipEnd = clamp(env.ASSIGN_IP_END, 100, 254);
   return {
+    /**
+     * What this process runs: `all` the API and a worker (and, when nothing is configured,
+     * the sandbox and a dev server); `api` the HTTP API only; `worker` a worker only.
+     */
+    role: env.QEMURUN_ROLE,
     port: env.PORT,
+    worker: {
+      /** The worker role's liveness/readiness port (the API's port serves them otherwise). */
+      healthPort: env.WORKER_HEALTH_PORT,
+      /** Seconds a stopping worker gives running activities before they are cancelled. */
+      shutdownGraceSec: Math.max(0, env.WORKER_SHUTDOWN_GRACE),
+    },
     /** True when no Proxmox is configured: the service runs against the sandbox cluster. */
     sandbox: env.MAIN_NODE === undefined,
     /** Set: Proxmox is reached through its REST API with a token, and no node over SSH. */
@@ -323,6 +338,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     },
     sandboxOptions: {
       bootDelayMs: env.SANDBOX_BOOT_DELAY_MS,
+      /** A slow package mirror: the guests' first apt-get/dnf says nothing for this long. */
+      packageSilenceMs: env.SANDBOX_PACKAGE_SILENCE_MS,
       nodes: env.SANDBOX_NODES.split(',').map((s) => s.trim()).filter(Boolean),
       sshPortBase: env.SANDBOX_SSH_PORT_BASE,
       /** Where sandbox mode looks for sshd, bwrap...; unset: PATH and the system dirs. */
@@ -368,6 +385,17 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     }
   }
   const proxmoxApi = parsed.success ? readApiSettings(parsed.data, problems) : undefined;
+  // A process of one role shares its Temporal server and cluster with the others: neither
+  // can be one it would start for itself.
+  const role = source.QEMURUN_ROLE?.trim();
+  if (role === 'api' || role === 'worker') {
+    if (!source.TEMPORAL_ADDRESS?.trim()) {
+      problems.push(`TEMPORAL_ADDRESS: required with QEMURUN_ROLE=${role}, the Temporal server the API and the workers share`);
+    }
+    if (!main) {
+      problems.push(`MAIN_NODE: required with QEMURUN_ROLE=${role} (npm run sandbox prints the settings of a simulated cluster)`);
+    }
+  }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   return buildConfig(parsed.data, nodes, proxmoxApi);
 }

@@ -102,3 +102,28 @@ describe('API mode settings', () => {
     expect((err as Error).message).not.toContain(secret);
   });
 });
+
+test('QEMURUN_ROLE: all by default; api and worker need the Temporal server and cluster they share', () => {
+  expect(loadConfig({}).role).toBe('all');
+  expect(() => loadConfig({ QEMURUN_ROLE: 'scheduler' })).toThrow(/QEMURUN_ROLE: must be all, api or worker/);
+  let err: unknown;
+  try {
+    loadConfig({ QEMURUN_ROLE: 'worker' });
+  } catch (e) {
+    err = e;
+  }
+  expect((err as ConfigError).problems).toEqual([
+    expect.stringMatching(/^TEMPORAL_ADDRESS: required with QEMURUN_ROLE=worker/),
+    expect.stringMatching(/^MAIN_NODE: required with QEMURUN_ROLE=worker \(npm run sandbox prints/),
+  ]);
+  const api = loadConfig({
+    QEMURUN_ROLE: 'api',
+    TEMPORAL_ADDRESS: 'temporal:7233',
+    MAIN_NODE: 'pve1',
+    NODE_pve1: '10.0.0.11',
+    GATEWAY: '10.0.0.1',
+    ASSIGN_STORAGE: 'local-lvm',
+    WORKER_SHUTDOWN_GRACE: '5',
+  });
+  expect(api).toMatchObject({ role: 'api', worker: { healthPort: 8081, shutdownGraceSec: 5 } });
+});

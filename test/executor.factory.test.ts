@@ -33,6 +33,11 @@ describe('createExecutors', () => {
     expect(executors.pve2).toBeInstanceOf(SshExecutor);
   });
 
+  it('an address of this machine on another SSH port (a tunnel, npm run sandbox): over SSH', () => {
+    const executors = createExecutors(loadConfig({ ...production, NODE_pve1: '127.0.0.1:2200' }));
+    expect(executors.pve1).toBeInstanceOf(SshExecutor);
+  });
+
   it('an explicit choice wins', () => {
     const executors = createExecutors(loadConfig({ ...production, NODE_pve1: '127.0.0.1' }), { mainNodeLocal: false });
     expect(executors.pve1).toBeInstanceOf(SshExecutor);

@@ -39,8 +39,9 @@ export async function createWorker({ config, connection, activities, workflowBun
     ...(metrics ? { sinks: metricsSinks(metrics) } : {}),
     // A handful of Proxmox nodes: more parallel qm calls than this only queue up on locks.
     maxConcurrentActivityTaskExecutions: 20,
-    // Let SSH steps finish or checkpoint before the process exits.
-    shutdownGraceTime: '20s',
+    // On SIGTERM polling stops at once; running activities get this long to finish
+    // before they are cancelled (and, heartbeating, hand over to another worker).
+    shutdownGraceTime: config.worker.shutdownGraceSec * 1000,
     // Heartbeats after an attempt's first are held back up to this long. A heartbeat that
     // records a Proxmox task's UPID (activities/tasks.ts) must reach Temporal before a crash
     // can lose it, or the retry would start the task a second time.

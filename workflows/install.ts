@@ -59,7 +59,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       transfer.downloadImage({ os: spec.os, version: spec.version }),
     );
     const imagePath = await step('OS preparation > stage image', `placing the image on ${mainNode}`, () =>
-      transfer.stageImage({ path: image.path, sha: image.sha }),
+      transfer.stageImage({ path: image.path, sha: image.sha, os: spec.os, version: spec.version }),
     );
     const mainKey = await step('SSH preparation > main node key', 'reading the main node SSH key', () =>
       proxmox.mainNodeKey(),

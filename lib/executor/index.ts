@@ -32,7 +32,7 @@ type ExecutorConfig = Pick<Config, 'nodes' | 'mainNode' | 'sandbox' | 'sshKeyPat
 export function createExecutors(config: ExecutorConfig, opts: ExecutorsOptions = {}): Record<string, NodeExecutor> {
   const mainLocal =
     opts.mainNodeLocal ??
-    (config.sandbox || opts.mainNodeEnv !== undefined || isThisMachine(config.mainNode, config.nodes[config.mainNode]?.host));
+    (config.sandbox || opts.mainNodeEnv !== undefined || isThisMachine(config.mainNode, config.nodes[config.mainNode]));
   const executors: Record<string, NodeExecutor> = {};
   for (const node of new Set([config.mainNode, ...Object.keys(config.nodes)])) {
     if (node === config.mainNode && mainLocal) {
@@ -53,9 +53,13 @@ export function createExecutors(config: ExecutorConfig, opts: ExecutorsOptions =
   return executors;
 }
 
-/** A Proxmox node's name is its hostname, and its management address is its own. */
-function isThisMachine(node: string, host: string | undefined): boolean {
+/**
+ * A Proxmox node's name is its hostname, and its management address is its own. An
+ * address of ours with an SSH port other than 22 is not this node's management SSH but
+ * a tunnel or a simulated node (npm run sandbox): reached over SSH like any other.
+ */
+function isThisMachine(node: string, address: { host: string; port: number } | undefined): boolean {
   if (os.hostname().split('.')[0] === node) return true;
-  if (host === undefined) return false;
-  return Object.values(os.networkInterfaces()).some((addrs) => addrs?.some((a) => a.address === host));
+  if (address === undefined || address.port !== 22) return false;
+  return Object.values(os.networkInterfaces()).some((addrs) => addrs?.some((a) => a.address === address.host));
 }

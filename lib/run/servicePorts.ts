@@ -3,7 +3,12 @@ import type { PlannedPort } from './ports';
 
 /** Every port `npm start` will listen on with this configuration, with its setting. */
 export function servicePorts(config: Config): PlannedPort[] {
+  if (config.role === 'worker') {
+    return [{ host: '0.0.0.0', port: config.worker.healthPort, setting: 'WORKER_HEALTH_PORT', what: "the worker's health port" }];
+  }
   const ports: PlannedPort[] = [{ host: '0.0.0.0', port: config.port, setting: 'PORT', what: 'the API' }];
+  // The other roles start no Temporal server and no sandbox (their settings name both).
+  if (config.role === 'api') return ports;
   if (!config.temporal.address) {
     ports.push({ host: '127.0.0.1', port: config.temporal.devPort, setting: 'TEMPORAL_DEV_PORT', what: 'the Temporal dev server' });
     ports.push({ host: '127.0.0.1', port: config.temporal.uiPort, setting: 'TEMPORAL_UI_PORT', what: 'the Temporal UI' });

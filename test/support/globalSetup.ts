@@ -13,15 +13,7 @@ export default async function globalSetup(): Promise<void> {
   // The same check (and, as root with apt-get, the same install) as `npm start`.
   await ensureSandboxTools();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-test-'));
-  const port = await freePort();
-  const uiPort = await freePort();
-  const server: DevServer = await startDevServer({
-    port,
-    uiPort,
-    namespace: 'default',
-    dbFile: path.join(dir, 'temporal.db'),
-    logFile: path.join(dir, 'temporal.log'),
-  });
+  const server = await startOnFreePorts(dir);
   const bundle = await bundleWorkflowCode({
     workflowsPath: require.resolve('../../workflows'),
     logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error },
@@ -34,4 +26,27 @@ export default async function globalSetup(): Promise<void> {
   process.env.TEST_WORKFLOW_BUNDLE = bundlePath;
   process.env.TEST_TMP_DIR = dir;
   (globalThis as Record<string, unknown>).__qemurunTemporal = server;
+}
+
+/**
+ * Ports found free can be taken before the server binds them (start-dev opens further
+ * ports of its own choosing meanwhile): a bind failure is retried on other ports.
+ */
+async function startOnFreePorts(dir: string): Promise<DevServer> {
+  for (let attempt = 1; ; attempt++) {
+    const suffix = attempt === 1 ? '' : `-${attempt}`;
+    const logFile = path.join(dir, `temporal${suffix}.log`);
+    try {
+      return await startDevServer({
+        port: await freePort(),
+        uiPort: await freePort(),
+        namespace: 'default',
+        dbFile: path.join(dir, `temporal${suffix}.db`),
+        logFile,
+      });
+    } catch (err) {
+      const log = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8') : '';
+      if (attempt >= 3 || !/address already in use/.test(log)) throw err;
+    }
+  }
 }

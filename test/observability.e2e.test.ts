@@ -154,7 +154,7 @@ test('after installs, /metrics counts them by OS, failing step, cache use and ro
 
 test('every log line is JSON; activity lines carry workflow, VM, activity and attempt; no secret anywhere', () => {
   const out = service.output();
-  const banner = /^(\*\*\*|API: |Temporal( UI)?: |Images: |Task queue: |Proxmox cluster: |> )/;
+  const banner = /^(\*\*\*|API: |Temporal( UI)?: |Images: |Task queue: |Proxmox (cluster|API): |> )/;
   const records = out
     .split('\n')
     .filter((l) => l.trim() !== '' && !banner.test(l))

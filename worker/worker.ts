@@ -36,7 +36,7 @@ export async function createWorker({ config, connection, activities, workflowBun
       : { workflowsPath: require.resolve('../workflows') }),
     dataConverter,
     interceptors: { activity: [activityObservability(metrics)] },
-    ...(metrics ? { sinks: metricsSinks(metrics) } : {}),
+    sinks: metricsSinks(metrics),
     // A handful of Proxmox nodes: more parallel qm calls than this only queue up on locks.
     maxConcurrentActivityTaskExecutions: 20,
     // On SIGTERM polling stops at once; running activities get this long to finish

@@ -9,9 +9,9 @@ import type { SandboxToolPaths } from '../sandbox/requirements';
  * mirror, loaded only when used. Each rewrites the part of the config it stands in for.
  */
 
-export async function startSandbox(config: Config, key: SshKeyPair, run: RunRecords, tools: SandboxToolPaths) {
-  const { startSandboxCluster } = await import('../sandbox/cluster');
-  const cluster = await startSandboxCluster({
+/** The simulated cluster as the settings describe it: shared by the service and `npm run sandbox`. */
+export function sandboxClusterOptions(config: Config, key: SshKeyPair, tools: SandboxToolPaths) {
+  return {
     dir: path.join(config.dataDir, 'sandbox'),
     nodes: config.sandboxOptions.nodes,
     mainNode: config.mainNode,
@@ -22,9 +22,13 @@ export async function startSandbox(config: Config, key: SshKeyPair, run: RunReco
     sshPortBase: config.sandboxOptions.sshPortBase,
     rootAuthorizedKey: key.publicKey,
     sshdPath: tools.sshd,
-    api: { port: config.sandboxOptions.apiPort },
     pveVersions: config.sandboxOptions.pveVersions,
-  });
+  };
+}
+
+export async function startSandbox(config: Config, key: SshKeyPair, run: RunRecords, tools: SandboxToolPaths) {
+  const { startSandboxCluster } = await import('../sandbox/cluster');
+  const cluster = await startSandboxCluster({ ...sandboxClusterOptions(config, key, tools), api: { port: config.sandboxOptions.apiPort } });
   for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
   // The nodes the rest of the service talks to are the sandbox's.
   config.nodes = cluster.nodeAddresses;

@@ -9,6 +9,7 @@
  * SANDBOX_*, IMAGE_BASE_*) and ignores MAIN_NODE and NODE_*, which it prints.
  */
 import 'dotenv/config';
+import { sandboxClusterOptions } from '../app/sandbox';
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../lib/config';
@@ -41,18 +42,7 @@ async function main(): Promise<void> {
     for (const line of await run.stopLeftovers()) console.error(line);
     const tools = await ensureSandboxTools({ toolsPath: config.sandboxOptions.toolsPath });
     const key = ensureSshKey(config.sshKeyPath);
-    const cluster = await startSandboxCluster({
-      dir: path.join(config.dataDir, 'sandbox'),
-      nodes: config.sandboxOptions.nodes,
-      mainNode: config.mainNode,
-      gateway: config.gateway,
-      vmSshPort: config.vmSshPort,
-      bootDelayMs: config.sandboxOptions.bootDelayMs,
-    packageSilenceMs: config.sandboxOptions.packageSilenceMs,
-      sshPortBase: config.sandboxOptions.sshPortBase,
-      rootAuthorizedKey: key.publicKey,
-      sshdPath: tools.sshd,
-    });
+    const cluster = await startSandboxCluster(sandboxClusterOptions(config, key, tools));
     for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
     stops.push(async () => {
       await cluster.stop({ keepVms: true });

@@ -17,23 +17,9 @@ export interface LifecycleDeps {
  * finds the goal reached and does nothing more.
  */
 export function lifecycleActivities({ config, proxmox }: LifecycleDeps) {
-  const onNode = (node: string): ProxmoxNode => {
-    const found = proxmox.node(node);
-    if (!found) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
-    return found;
-  };
-
-  /** The VM's node, from one cluster-wide query; undefined when the VM does not exist. */
-  async function vmNode(vmid: number): Promise<ProxmoxNode | undefined> {
-    const vms = await onNode(config.mainNode).clusterResources('vm');
-    const node = vms.find((r) => r.vmid === vmid && r.type === 'qemu')?.node;
-    return node ? onNode(node) : undefined;
-  }
-
   /** The node of a VM that exists and is in the managed set (activities/managedSet.ts). */
   async function vmNodeOrFail(vmid: number): Promise<ProxmoxNode> {
-    const node = await vmNode(vmid);
-    if (!node) throw ApplicationFailure.nonRetryable(`VM ${vmid} does not exist in the cluster`, 'VmNotFoundError');
+    const node = await proxmox.nodeOf(vmid);
     await requireManaged(config, node, vmid);
     return node;
   }
@@ -56,8 +42,9 @@ export function lifecycleActivities({ config, proxmox }: LifecycleDeps) {
      * destroyed by the attempt before. A running VM fails with VmStateError.
      */
     async destroyVm(input: { vmid: number }): Promise<void> {
-      const node = await vmNode(input.vmid);
-      if (!node) return;
+      const vm = await proxmox.locateVm(input.vmid);
+      if (!vm) return;
+      const node = proxmox.requireNode(vm.node);
       await requireManaged(config, node, input.vmid);
       await node.destroy(input.vmid, { purge: true });
     },
@@ -101,8 +88,7 @@ export function lifecycleActivities({ config, proxmox }: LifecycleDeps) {
      * retry) is done; a VM already managed otherwise is refused, its owner left as it is.
      */
     async adoptVm(input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string }): Promise<void> {
-      const node = await vmNode(input.vmid);
-      if (!node) throw ApplicationFailure.nonRetryable(`VM ${input.vmid} does not exist in the cluster`, 'VmNotFoundError');
+      const node = await proxmox.nodeOf(input.vmid);
       const conf = await node.config(input.vmid);
       const owner = ownerOf(conf.description);
       if (owner === input.owner) return;

@@ -41,24 +41,11 @@ const MIN_CPU_LEVEL: Partial<Record<OsName, Record<string, string>>> = {
 
 /** Activities that drive Proxmox (qm, pvesh and pvesm on the nodes, or the REST API). */
 export function proxmoxActivities({ config, proxmox, client }: ProxmoxDeps) {
-  const onNode = (node: string): ProxmoxNode => {
-    const found = proxmox.node(node);
-    if (!found) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
-    return found;
-  };
-  const main = () => onNode(config.mainNode);
-
-  /** The node a VM is on now, from one cluster-wide query (it may have been migrated). */
-  async function locate(vmid: number): Promise<string | undefined> {
-    const vms = await main().clusterResources('vm');
-    return vms.find((r) => r.vmid === vmid && r.type === 'qemu')?.node;
-  }
+  const main = () => proxmox.main();
 
   /** The node of a VM that exists and is in the managed set (activities/managedSet.ts). */
-  async function locateOrFail(vmid: number): Promise<ProxmoxNode> {
-    const where = await locate(vmid);
-    if (!where) throw ApplicationFailure.nonRetryable(`VM ${vmid} does not exist in the cluster`, 'VmNotFoundError');
-    const node = onNode(where);
+  async function managedNodeOf(vmid: number): Promise<ProxmoxNode> {
+    const node = await proxmox.nodeOf(vmid);
     await requireManaged(config, node, vmid);
     return node;
   }
@@ -128,7 +115,7 @@ export function proxmoxActivities({ config, proxmox, client }: ProxmoxDeps) {
      * do, `qm create` decides and the loser asks again.
      */
     async allocateVmid(input: { exclude: number[] }): Promise<number> {
-      const used = new Set((await main().clusterResources('vm')).map((r) => r.vmid));
+      const used = new Set((await proxmox.guests()).map((r) => r.vmid));
       for (const id of input.exclude) used.add(id);
       const { start, end } = config.vmidRange;
       const free: number[] = [];
@@ -163,8 +150,8 @@ export function proxmoxActivities({ config, proxmox, client }: ProxmoxDeps) {
       } catch (err) {
         if (err instanceof VmidTakenError) {
           // A retry after a crash finds the VM this very run created.
-          const node = await locate(vmid);
-          const conf = node ? await onNode(node).config(vmid).catch(() => undefined) : undefined;
+          const vm = await proxmox.locateVm(vmid);
+          const conf = vm ? await proxmox.requireNode(vm.node).config(vmid).catch(() => undefined) : undefined;
           if (conf && isOwnedBy(conf.description, input.owner)) return { ip: vmIp(config.gateway, vmid) };
           throw ApplicationFailure.nonRetryable(err.message, 'VmidTakenError');
         }
@@ -239,13 +226,13 @@ export function proxmoxActivities({ config, proxmox, client }: ProxmoxDeps) {
     async migrateVm(input: { vmid: number; target: string }): Promise<void> {
       checkedInput(field.node, input.target, 'migrateVm');
       const task = recordedTask();
-      const current = await locate(input.vmid);
-      if (current === input.target && !task.resumeTask) return; // done before a crash
+      const current = await proxmox.locateVm(input.vmid);
+      if (current?.node === input.target && !task.resumeTask) return; // done before a crash
       const out = outputStream(client);
       try {
         if (task.resumeTask) out.line(`[*] following the migration task the previous attempt started (${task.resumeTask})`);
         // The task's node is the source, where the VM's config may no longer be.
-        const node = task.resumeTask ? onNode(config.mainNode) : await locateOrFail(input.vmid);
+        const node = task.resumeTask ? main() : await managedNodeOf(input.vmid);
         await keepAlive(() =>
           node.migrate(input.vmid, input.target, {
             ...task,
@@ -260,13 +247,13 @@ export function proxmoxActivities({ config, proxmox, client }: ProxmoxDeps) {
     },
 
     async startVm(input: { vmid: number }): Promise<void> {
-      const node = await locateOrFail(input.vmid);
+      const node = await managedNodeOf(input.vmid);
       if ((await node.status(input.vmid)) === 'running') return;
       await node.start(input.vmid);
     },
 
     async rebootVm(input: { vmid: number }): Promise<void> {
-      const node = await locateOrFail(input.vmid);
+      const node = await managedNodeOf(input.vmid);
       if ((await node.status(input.vmid)) !== 'running') {
         await node.start(input.vmid);
         return;
@@ -280,9 +267,9 @@ export function proxmoxActivities({ config, proxmox, client }: ProxmoxDeps) {
      * was removed.
      */
     async destroyOwnedVm(input: { vmid: number; owner: string }): Promise<boolean> {
-      const where = await locate(input.vmid);
-      if (!where) return false;
-      const node = onNode(where);
+      const vm = await proxmox.locateVm(input.vmid);
+      if (!vm) return false;
+      const node = proxmox.requireNode(vm.node);
       const conf = await node.config(input.vmid).catch(() => undefined);
       if (!conf || !isOwnedBy(conf.description, input.owner)) return false;
       // Ours for sure, so a lock a crashed step of this run left behind is no obstacle.

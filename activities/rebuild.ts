@@ -13,7 +13,7 @@ import {
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
+import type { ProxmoxCluster } from '../lib/proxmox';
 import { readDisabledVmids, stateFiles } from '../lib/stateFiles';
 
 export interface RebuildDeps {
@@ -47,21 +47,16 @@ export async function inspectVmForRebuild(
   input: { vmid: number; spec?: InstallSpec },
 ): Promise<RebuildTarget> {
   const { vmid } = input;
-  const onNode = (node: string): ProxmoxNode => {
-    const found = proxmox.node(node);
-    if (!found) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
-    return found;
-  };
   if (readDisabledVmids(config.dataDir).has(vmid)) {
     throw new RebuildRefusal('VmDisabledError', `VM ${vmid} is disabled (listed in ${stateFiles(config.dataDir).disabled}); it cannot be rebuilt through the API`);
   }
-  const found = (await onNode(config.mainNode).clusterResources('vm')).find((r) => r.vmid === vmid);
+  const found = await proxmox.locateGuest(vmid);
   if (!found) {
     if (input.spec) return { exists: false, vmid, spec: { ...input.spec, vmid }, mainNode: config.mainNode };
     throw new RebuildRefusal('VmNotFoundError', `VM ${vmid} does not exist`);
   }
   if (found.type !== 'qemu') throw new RebuildRefusal('NotOwnedError', `${vmid} is a container, not a VM QemuRun installed; refusing to rebuild it`);
-  const node = onNode(found.node);
+  const node = proxmox.requireNode(found.node);
   const conf = await node.config(vmid);
   const label = `VM ${vmid}${conf.name ? ` (${conf.name})` : ''}`;
   const owner = ownerOf(conf.description);
@@ -101,17 +96,6 @@ export async function inspectVmForRebuild(
 
 /** Activities of the rebuild workflow: the check, the stop, and the progress relay. */
 export function rebuildActivities({ config, proxmox, client }: RebuildDeps) {
-  const onNode = (node: string): ProxmoxNode => {
-    const found = proxmox.node(node);
-    if (!found) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
-    return found;
-  };
-
-  async function find(vmid: number) {
-    const vms = await onNode(config.mainNode).clusterResources('vm');
-    return vms.find((r) => r.vmid === vmid);
-  }
-
   return {
     /** The workflow's check: inspectVmForRebuild, with a refusal made non-retryable. */
     async inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec }): Promise<RebuildTarget> {
@@ -129,9 +113,9 @@ export function rebuildActivities({ config, proxmox, client }: RebuildDeps) {
      * stop retries and, failing that, the rebuild stops before destroying anything.
      */
     async stopOwnedVm(input: { vmid: number; owner: string }): Promise<boolean> {
-      const found = await find(input.vmid);
+      const found = await proxmox.locateGuest(input.vmid);
       if (!found) return false;
-      const node = onNode(found.node);
+      const node = proxmox.requireNode(found.node);
       const conf = await node.config(input.vmid);
       if (ownerOf(conf.description) !== input.owner) {
         throw ApplicationFailure.nonRetryable(`VM ${input.vmid} is no longer owned by ${input.owner}; refusing to stop it`, 'NotOwnedError');

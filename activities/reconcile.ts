@@ -1,4 +1,4 @@
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
@@ -14,12 +14,6 @@ export interface ReconcileDeps {
 
 /** Activities of the reconciler (workflows/reconcile.ts). They read; removal is destroyOwnedVm's. */
 export function reconcileActivities({ config, proxmox, client }: ReconcileDeps) {
-  const onNode = (node: string) => {
-    const found = proxmox.node(node);
-    if (!found) throw ApplicationFailure.nonRetryable(`node '${node}' is not configured`, 'NoSuchNodeError');
-    return found;
-  };
-
   /** How the workflow `workflowId` stands; describe reads the newest run, strongly consistent. */
   async function ownerOfVm(workflowId: string): Promise<{ state: OwnerState; type?: string }> {
     try {
@@ -55,14 +49,14 @@ export function reconcileActivities({ config, proxmox, client }: ReconcileDeps) 
      */
     async planReconcile(): Promise<ReconcileItem[]> {
       const ctx = Context.current();
-      const vms = (await onNode(config.mainNode).clusterResources('vm')).filter((r) => r.type === 'qemu');
+      const vms = await proxmox.vms();
       const disabled = readDisabledVmids(config.dataDir);
       const retention = await retentionSec();
       const nowSec = Math.floor(Date.now() / 1000);
       const items: ReconcileItem[] = [];
       for (const vm of vms.sort((a, b) => a.vmid - b.vmid)) {
         ctx.heartbeat(vm.vmid);
-        const conf = await onNode(vm.node).config(vm.vmid).catch((err: unknown) => err as Error);
+        const conf = await proxmox.requireNode(vm.node).config(vm.vmid).catch((err: unknown) => err as Error);
         if (conf instanceof Error) {
           // Gone since the listing, or its node unreachable: nothing known, nothing done.
           items.push({ vmid: vm.vmid, node: vm.node, action: 'keep', reason: `its config could not be read: ${conf.message.split('\n')[0]}` });

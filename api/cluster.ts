@@ -20,7 +20,7 @@ export function clusterRoutes({ config, proxmox }: ClusterRouteDeps): Router {
 
   router.post('/cluster/cpu/refresh', requireMutationAccess(config), async (_req: Request, res: Response) => {
     try {
-      const baseline = await cpuBaseline(proxmox.node(config.mainNode)!, config.dataDir, { refresh: true });
+      const baseline = await cpuBaseline(proxmox.main(), config.dataDir, { refresh: true });
       res.json({ success: true, cpu: baseline.cpuType, nodes: baseline.nodes });
     } catch (err) {
       throw new HttpError(502, `could not detect the CPU baseline: ${(err as Error).message}`);

@@ -103,7 +103,7 @@ export function listRoutes({ config, proxmox }: ListRouteDeps): Router {
     if (disable !== undefined && disable !== '0' && disable !== '1') {
       throw new InvalidRequestError('disable: must be 0 (running VMs) or 1 (stopped VMs)');
     }
-    const result = await proxmox.node(config.mainNode)!.resources({ timeoutMs: 60_000 }).catch((err: Error) => err);
+    const result = await proxmox.main().resources({ timeoutMs: 60_000 }).catch((err: Error) => err);
     if (result instanceof Error) {
       throw new HttpError(502, `could not read the cluster: ${result.message}`);
     }

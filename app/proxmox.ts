@@ -11,7 +11,7 @@ import { StartupError, reason } from '../lib/startupError';
 export async function clusterNodes(proxmox: ProxmoxCluster, config: Config, executors: Record<string, unknown>): Promise<string[]> {
   if (proxmox.mode === 'cli') return Object.keys(executors);
   try {
-    return (await proxmox.node(config.mainNode)!.nodes({ timeoutMs: 15_000 })).map((n) => n.node);
+    return (await proxmox.main().nodes({ timeoutMs: 15_000 })).map((n) => n.node);
   } catch (err) {
     if (err instanceof PermissionDeniedError) {
       throw new StartupError(`the Proxmox API refuses PROXMOX_API_TOKEN: ${err.message}\ncheck the token and its privileges (docs/proxmox-api.md)`);

@@ -63,7 +63,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   const executors = config.proxmoxApi
     ? {}
     : createExecutors(config, opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv });
-  const proxmox = connectCluster(config.proxmoxApi, executors, (message) => logger.warn(message));
+  const proxmox = connectCluster(config, executors, (message) => logger.warn(message));
   let worker: RunningWorker | undefined;
   const closeAll = async () => {
     await worker?.stop();
@@ -90,7 +90,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
         ? [
             workerCheck(worker.worker),
             ...Object.values(executors).map(nodeCheck),
-            ...(config.proxmoxApi ? [apiCheck(proxmox.node(config.mainNode)!)] : []),
+            ...(config.proxmoxApi ? [apiCheck(proxmox.main())] : []),
           ]
         : []),
     ];

@@ -123,7 +123,7 @@ describe('CORS', () => {
         config: h.config,
         client: h.service.client,
         knownNodes: ['pve1', 'pve2'],
-        proxmox: cliCluster({}),
+        proxmox: cliCluster({}, h.config.mainNode),
         corsSubnets: [{ address: '10.20.30.1', bits: 24 }],
       });
       server = http.createServer(app);

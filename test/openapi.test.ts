@@ -58,7 +58,7 @@ test('the document is OpenAPI 3.1 and every registered route is in it, and nothi
     config: h.config,
     client: h.service.client,
     knownNodes: ['pve1', 'pve2'],
-    proxmox: cliCluster({}),
+    proxmox: cliCluster({}, h.config.mainNode),
     codec: { encode: async (p) => p, decode: async (p) => p },
     metrics: createMetrics(),
   });

@@ -53,13 +53,12 @@ export function vmService({ config, client, proxmox }: VmServiceDeps) {
 
   /** Where the VM is and whether it runs: one cluster query, then `qm status` on its node. */
   async function lookUp(vmid: number, opts: { config?: boolean } = {}): Promise<VmFacts & { conf?: VmNotes }> {
-    let resources;
+    let vm;
     try {
-      resources = await onNode(config.mainNode).clusterResources('vm');
+      vm = await proxmox.locateVm(vmid);
     } catch (err) {
       throw new HttpError(502, `could not read the cluster: ${(err as Error).message}`);
     }
-    const vm = resources.find((r) => r.vmid === vmid && r.type === 'qemu');
     if (!vm) throw new HttpError(404, `VM ${vmid} does not exist`);
     const readState = async () => {
       try {

@@ -30,8 +30,9 @@ export abstract class ProxmoxError extends Error {
   readonly exitCode: number;
   readonly stderr: string;
 
-  constructor(failure: CommandFailure) {
-    super(`${failure.command} failed on node '${failure.node}' (${failure.http ? 'HTTP' : 'exit'} ${failure.exitCode}): ${reason(failure)}`);
+  /** `message` replaces the command's for an answer that is no failed command (a cluster lookup). */
+  constructor(failure: CommandFailure, message?: string) {
+    super(message ?? `${failure.command} failed on node '${failure.node}' (${failure.http ? 'HTTP' : 'exit'} ${failure.exitCode}): ${reason(failure)}`);
     this.node = failure.node;
     this.command = failure.command;
     this.exitCode = failure.exitCode;
@@ -70,6 +71,12 @@ export class VmidTakenError extends ProxmoxError {
 /** `Configuration file 'nodes/<n>/qemu-server/<id>.conf' does not exist`: no such VM on this node. */
 export class VmNotFoundError extends ProxmoxError {
   override readonly name: string = 'VmNotFoundError';
+
+  /** No node holds the VM: the cluster's resources, read on `node`, list no QEMU VM `vmid`. */
+  static notInCluster(vmid: number, node: string): VmNotFoundError {
+    const message = `VM ${vmid} does not exist in the cluster`;
+    return new VmNotFoundError({ node, command: 'cluster resources', exitCode: 0, stderr: message }, message);
+  }
 }
 
 /** `400 Parameter verification failed.` and other refusals of the request itself. */
@@ -85,6 +92,12 @@ export class StorageError extends ProxmoxError {
 /** `no such cluster node 'x'`. */
 export class NoSuchNodeError extends ProxmoxError {
   override readonly name: string = 'NoSuchNodeError';
+
+  /** CLI mode has no executor for the node (no NODE_<name>), so nothing can run there. */
+  static notConfigured(node: string): NoSuchNodeError {
+    const message = `node '${node}' is not configured`;
+    return new NoSuchNodeError({ node, command: 'executor', exitCode: 0, stderr: message }, message);
+  }
 }
 
 /** The VM is in the wrong power state for the command (`VM 100 already running`, ...). */

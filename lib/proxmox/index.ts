@@ -2,28 +2,23 @@ import type { NodeExecutor } from '../executor/types';
 import { CliNode } from './cli';
 import { ApiNode } from './api/node';
 import { PveApi as PveApiClient, type PveApi } from './api/http';
-import type { ProxmoxMode, ProxmoxNode } from './node';
+import type { ProxmoxNode } from './node';
+import { proxmoxCluster, type ProxmoxCluster } from './cluster';
 
 export type { ProxmoxNode, ProxmoxMode, CallOptions, TaskOptions } from './node';
+export { proxmoxCluster, type ProxmoxCluster, type ClusterNodes } from './cluster';
 export { CliNode } from './cli';
 export { ApiNode } from './api/node';
 
 /**
- * The cluster's nodes as ProxmoxNodes, the one way activities and routes reach Proxmox.
- * CLI mode knows the nodes it has an executor for; API mode reaches any node of the
- * cluster through the API, so every name is answered (Proxmox itself refuses an unknown one).
+ * CLI mode: the nodes it has an executor for (NODE_<name>, and the main node), reached
+ * with qm, pvesh and pvesm.
  */
-export interface ProxmoxCluster {
-  readonly mode: ProxmoxMode;
-  /** The node, or undefined when CLI mode has no executor for it. */
-  node(name: string): ProxmoxNode | undefined;
-  close(): Promise<void>;
-}
-
-export function cliCluster(executors: Record<string, NodeExecutor>): ProxmoxCluster {
+export function cliCluster(executors: Record<string, NodeExecutor>, mainNode: string): ProxmoxCluster {
   const nodes = new Map<string, CliNode>();
-  return {
+  return proxmoxCluster({
     mode: 'cli',
+    mainNode,
     node(name) {
       const exec = executors[name];
       if (!exec) return undefined;
@@ -34,13 +29,18 @@ export function cliCluster(executors: Record<string, NodeExecutor>): ProxmoxClus
     async close() {
       // The executors belong to the caller, who closes them.
     },
-  };
+  });
 }
 
-export function apiCluster(api: PveApi, options: { pollMs?: number } = {}): ProxmoxCluster {
+/**
+ * API mode: any node of the cluster, through the REST API, so every name is answered
+ * (Proxmox itself refuses an unknown one).
+ */
+export function apiCluster(api: PveApi, mainNode: string, options: { pollMs?: number } = {}): ProxmoxCluster {
   const nodes = new Map<string, ApiNode>();
-  return {
+  return proxmoxCluster({
     mode: 'api',
+    mainNode,
     node(name) {
       let node = nodes.get(name);
       if (!node) nodes.set(name, (node = new ApiNode(api, name, options)));
@@ -49,7 +49,7 @@ export function apiCluster(api: PveApi, options: { pollMs?: number } = {}): Prox
     async close() {
       api.close();
     },
-  };
+  });
 }
 
 /** The API-only calls (images fetched by the node), when this node is reached through the API. */
@@ -71,16 +71,17 @@ export interface ProxmoxApiSettings {
  * through the executors. `warn` hears about an API whose certificate is not checked.
  */
 export function connectCluster(
-  settings: ProxmoxApiSettings | undefined,
+  config: { mainNode: string; proxmoxApi?: ProxmoxApiSettings },
   executors: Record<string, NodeExecutor>,
   warn: (message: string) => void = console.warn,
 ): ProxmoxCluster {
-  if (!settings) return cliCluster(executors);
+  const settings = config.proxmoxApi;
+  if (!settings) return cliCluster(executors, config.mainNode);
   if (settings.insecure) {
     warn(
       'WARNING: PROXMOX_API_INSECURE is set: the Proxmox API certificate is NOT checked, so anyone on the path to ' +
         `${settings.urls.join(', ')} can pose as the cluster and receive the API token. Pin it with PROXMOX_API_FINGERPRINT or trust its CA with PROXMOX_API_CA_FILE.`,
     );
   }
-  return apiCluster(new PveApiClient(settings));
+  return apiCluster(new PveApiClient(settings), config.mainNode);
 }

@@ -61,7 +61,7 @@ export async function benchVmidAllocation(dir: string, taken = 150, rounds = 5):
       fs.writeFileSync(paths.conf(node, vmid), serializeConf({ props: { name: `busy-${vmid}`, memory: '512', cores: '1', ostype: 'l26' }, sections: '' }));
     });
     // allocateVmid needs no Temporal client; the activities factory only keeps it.
-    const activities = createActivities({ config, executors, proxmox: cliCluster(executors), client: undefined as unknown as Client });
+    const activities = createActivities({ config, executors, proxmox: cliCluster(executors, config.mainNode), client: undefined as unknown as Client });
     const ms: number[] = [];
     let allFree = true;
     const callsBefore = readCalls(sandbox.dir).length;

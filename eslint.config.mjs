@@ -95,13 +95,25 @@ export default tseslint.config(
   },
   {
     // Activities and the API meet workflows only through contract/ (types, signal,
-    // query and workflow names), never through a workflow's own module.
-    files: ['activities/**/*.ts', 'api/**/*.ts'],
+    // query and workflow names), never through a workflow's own module, and meet each
+    // other only in lib/ (the rules both apply) and app/ (which wires them together).
+    files: ['activities/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': ['error', {
         patterns: [{
-          regex: '^(\\.\\./)+(workflows|worker|app)(/|$)',
-          message: 'Activities and the API take workflow-facing names from contract/, and are wired together in app/: no imports from workflows/, worker/ or app/.',
+          regex: '^(\\.\\./)+(workflows|worker|app|api)(/|$)',
+          message: 'Activities take workflow-facing names from contract/ and shared rules from lib/, and are wired in app/: no imports from workflows/, worker/, app/ or api/.',
+        }],
+      }],
+    },
+  },
+  {
+    files: ['api/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [{
+          regex: '^(\\.\\./)+(workflows|worker|app|activities)(/|$)',
+          message: 'The API takes workflow-facing names from contract/ and the rules it shares with activities from lib/, and is wired in app/: no imports from workflows/, worker/, app/ or activities/.',
         }],
       }],
     },

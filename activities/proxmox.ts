@@ -4,8 +4,9 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
 import { StorageError, VmidTakenError } from '../lib/proxmox/errors';
-import type { StorageStatus } from '../lib/proxmox/parse';
-import { FALLBACK_CPU_TYPE, clusterBaseline, cpuLevel, meetsLevel } from '../lib/proxmox/cpu';
+import { meetsLevel } from '../lib/proxmox/cpu';
+import { cpuBaseline } from '../lib/vm/cpuBaseline';
+import { diskTooBig } from '../lib/vm/diskSpace';
 import {
   field,
   installSecretsSchema,
@@ -16,7 +17,7 @@ import {
   ownerMarker,
   specMarker,
 } from '../contract';
-import { readAdminKeys, readCachedCpuBaseline, writeCachedCpuType } from '../lib/stateFiles';
+import { readAdminKeys } from '../lib/stateFiles';
 import { ensureSshKey } from '../lib/sshKey';
 import { vmIp } from '../lib/network';
 import { outputStream } from './output';
@@ -283,71 +284,6 @@ export function proxmoxActivities({ config, proxmox, client }: ProxmoxDeps) {
       return ensureSshKey(config.sshKeyPath).publicKey;
     },
   };
-}
-
-export interface CpuBaseline {
-  cpuType: string;
-  /** Online nodes the type was detected on; empty after a fallback. */
-  nodes: string[];
-  source: 'cache' | 'detected' | 'fallback';
-}
-
-/**
- * The cluster CPU baseline, cached in the data dir. The cache is used while the cluster's
- * online nodes are those it was detected on; a node joining, leaving or going offline
- * makes it detect again. A cached type without a node list (the seed's file, or one an
- * operator wrote by hand) is kept as it is until `refresh`. When detection fails the
- * baseline is `kvm64`, cached with no nodes so that the next call tries again; with
- * `refresh` a failure is thrown instead and the cache is left alone.
- */
-export async function cpuBaseline(
-  main: ProxmoxNode,
-  dataDir: string,
-  opts: { refresh?: boolean; onFallback?: (error: string) => void } = {},
-): Promise<CpuBaseline> {
-  const cached = readCachedCpuBaseline(dataDir);
-  if (!opts.refresh && cached && cached.nodes === undefined) return { cpuType: cached.cpuType, nodes: [], source: 'cache' };
-  const fallback = (err: unknown): CpuBaseline => {
-    if (opts.refresh) throw err;
-    opts.onFallback?.(String(err));
-    writeCachedCpuType(dataDir, FALLBACK_CPU_TYPE, []);
-    return { cpuType: FALLBACK_CPU_TYPE, nodes: [], source: 'fallback' };
-  };
-  let online: string[];
-  try {
-    online = (await main.nodes())
-      .filter((n) => n.status === 'online')
-      .map((n) => n.node)
-      .sort();
-  } catch (err) {
-    // The node list could not be read: the last detection is the best knowledge there is.
-    if (!opts.refresh && cached?.nodes && cached.nodes.length > 0) return { cpuType: cached.cpuType, nodes: cached.nodes, source: 'cache' };
-    return fallback(err);
-  }
-  if (!opts.refresh && cached?.nodes && sameList(cached.nodes, online)) return { cpuType: cached.cpuType, nodes: online, source: 'cache' };
-  try {
-    const levels = await Promise.all(online.map(async (n) => cpuLevel((await main.nodeStatus(n)).cpuinfo.flags)));
-    const cpuType = clusterBaseline(levels);
-    writeCachedCpuType(dataDir, cpuType, online);
-    return { cpuType, nodes: online, source: 'detected' };
-  } catch (err) {
-    return fallback(err);
-  }
-}
-
-function sameList(a: string[], b: string[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
-}
-
-/**
- * Why a disk of `diskGb` GiB does not fit in a storage, or undefined when it does. Thin
- * storages would accept it and fail later, when the guest fills it; refusing up front is the
- * answer a client can act on.
- */
-export function diskTooBig(diskGb: number, storage: Pick<StorageStatus, 'name' | 'availableBytes'>): string | undefined {
-  if (diskGb * 1024 ** 3 <= storage.availableBytes) return undefined;
-  const free = Math.floor(storage.availableBytes / 1024 ** 3);
-  return `disk: ${diskGb}G is more than the free space of storage '${storage.name}' (${free}G free)`;
 }
 
 /** With VM_BALLOON_MIN set and RAM ≥ min + 1024, balloon RAM-min (RAM ≥ 64 GiB: 48 GiB). */

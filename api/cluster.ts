@@ -1,7 +1,7 @@
 import { Router, Request, Response } from 'express';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
-import { cpuBaseline } from '../activities/proxmox';
+import { cpuBaseline } from '../lib/vm/cpuBaseline';
 import { requireMutationAccess } from './guard';
 import { HttpError } from './errors';
 

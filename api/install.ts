@@ -9,7 +9,7 @@ import { limitsFor } from './limits';
 import { openEventStream, streamProgress } from './sse';
 import { requireMutationAccess } from './guard';
 import type { ProxmoxCluster } from '../lib/proxmox';
-import { diskTooBig } from '../activities/proxmox';
+import { diskTooBig } from '../lib/vm/diskSpace';
 import { checkSameRequest } from './idempotency';
 import { prefersAsync } from './prefer';
 

@@ -3,7 +3,7 @@ import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { failureStatus, type InstallSpec, type RebuildTarget } from '../contract';
 import { HttpError } from './errors';
-import { inspectVmForRebuild, RebuildRefusal } from '../activities/rebuild';
+import { inspectVmForRebuild, RebuildRefusal } from '../lib/vm/rebuildTarget';
 
 
 

@@ -15,7 +15,7 @@ export interface GuestDeps {
   client: Client;
 }
 
-/** Activities that talk to the VM itself over SSH. */
+/** Activities that talk to the VM itself over SSH, with the key every VM trusts. */
 export function guestActivities({ config, client }: GuestDeps) {
   const key = () => ensureSshKey(config.sshKeyPath).privateKey;
 
@@ -77,6 +77,11 @@ export function guestActivities({ config, client }: GuestDeps) {
         conn.end();
         await out.close();
       }
+    },
+
+    /** The public key every VM trusts, so the service (and the main node) can log in. */
+    async mainNodeKey(): Promise<string> {
+      return ensureSshKey(config.sshKeyPath).publicKey;
     },
   };
 }

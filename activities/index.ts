@@ -4,11 +4,15 @@ import type { NodeExecutor } from '../lib/executor/types';
 import type { Metrics } from '../lib/observability/metrics';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import type { Activities } from '../contract';
-import { proxmoxActivities } from './proxmox';
-import { guestActivities } from './guest';
+import { clusterActivities } from './cluster';
 import { imageActivities } from './images';
-import { lifecycleActivities } from './lifecycle';
+import { vmActivities } from './vm';
+import { diskActivities } from './disk';
+import { migrationActivities } from './migration';
+import { powerActivities } from './power';
+import { guestActivities } from './guest';
 import { rebuildActivities } from './rebuild';
+import { temporalActivities } from './temporal';
 import { reconcileActivities } from './reconcile';
 import { heartbeating } from './keepAlive';
 
@@ -30,18 +34,26 @@ export interface ActivityDeps {
 /**
  * Every activity of the product, as plain async functions closed over their
  * dependencies, implementing the interface in contract/activities.ts. An activity's name
- * in the Temporal UI is its property name. All heartbeat while they run (so a dead worker
- * is noticed in seconds) but relayProgress, whose own heartbeats carry its resume point.
+ * in the Temporal UI is its property name, and its file is named for what it acts on:
+ * the cluster (storage, CPU baseline, VMIDs), images, the VM itself (create, options,
+ * adopt, destroy), its disks, its migration, its power state, the guest over SSH, a
+ * rebuild's checks, Temporal itself, the reconciler. All heartbeat while they run (so a
+ * dead worker is noticed in seconds) but relayProgress, whose own heartbeats carry its
+ * resume point.
  */
 export function createActivities(deps: ActivityDeps): Activities {
-  const { relayProgress, ...rebuild } = rebuildActivities(deps);
+  const { relayProgress, ...temporal } = temporalActivities(deps);
   return {
     ...heartbeating({
-      ...proxmoxActivities(deps),
-      ...guestActivities(deps),
+      ...clusterActivities(deps),
       ...imageActivities(deps),
-      ...lifecycleActivities(deps),
-      ...rebuild,
+      ...vmActivities(deps),
+      ...diskActivities(deps),
+      ...migrationActivities(deps),
+      ...powerActivities(deps),
+      ...guestActivities(deps),
+      ...rebuildActivities(deps),
+      ...temporal,
       ...reconcileActivities(deps),
     }),
     relayProgress,

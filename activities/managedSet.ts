@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Config } from '../lib/config';
-import type { ProxmoxNode } from '../lib/proxmox';
+import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
 import { isManaged, notManagedMessage } from '../contract';
 
 /**
@@ -13,4 +13,11 @@ export async function requireManaged(config: Config, node: ProxmoxNode, vmid: nu
   if (config.manageAllVms) return;
   const conf = await node.config(vmid);
   if (!isManaged(conf.description)) throw ApplicationFailure.nonRetryable(notManagedMessage(vmid, conf.name), 'NotManagedError');
+}
+
+/** The node of a VM that exists (else VmNotFoundError) and is in the managed set. */
+export async function managedNodeOf(config: Config, proxmox: ProxmoxCluster, vmid: number): Promise<ProxmoxNode> {
+  const node = await proxmox.nodeOf(vmid);
+  await requireManaged(config, node, vmid);
+  return node;
 }

@@ -1,0 +1,107 @@
+import net from 'node:net';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Config } from '../lib/config';
+import type { ProxmoxCluster } from '../lib/proxmox';
+import { StorageError } from '../lib/proxmox/errors';
+import { meetsLevel } from '../lib/proxmox/cpu';
+import { cpuBaseline } from '../lib/vm/cpuBaseline';
+import { diskTooBig } from '../lib/vm/diskSpace';
+import { vmIp } from '../lib/network';
+import type { OsName } from '../contract';
+
+export interface ClusterDeps {
+  config: Config;
+  proxmox: ProxmoxCluster;
+}
+
+/** Storage types a cloud image can be imported to: dir, zfspool, lvmthin, nfs. */
+const IMPORTABLE_STORAGE = ['dir', 'zfspool', 'lvmthin', 'nfs'];
+
+/** Rocky 10 / RHEL 10 are built for x86-64-v3 and do not boot below it. */
+const MIN_CPU_LEVEL: Partial<Record<OsName, Record<string, string>>> = {
+  rockylinux: { '10': 'x86-64-v3' },
+};
+
+/** Activities that ask the cluster before an install builds anything: its storage, its CPU baseline, a free VMID. */
+export function clusterActivities({ config, proxmox }: ClusterDeps) {
+  const main = () => proxmox.main();
+
+  async function sshAnswers(ip: string): Promise<boolean> {
+    return new Promise((resolve) => {
+      const socket = net.connect({ host: ip, port: config.vmSshPort, timeout: 500 });
+      const done = (answer: boolean) => {
+        socket.destroy();
+        resolve(answer);
+      };
+      socket.once('connect', () => done(true));
+      socket.once('timeout', () => done(false));
+      socket.once('error', () => done(false));
+    });
+  }
+
+  return {
+    /** The storage exists, can hold disks, is active, and (given a size) has room for the disk. */
+    async checkStorage(input: { diskGb?: number } = {}): Promise<void> {
+      // One storage asked for: the only form every Proxmox interface answers alike.
+      const storages = await main()
+        .storageStatus({ storage: config.storage })
+        .catch((err: unknown) => {
+          if (err instanceof StorageError) return [];
+          throw err;
+        });
+      const s = storages.find((x) => x.name === config.storage);
+      if (!s) throw ApplicationFailure.nonRetryable(`storage '${config.storage}' does not exist`, 'StorageError');
+      if (!IMPORTABLE_STORAGE.includes(s.type)) {
+        throw ApplicationFailure.nonRetryable(
+          `storage '${config.storage}' has type ${s.type}; disks need one of ${IMPORTABLE_STORAGE.join(', ')}`,
+          'StorageError',
+        );
+      }
+      if (s.status !== 'active') {
+        throw ApplicationFailure.nonRetryable(`storage '${config.storage}' is ${s.status}, not active`, 'StorageError');
+      }
+      const tooBig = input.diskGb === undefined ? undefined : diskTooBig(input.diskGb, s);
+      if (tooBig) throw ApplicationFailure.nonRetryable(tooBig, 'StorageError');
+    },
+
+    /**
+     * The CPU type every VM gets: the lowest x86-64 level all nodes support, so a VM can
+     * migrate anywhere in the cluster. Cached in the data dir with the online nodes it was
+     * detected on, and detected again when those differ (see cpuBaseline).
+     */
+    async clusterCpuType(input: { os: OsName; version: string; refresh?: boolean }): Promise<string> {
+      const { cpuType } = await cpuBaseline(main(), config.dataDir, {
+        refresh: input.refresh,
+        onFallback: (error) => Context.current().log.warn('CPU baseline detection failed, using kvm64', { error }),
+      });
+      const needed = MIN_CPU_LEVEL[input.os]?.[input.version];
+      if (needed && !meetsLevel(cpuType, needed)) {
+        throw ApplicationFailure.nonRetryable(
+          `${input.os} ${input.version} needs a ${needed} CPU, but the cluster baseline is ${cpuType}`,
+          'CpuLevelError',
+        );
+      }
+      return cpuType;
+    },
+
+    /**
+     * A free VMID from the configured range: used IDs come from one cluster query, and an
+     * ID whose IP already answers SSH (a machine Proxmox does not know) is skipped. The
+     * start is randomised so concurrent installs rarely race for the same ID; when they
+     * do, `qm create` decides and the loser asks again.
+     */
+    async allocateVmid(input: { exclude: number[] }): Promise<number> {
+      const used = new Set((await proxmox.guests()).map((r) => r.vmid));
+      for (const id of input.exclude) used.add(id);
+      const { start, end } = config.vmidRange;
+      const free: number[] = [];
+      for (let id = start; id <= end; id++) if (!used.has(id)) free.push(id);
+      const offset = free.length > 0 ? Math.floor(Math.random() * Math.min(free.length, 16)) : 0;
+      for (let i = 0; i < free.length; i++) {
+        const id = free[(offset + i) % free.length];
+        if (!(await sshAnswers(vmIp(config.gateway, id)))) return id;
+      }
+      throw ApplicationFailure.nonRetryable(`no free VMID in ${start}..${end}`, 'NoFreeVmidError');
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import type { Config } from '../lib/config';
+import type { ProxmoxCluster } from '../lib/proxmox';
+import { ownerOf } from '../contract';
+import { managedNodeOf } from './managedSet';
+
+export interface PowerDeps {
+  config: Config;
+  proxmox: ProxmoxCluster;
+}
+
+/**
+ * Starting, rebooting, shutting down and stopping a VM, on the node it lives on now. A VM
+ * already in the state asked for counts as done, so a retry is harmless.
+ */
+export function powerActivities({ config, proxmox }: PowerDeps) {
+  const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);
+
+  return {
+    async startVm(input: { vmid: number }): Promise<void> {
+      const node = await managedNode(input.vmid);
+      if ((await node.status(input.vmid)) === 'running') return;
+      await node.start(input.vmid);
+    },
+
+    async rebootVm(input: { vmid: number }): Promise<void> {
+      const node = await managedNode(input.vmid);
+      if ((await node.status(input.vmid)) !== 'running') {
+        await node.start(input.vmid);
+        return;
+      }
+      await node.reboot(input.vmid);
+    },
+
+    /** `qm shutdown` (ACPI, qm's 60 s timeout). A stopped VM is done already. */
+    async shutdownVm(input: { vmid: number }): Promise<void> {
+      const node = await managedNode(input.vmid);
+      if ((await node.status(input.vmid)) === 'stopped') return;
+      await node.shutdown(input.vmid);
+    },
+
+    /** `qm stop`: immediate; qm itself treats a stopped VM as done. */
+    async stopVm(input: { vmid: number }): Promise<void> {
+      await (await managedNode(input.vmid)).stop(input.vmid);
+    },
+
+    /**
+     * Force-stops a VM carrying this owner marker (a rebuild throws the guest away, so there is
+     * no point in an ACPI shutdown). A lock held by a backup or migration is respected: the
+     * stop retries and, failing that, the rebuild stops before destroying anything.
+     */
+    async stopOwnedVm(input: { vmid: number; owner: string }): Promise<boolean> {
+      const found = await proxmox.locateGuest(input.vmid);
+      if (!found) return false;
+      const node = proxmox.requireNode(found.node);
+      const conf = await node.config(input.vmid);
+      if (ownerOf(conf.description) !== input.owner) {
+        throw ApplicationFailure.nonRetryable(`VM ${input.vmid} is no longer owned by ${input.owner}; refusing to stop it`, 'NotOwnedError');
+      }
+      if ((await node.status(input.vmid)) === 'stopped') return false;
+      await node.stop(input.vmid);
+      return true;
+    },
+  };
+}

@@ -1,0 +1,175 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import type { Config } from '../lib/config';
+import type { ProxmoxCluster } from '../lib/proxmox';
+import { VmidTakenError } from '../lib/proxmox/errors';
+import {
+  adoptedDescription,
+  installSecretsSchema,
+  type InstallSpec,
+  installSpecSchema,
+  isOwnedBy,
+  ownerMarker,
+  ownerOf,
+  specMarker,
+  workflowInputs,
+} from '../contract';
+import { readAdminKeys } from '../lib/stateFiles';
+import { vmIp } from '../lib/network';
+import { managedNodeOf, requireManaged } from './managedSet';
+import { checkedInput } from './checkInput';
+
+export interface VmDeps {
+  config: Config;
+  proxmox: ProxmoxCluster;
+}
+
+/**
+ * Activities that create a VM, set its options, take it into the managed set and destroy
+ * it. Each finds the node the VM lives on now and is safe to run twice: a retry after a
+ * lost completion finds the goal reached and does nothing more.
+ */
+export function vmActivities({ config, proxmox }: VmDeps) {
+  const main = () => proxmox.main();
+  const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);
+
+  return {
+    /** `qm create` on the main node; finding our own VM already there counts as done. */
+    async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string }> {
+      const { vmid } = input;
+      const spec = checkedInput(installSpecSchema, input.spec, 'qmCreate');
+      const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
+      try {
+        await main().qmCreate(vmid, {
+          name: input.name,
+          cores: spec.cpu,
+          cpu: input.cpuType,
+          scsihw: 'virtio-scsi-pci',
+          memory: spec.ramMb,
+          ostype: 'l26',
+          agent: '1',
+          net0: `virtio,bridge=${config.bridge}`,
+          serial0: 'socket',
+          description: `${ownerMarker(input.owner)}\n${specMarker(spec)}`,
+          ...(balloon ? { numa: 1, balloon } : {}),
+        });
+      } catch (err) {
+        if (err instanceof VmidTakenError) {
+          // A retry after a crash finds the VM this very run created.
+          const vm = await proxmox.locateVm(vmid);
+          const conf = vm ? await proxmox.requireNode(vm.node).config(vmid).catch(() => undefined) : undefined;
+          if (conf && isOwnedBy(conf.description, input.owner)) return { ip: vmIp(config.gateway, vmid) };
+          throw ApplicationFailure.nonRetryable(err.message, 'VmidTakenError');
+        }
+        throw err;
+      }
+      return { ip: vmIp(config.gateway, vmid) };
+    },
+
+    /** Cloud-init, disks, boot order and network in the seed's order; every step absolute. */
+    async configureVm(input: {
+      vmid: number;
+      volid: string;
+      spec: InstallSpec;
+      ip: string;
+      mainKey: string;
+      /** Neither: the user gets no usable password (login with the injected keys only). */
+      passwd?: string;
+      passwdHash?: string;
+    }): Promise<void> {
+      const { vmid } = input;
+      const spec = checkedInput(installSpecSchema, input.spec, 'configureVm');
+      const { passwd, passwdHash } = checkedInput(installSecretsSchema, { passwd: input.passwd, passwdHash: input.passwdHash }, 'configureVm');
+      const node = main();
+      const keys = [input.mainKey, ...readAdminKeys(config.dataDir), ...(spec.pubkey ? spec.pubkey.split('\n') : [])];
+      const conf = await node.config(vmid);
+      await node.qmSet(vmid, {
+        sshkeys: `${keys.join('\n')}\n`,
+        ...(passwd !== undefined ? { cipassword: passwd } : passwdHash !== undefined ? { cipasswordHash: passwdHash } : {}),
+        ciuser: spec.user,
+        ciupgrade: 0,
+        tags: spec.os,
+      });
+      if (!conf.disks.some((d) => d.key === 'scsi0')) await node.qmSet(vmid, { scsi0: input.volid });
+      if (!conf.disks.some((d) => d.key === 'ide2')) await node.qmSet(vmid, { ide2: `${config.storage}:cloudinit` });
+      await node.qmSet(vmid, { boot: 'order=scsi0' });
+      // Absolute, so a retry is harmless; never below the image (Proxmox refuses to shrink).
+      const scsi0 = (await node.config(vmid)).disks.find((d) => d.key === 'scsi0');
+      if (!scsi0?.sizeBytes || scsi0.sizeBytes < spec.diskGb * 1024 ** 3) await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
+      await node.qmSet(vmid, { ipconfig0: `ip=${input.ip}/24,gw=${config.gateway}` });
+    },
+
+    async setCpu(input: { vmid: number; cores: number }): Promise<void> {
+      checkedInput(workflowInputs.setCpu, input, 'setCpu');
+      await (await managedNode(input.vmid)).qmSet(input.vmid, { cores: input.cores });
+    },
+
+    /**
+     * Memory with the install's balloon rule (VM_BALLOON_MIN): `--numa 1 --balloon
+     * RAM-min` when it applies. When it does not, a balloon target left from before is
+     * removed first, since Proxmox refuses a balloon larger than the memory.
+     */
+    async setMemory(input: { vmid: number; memoryMb: number }): Promise<void> {
+      checkedInput(workflowInputs.setMemory, input, 'setMemory');
+      const node = await managedNode(input.vmid);
+      const balloon = balloonFor(input.memoryMb, config.balloonMinMb);
+      if (balloon !== undefined) {
+        await node.qmSet(input.vmid, { memory: input.memoryMb, numa: 1, balloon });
+        return;
+      }
+      const conf = await node.config(input.vmid);
+      if (conf.entries.balloon !== undefined) await node.qmSet(input.vmid, { delete: 'balloon' });
+      await node.qmSet(input.vmid, { memory: input.memoryMb });
+    },
+
+    /**
+     * Takes a VM into the managed set: appends the owner marker and a dated note to its
+     * description (what the operator wrote there is kept). Done already by this adoption (a
+     * retry) is done; a VM already managed otherwise is refused, its owner left as it is.
+     */
+    async adoptVm(input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string }): Promise<void> {
+      const node = await proxmox.nodeOf(input.vmid);
+      const conf = await node.config(input.vmid);
+      const owner = ownerOf(conf.description);
+      if (owner === input.owner) return;
+      if (owner !== undefined) {
+        throw ApplicationFailure.nonRetryable(`VM ${input.vmid} is already managed by QemuRun (qemurun-owner=${owner})`, 'AlreadyManagedError');
+      }
+      await node.qmSet(input.vmid, { description: adoptedDescription(conf.description, input) });
+    },
+
+    /**
+     * `qm destroy --purge`. The API checked that the VM exists, so a VM gone on a retry was
+     * destroyed by the attempt before. A running VM fails with VmStateError.
+     */
+    async destroyVm(input: { vmid: number }): Promise<void> {
+      const vm = await proxmox.locateVm(input.vmid);
+      if (!vm) return;
+      const node = proxmox.requireNode(vm.node);
+      await requireManaged(config, node, input.vmid);
+      await node.destroy(input.vmid, { purge: true });
+    },
+
+    /**
+     * Stops and purges a VM, but only one whose description carries this owner's
+     * marker: cleanup never touches a VM the product did not create. Returns whether a VM
+     * was removed.
+     */
+    async destroyOwnedVm(input: { vmid: number; owner: string }): Promise<boolean> {
+      const vm = await proxmox.locateVm(input.vmid);
+      if (!vm) return false;
+      const node = proxmox.requireNode(vm.node);
+      const conf = await node.config(input.vmid).catch(() => undefined);
+      if (!conf || !isOwnedBy(conf.description, input.owner)) return false;
+      // Ours for sure, so a lock a crashed step of this run left behind is no obstacle.
+      if ((await node.status(input.vmid)) !== 'stopped') await node.stop(input.vmid, { skiplock: true });
+      await node.destroy(input.vmid, { purge: true, skiplock: true });
+      return true;
+    },
+  };
+}
+
+/** With VM_BALLOON_MIN set and RAM ≥ min + 1024, balloon RAM-min (RAM ≥ 64 GiB: 48 GiB). */
+export function balloonFor(ramMb: number, minMb: number | undefined): number | undefined {
+  if (!minMb || ramMb < minMb + 1024) return undefined;
+  return ramMb >= 65536 ? 49152 : ramMb - minMb;
+}

@@ -6,10 +6,18 @@ import { createHash, randomBytes } from 'node:crypto';
  * qemu-server keeps a value that already is a crypt hash as given, so hashing here means
  * the plain password never leaves the service: not in qm's argv on the node (readable in
  * /proc by every local user while qm runs, and by process accounting), not in its stdin.
+ * The sandbox's qm stores its hashes with the same function, so both sides agree.
+ *
+ * Written here rather than taken from npm: the one maintained pure-JS implementation
+ * (unixcrypt) ships as an ES module with only an `import` export, which this CommonJS
+ * build cannot require, and the others are native addons over libcrypt or unmaintained.
  */
 
 const ITOA64 = './0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
-const ROUNDS = 5000;
+/** The specification's default, written without `rounds=`; a given count is clamped to its range. */
+const ROUNDS_DEFAULT = 5000;
+const ROUNDS_MIN = 1000;
+const ROUNDS_MAX = 999_999_999;
 
 function sha256(...parts: Buffer[]): Buffer {
   const h = createHash('sha256');
@@ -24,11 +32,15 @@ function repeatTo(block: Buffer, len: number): Buffer {
   return out;
 }
 
-/** SHA-256 crypt of `password` with `salt` (at most 16 characters, no `$`), 5000 rounds. */
-export function sha256Crypt(password: string, salt: string): string {
-  if (!/^[^$:\n]{1,16}$/.test(salt)) throw new Error('invalid salt');
+/**
+ * SHA-256 crypt of `password` with `salt` (no `$`; only its first 16 characters count, as
+ * in glibc), 5000 rounds unless `rounds` is given: then the hash says `rounds=<n>$`.
+ */
+export function sha256Crypt(password: string, salt: string, rounds?: number): string {
+  if (!/^[^$:\n]+$/.test(salt)) throw new Error('invalid salt');
+  const count = rounds === undefined ? ROUNDS_DEFAULT : Math.min(ROUNDS_MAX, Math.max(ROUNDS_MIN, Math.floor(rounds)));
   const p = Buffer.from(password, 'utf8');
-  const s = Buffer.from(salt, 'utf8');
+  const s = Buffer.from(salt, 'utf8').subarray(0, 16);
 
   const b = sha256(p, s, p);
   const a = createHash('sha256').update(p).update(s).update(repeatTo(b, p.length));
@@ -39,7 +51,7 @@ export function sha256Crypt(password: string, salt: string): string {
   const sSeq = repeatTo(sha256(...Array.from({ length: 16 + digestA[0] }, () => s)), s.length);
 
   let c = digestA;
-  for (let r = 0; r < ROUNDS; r++) {
+  for (let r = 0; r < count; r++) {
     const h = createHash('sha256');
     h.update(r & 1 ? pSeq : c);
     if (r % 3) h.update(sSeq);
@@ -58,7 +70,7 @@ export function sha256Crypt(password: string, salt: string): string {
   };
   for (const [x, y, z, n] of order) b64((c[x] << 16) | (c[y] << 8) | c[z], n);
   b64((c[31] << 8) | c[30], 3);
-  return `$5$${salt}$${out}`;
+  return `$5$${rounds === undefined ? '' : `rounds=${count}$`}${s.toString('utf8')}$${out}`;
 }
 
 /** Longer passwords are refused: the algorithm's cost grows with the square of the length. */

@@ -73,6 +73,20 @@ export function sha256Crypt(password: string, salt: string, rounds?: number): st
   return `$5$${rounds === undefined ? '' : `rounds=${count}$`}${s.toString('utf8')}$${out}`;
 }
 
+/** `$5$[rounds=<n>$]<salt>$<hash>`: a hash kept from before must be one qemu-server stores as given. */
+const SHA256_CRYPT = /^\$5\$(?:rounds=\d+\$)?[^\s$]+\$[./0-9A-Za-z]+$/;
+
+/**
+ * The hash `qm set --cipassword` gets: one kept from before (`cipasswordHash`, checked to
+ * be SHA-256 crypt) or the plain password's; undefined when neither is given.
+ */
+export function ciPasswordHashOf(secrets: { cipassword?: string; cipasswordHash?: string }): string | undefined {
+  const { cipassword, cipasswordHash } = secrets;
+  if (cipassword !== undefined && cipasswordHash !== undefined) throw new Error('give cipassword or cipasswordHash, not both');
+  if (cipasswordHash !== undefined && !SHA256_CRYPT.test(cipasswordHash)) throw new Error('cipasswordHash must be a SHA-256 crypt hash');
+  return cipasswordHash ?? (cipassword !== undefined ? hashCiPassword(cipassword) : undefined);
+}
+
 /** Longer passwords are refused: the algorithm's cost grows with the square of the length. */
 export const MAX_CIPASSWORD_LENGTH = 1024;
 

@@ -1,14 +1,14 @@
 import { displayCommand, type CommandResult, type NodeExecutor } from '../executor/types';
 import * as cmd from './commands';
-import { VmStateError, classifyFailure } from './errors';
+import { classifyFailure, startOrFindRunning } from './errors';
 import {
+  migrationOutput,
   parseCloudinitUserPassword,
   parseImportDisk,
-  parseMigrationLine,
   parsePvesmStatus,
   parseQmList,
   parseQmStatus,
-  parseTransferProgress,
+  withTransferProgress,
   type MigrationLine,
   type QmListEntry,
   type StorageStatus,
@@ -20,6 +20,7 @@ import {
   parseNextId,
   parseNodeStatus,
   parseNodes,
+  parseResources,
   parseVersion,
   type PveVersion,
   type ClusterNode,
@@ -100,10 +101,7 @@ export class CliNode implements ProxmoxNode {
     } = {},
   ): Promise<string> {
     const argv = cmd.qmImportDisk(vmid, file, storage, { format: opts.format, 'target-disk': opts.targetDisk });
-    const { stdout } = await this.run(argv, {
-      ...opts,
-      onLine: opts.onProgress && ((line) => opts.onProgress!(line, parseTransferProgress(line))),
-    });
+    const { stdout } = await this.run(argv, { ...opts, onLine: withTransferProgress(opts.onProgress) });
     return parseImportDisk(stdout).volid;
   }
 
@@ -171,27 +169,14 @@ export class CliNode implements ProxmoxNode {
       'with-local-disks': opts.withLocalDisks,
       targetstorage: opts.targetStorage,
     });
-    let durationSec: number | undefined;
-    await this.run(argv, {
-      ...opts,
-      onLine: (line) => {
-        const parsed = parseMigrationLine(line);
-        if (parsed.finished) durationSec = parsed.finished.durationSec;
-        opts.onLine?.(line, parsed);
-      },
-    });
-    return durationSec === undefined ? {} : { durationSec };
+    const output = migrationOutput(opts.onLine);
+    await this.run(argv, { ...opts, onLine: output.onLine });
+    return output.result();
   }
 
   /** `qm start`. A VM that already runs is not an error: the goal is reached. */
   async start(vmid: number, opts: CallOptions & { timeout?: number; skiplock?: boolean } = {}): Promise<'started' | 'already-running'> {
-    try {
-      await this.write(cmd.qmStart(vmid, { timeout: opts.timeout, skiplock: opts.skiplock }), opts);
-      return 'started';
-    } catch (err) {
-      if (err instanceof VmStateError && /VM \d+ already running/.test(err.stderr)) return 'already-running';
-      throw err;
-    }
+    return startOrFindRunning(() => this.write(cmd.qmStart(vmid, { timeout: opts.timeout, skiplock: opts.skiplock }), opts));
   }
 
   /** `qm stop` (hard). A stopped VM is no error (qm exits 0). */
@@ -262,8 +247,7 @@ export class CliNode implements ProxmoxNode {
 
   /** `pvesh get /cluster/resources`, read once and split by type. */
   async resources(call: CallOptions = {}): Promise<{ [T in keyof ClusterResourceByType]: ClusterResourceByType[T][] }> {
-    const { stdout } = await this.read(cmd.pveshClusterResources(), call);
-    return { vm: parseClusterResources(stdout, 'vm'), node: parseClusterResources(stdout, 'node'), storage: parseClusterResources(stdout, 'storage') };
+    return parseResources((await this.read(cmd.pveshClusterResources(), call)).stdout);
   }
 
   /** `pvesh get /cluster/nextid`: the lowest free VMID. It reserves nothing. */

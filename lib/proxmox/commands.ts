@@ -1,4 +1,4 @@
-import { hashCiPassword } from './cipassword';
+import { ciPasswordHashOf } from './cipassword';
 
 /**
  * Every qm / pvesh / pvesm invocation the service makes, as a pure argv builder. Nothing
@@ -188,12 +188,8 @@ export function qmSetWithSecrets(
   /** The crypt hash sent, if any. */
   hash?: string;
 } {
-  if (secrets.cipassword !== undefined && secrets.cipasswordHash !== undefined) throw new Error('give cipassword or cipasswordHash, not both');
   if (secrets.cipassword !== undefined && /[\r\n]/.test(secrets.cipassword)) throw new Error('cipassword cannot contain a line break');
-  if (secrets.cipasswordHash !== undefined && !/^\$5\$[^\s$]+\$[./0-9A-Za-z]+$|^\$5\$rounds=\d+\$[^\s$]+\$[./0-9A-Za-z]+$/.test(secrets.cipasswordHash)) {
-    throw new Error('cipasswordHash must be a SHA-256 crypt hash');
-  }
-  const hash = secrets.cipasswordHash ?? (secrets.cipassword !== undefined ? hashCiPassword(secrets.cipassword) : undefined);
+  const hash = ciPasswordHashOf(secrets);
   const hasPassword = hash !== undefined;
   const hasKeys = secrets.sshkeys !== undefined;
   const script = [

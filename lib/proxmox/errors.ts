@@ -126,6 +126,20 @@ export class ProxmoxCommandError extends ProxmoxError {
   override readonly name: string = 'ProxmoxCommandError';
 }
 
+/**
+ * Runs a start and reads `VM <id> already running` as the goal reached: a start retried
+ * after a lost answer, or racing another, is no failure.
+ */
+export async function startOrFindRunning(start: () => Promise<unknown>): Promise<'started' | 'already-running'> {
+  try {
+    await start();
+    return 'started';
+  } catch (err) {
+    if (err instanceof VmStateError && /VM \d+ already running/.test(err.stderr)) return 'already-running';
+    throw err;
+  }
+}
+
 type ErrorClass = new (failure: CommandFailure) => ProxmoxError;
 
 /** First match wins; the order matters where one output holds two texts. */

@@ -169,3 +169,29 @@ export function parseCloudinitUserPassword(stdout: string): string | undefined {
   const m = /^password: (\S+)$/m.exec(stdout);
   return m && /^\$[0-9a-z]+\$/.test(m[1]) ? m[1] : undefined;
 }
+
+/** Each output line of a transfer for `onProgress`, with the numbers of a `transferred X of Y (p%)` line. */
+export function withTransferProgress(
+  onProgress: ((line: string, progress?: TransferProgress) => void) | undefined,
+): ((line: string) => void) | undefined {
+  return onProgress && ((line) => onProgress(line, parseTransferProgress(line)));
+}
+
+/**
+ * Reads a migration's output as it streams: each line parsed for `onLine`, and the
+ * duration the last line reports kept for the answer.
+ */
+export function migrationOutput(onLine?: (line: string, parsed: MigrationLine) => void): {
+  onLine: (line: string) => void;
+  result(): { durationSec?: number };
+} {
+  let durationSec: number | undefined;
+  return {
+    onLine(line) {
+      const parsed = parseMigrationLine(line);
+      if (parsed.finished) durationSec = parsed.finished.durationSec;
+      onLine?.(line, parsed);
+    },
+    result: () => (durationSec === undefined ? {} : { durationSec }),
+  };
+}

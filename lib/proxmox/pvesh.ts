@@ -210,6 +210,11 @@ export function parseClusterResources<T extends keyof ClusterResourceByType>(std
   return all.map(pick).filter((r): r is ClusterResourceByType[T] => r !== undefined);
 }
 
+/** `pvesh get /cluster/resources` without `--type`, split by type: one read for all three. */
+export function parseResources(stdout: string): { [T in keyof ClusterResourceByType]: ClusterResourceByType[T][] } {
+  return { vm: parseClusterResources(stdout, 'vm'), node: parseClusterResources(stdout, 'node'), storage: parseClusterResources(stdout, 'storage') };
+}
+
 /** `pvesh get /cluster/nextid`: `100` as text, `"100"` as JSON; both accepted. */
 export function parseNextId(stdout: string): number {
   const text = stdout.trim().replace(/^"(.*)"$/, '$1');

@@ -1,26 +1,24 @@
 import type { QmCreateOptions, QmSetOptions } from '../commands';
-import { hashCiPassword } from '../cipassword';
-import { VmStateError } from '../errors';
+import { ciPasswordHashOf } from '../cipassword';
+import { startOrFindRunning } from '../errors';
 import type { CallOptions, ProxmoxNode, TaskOptions } from '../node';
 import {
+  migrationOutput,
   parseCloudinitUserPassword,
-  parseMigrationLine,
-  parseTransferProgress,
+  withTransferProgress,
   type MigrationLine,
   type QmListEntry,
   type StorageStatus,
   type TransferProgress,
   type VmRunState,
 } from '../parse';
-import { num, parseClusterResources, parseNextId, parseNodeStatus, parseNodes, type ClusterNode, type ClusterResourceByType, type NodeStatus, type PveVersion } from '../pvesh';
+import { num, parseClusterResources, parseNextId, parseNodeStatus, parseNodes, parseResources, type ClusterNode, type ClusterResourceByType, type NodeStatus, type PveVersion } from '../pvesh';
 import { parseVmConfig, type VmConfig } from '../vmConfig';
 import type { Params, PveApi } from './http';
 import { followTask, isUpid, taskFailed, taskStatus } from './tasks';
 
 /** pvesh prints the API's `data` member as JSON, so one set of parsers reads both. */
 const asPvesh = (data: unknown): string => JSON.stringify(data ?? null);
-
-const CIPASSWORD_HASH = /^\$5\$(?:rounds=\d+\$)?[^\s$]+\$[./0-9A-Za-z]+$/;
 
 export interface StorageVolume {
   volid: string;
@@ -111,10 +109,7 @@ export class ApiNode implements ProxmoxNode {
   ): Promise<string> {
     const target = opts.targetDisk ?? 'scsi0';
     const drive = `${storage}:0,import-from=${source}${opts.format ? `,format=${opts.format}` : ''}`;
-    await this.task('POST', this.vm(vmid, '/config'), { [target]: drive }, {
-      ...opts,
-      onLine: opts.onProgress && ((line) => opts.onProgress!(line, parseTransferProgress(line))),
-    });
+    await this.task('POST', this.vm(vmid, '/config'), { [target]: drive }, { ...opts, onLine: withTransferProgress(opts.onProgress) });
     const disk = (await this.config(vmid)).disks.find((d) => d.key === target);
     if (!disk) throw new Error(`VM ${vmid} has no ${target} after importing ${source}`);
     return disk.volid;
@@ -130,9 +125,7 @@ export class ApiNode implements ProxmoxNode {
     call: CallOptions = {},
   ): Promise<void> {
     const { sshkeys, cipassword, cipasswordHash, ...rest } = options;
-    if (cipassword !== undefined && cipasswordHash !== undefined) throw new Error('give cipassword or cipasswordHash, not both');
-    if (cipasswordHash !== undefined && !CIPASSWORD_HASH.test(cipasswordHash)) throw new Error('cipasswordHash must be a SHA-256 crypt hash');
-    const hash = cipasswordHash ?? (cipassword !== undefined ? hashCiPassword(cipassword) : undefined);
+    const hash = ciPasswordHashOf({ cipassword, cipasswordHash });
     await this.api.request('PUT', this.vm(vmid, '/config'), {
       ...ApiNode.noSkiplock(rest),
       ...(sshkeys !== undefined ? { sshkeys: encodeURIComponent(sshkeys) } : {}),
@@ -154,31 +147,18 @@ export class ApiNode implements ProxmoxNode {
     target: string,
     opts: TaskOptions & { online?: boolean; withLocalDisks?: boolean; targetStorage?: string; onLine?: (line: string, parsed: MigrationLine) => void } = {},
   ): Promise<{ durationSec?: number }> {
-    let durationSec: number | undefined;
+    const output = migrationOutput(opts.onLine);
     await this.task(
       'POST',
       this.vm(vmid, '/migrate'),
       { target, online: opts.online, 'with-local-disks': opts.withLocalDisks, targetstorage: opts.targetStorage },
-      {
-        ...opts,
-        onLine: (line) => {
-          const parsed = parseMigrationLine(line);
-          if (parsed.finished) durationSec = parsed.finished.durationSec;
-          opts.onLine?.(line, parsed);
-        },
-      },
+      { ...opts, onLine: output.onLine },
     );
-    return durationSec === undefined ? {} : { durationSec };
+    return output.result();
   }
 
   async start(vmid: number, opts: TaskOptions & { timeout?: number; skiplock?: boolean } = {}): Promise<'started' | 'already-running'> {
-    try {
-      await this.task('POST', this.vm(vmid, '/status/start'), { timeout: opts.timeout, skiplock: opts.skiplock }, opts);
-      return 'started';
-    } catch (err) {
-      if (err instanceof VmStateError && /VM \d+ already running/.test(err.stderr)) return 'already-running';
-      throw err;
-    }
+    return startOrFindRunning(() => this.task('POST', this.vm(vmid, '/status/start'), { timeout: opts.timeout, skiplock: opts.skiplock }, opts));
   }
 
   async stop(vmid: number, opts: TaskOptions & { timeout?: number; skiplock?: boolean; overruleShutdown?: boolean } = {}): Promise<void> {
@@ -253,8 +233,7 @@ export class ApiNode implements ProxmoxNode {
   }
 
   async resources(call: CallOptions = {}): Promise<{ [T in keyof ClusterResourceByType]: ClusterResourceByType[T][] }> {
-    const text = asPvesh(await this.get('/cluster/resources', {}, call));
-    return { vm: parseClusterResources(text, 'vm'), node: parseClusterResources(text, 'node'), storage: parseClusterResources(text, 'storage') };
+    return parseResources(asPvesh(await this.get('/cluster/resources', {}, call)));
   }
 
   async nextId(call: CallOptions = {}): Promise<number> {

@@ -1,6 +1,5 @@
-import { ApplicationFailure } from '@temporalio/activity';
 import type { z } from 'zod';
-import { checkInput, InvalidInputError } from '../contract';
+import { checkInput, failure, InvalidInputError } from '../contract';
 
 /**
  * An activity's own input, checked with the API's rules before it reaches a command:
@@ -10,7 +9,7 @@ export function checkedInput<T>(schema: z.ZodType<T>, input: unknown, activity: 
   try {
     return checkInput(schema, input, activity);
   } catch (err) {
-    if (err instanceof InvalidInputError) throw ApplicationFailure.nonRetryable(err.message, 'InvalidRequestError');
+    if (err instanceof InvalidInputError) throw failure('InvalidRequestError', err.message);
     throw err;
   }
 }

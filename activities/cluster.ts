@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { StorageError } from '../lib/proxmox/errors';
@@ -7,7 +7,7 @@ import { meetsLevel } from '../lib/proxmox/cpu';
 import { cpuBaseline } from '../lib/vm/cpuBaseline';
 import { diskTooBig } from '../lib/vm/diskSpace';
 import { vmIp } from '../lib/network';
-import type { OsName } from '../contract';
+import { failure, type OsName } from '../contract';
 
 export interface ClusterDeps {
   config: Config;
@@ -50,18 +50,18 @@ export function clusterActivities({ config, proxmox }: ClusterDeps) {
           throw err;
         });
       const s = storages.find((x) => x.name === config.storage);
-      if (!s) throw ApplicationFailure.nonRetryable(`storage '${config.storage}' does not exist`, 'StorageError');
+      if (!s) throw failure('StorageError', `storage '${config.storage}' does not exist`);
       if (!IMPORTABLE_STORAGE.includes(s.type)) {
-        throw ApplicationFailure.nonRetryable(
-          `storage '${config.storage}' has type ${s.type}; disks need one of ${IMPORTABLE_STORAGE.join(', ')}`,
+        throw failure(
           'StorageError',
+          `storage '${config.storage}' has type ${s.type}; disks need one of ${IMPORTABLE_STORAGE.join(', ')}`,
         );
       }
       if (s.status !== 'active') {
-        throw ApplicationFailure.nonRetryable(`storage '${config.storage}' is ${s.status}, not active`, 'StorageError');
+        throw failure('StorageError', `storage '${config.storage}' is ${s.status}, not active`);
       }
       const tooBig = input.diskGb === undefined ? undefined : diskTooBig(input.diskGb, s);
-      if (tooBig) throw ApplicationFailure.nonRetryable(tooBig, 'StorageError');
+      if (tooBig) throw failure('StorageError', tooBig);
     },
 
     /**
@@ -76,9 +76,9 @@ export function clusterActivities({ config, proxmox }: ClusterDeps) {
       });
       const needed = MIN_CPU_LEVEL[input.os]?.[input.version];
       if (needed && !meetsLevel(cpuType, needed)) {
-        throw ApplicationFailure.nonRetryable(
-          `${input.os} ${input.version} needs a ${needed} CPU, but the cluster baseline is ${cpuType}`,
+        throw failure(
           'CpuLevelError',
+          `${input.os} ${input.version} needs a ${needed} CPU, but the cluster baseline is ${cpuType}`,
         );
       }
       return cpuType;
@@ -101,7 +101,7 @@ export function clusterActivities({ config, proxmox }: ClusterDeps) {
         const id = free[(offset + i) % free.length];
         if (!(await sshAnswers(vmIp(config.gateway, id)))) return id;
       }
-      throw ApplicationFailure.nonRetryable(`no free VMID in ${start}..${end}`, 'NoFreeVmidError');
+      throw failure('NoFreeVmidError', `no free VMID in ${start}..${end}`);
     },
   };
 }

@@ -1,7 +1,8 @@
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
+import { failure } from '../contract';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { managedNodeOf } from './managedSet';
@@ -50,7 +51,7 @@ export function diskActivities({ config, proxmox, client }: DiskDeps) {
       const conf = await (await managedNode(input.vmid)).config(input.vmid);
       const disk = conf.disks.find((d) => d.key === input.disk);
       if (!disk || disk.cdrom || disk.sizeBytes === undefined) {
-        throw ApplicationFailure.nonRetryable(`VM ${input.vmid} has no ${input.disk} disk with a known size`, 'InvalidRequestError');
+        throw failure('InvalidRequestError', `VM ${input.vmid} has no ${input.disk} disk with a known size`);
       }
       return disk.sizeBytes;
     },

@@ -1,4 +1,4 @@
-import { ApplicationFailure, Context, sleep } from '@temporalio/activity';
+import { Context, sleep } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { connectGuest, execOnGuest } from '../lib/guestSsh';
@@ -8,7 +8,7 @@ import { shellQuote } from '../lib/executor/quote';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { checkedInput } from './checkInput';
-import { field } from '../contract';
+import { failure, field } from '../contract';
 
 export interface GuestDeps {
   config: Config;
@@ -42,9 +42,9 @@ export function guestActivities({ config, client }: GuestDeps) {
         await sleep(Math.min(5000, 500 * attempt));
       }
       // Waiting longer would not help; the workflow cleans up instead of retrying.
-      throw ApplicationFailure.nonRetryable(
-        `SSH on ${input.ip}:${config.vmSshPort} did not answer for ${input.user} within ${config.sshWaitTimeoutSec}s: ${lastError}`,
+      throw failure(
         'SshTimeoutError',
+        `SSH on ${input.ip}:${config.vmSshPort} did not answer for ${input.user} within ${config.sshWaitTimeoutSec}s: ${lastError}`,
       );
     },
 
@@ -72,7 +72,7 @@ export function guestActivities({ config, client }: GuestDeps) {
             onLine: (line) => out.line(line),
           }),
         );
-        if (code !== 0) throw ApplicationFailure.retryable(`init script exited with code ${code}`, 'InitScriptError');
+        if (code !== 0) throw failure('InitScriptError', `init script exited with code ${code}`);
       } finally {
         conn.end();
         await out.close();

@@ -1,7 +1,6 @@
-import { ApplicationFailure } from '@temporalio/activity';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
-import { isManaged, notManagedMessage } from '../contract';
+import { failure, isManaged, notManagedMessage } from '../contract';
 
 /**
  * The managed set, enforced where the commands run: every activity that changes an
@@ -12,7 +11,7 @@ import { isManaged, notManagedMessage } from '../contract';
 export async function requireManaged(config: Config, node: ProxmoxNode, vmid: number): Promise<void> {
   if (config.manageAllVms) return;
   const conf = await node.config(vmid);
-  if (!isManaged(conf.description)) throw ApplicationFailure.nonRetryable(notManagedMessage(vmid, conf.name), 'NotManagedError');
+  if (!isManaged(conf.description)) throw failure('NotManagedError', notManagedMessage(vmid, conf.name));
 }
 
 /** The node of a VM that exists (else VmNotFoundError) and is in the managed set. */

@@ -1,7 +1,6 @@
-import { ApplicationFailure } from '@temporalio/activity';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
-import { ownerOf } from '../contract';
+import { failure, ownerOf } from '../contract';
 import { managedNodeOf } from './managedSet';
 
 export interface PowerDeps {
@@ -55,7 +54,7 @@ export function powerActivities({ config, proxmox }: PowerDeps) {
       const node = proxmox.requireNode(found.node);
       const conf = await node.config(input.vmid);
       if (ownerOf(conf.description) !== input.owner) {
-        throw ApplicationFailure.nonRetryable(`VM ${input.vmid} is no longer owned by ${input.owner}; refusing to stop it`, 'NotOwnedError');
+        throw failure('NotOwnedError', `VM ${input.vmid} is no longer owned by ${input.owner}; refusing to stop it`);
       }
       if ((await node.status(input.vmid)) === 'stopped') return false;
       await node.stop(input.vmid);

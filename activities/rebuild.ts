@@ -1,6 +1,5 @@
-import { ApplicationFailure } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import type { InstallSpec, RebuildTarget } from '../contract';
+import { failure, type InstallSpec, type RebuildTarget } from '../contract';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { inspectVmForRebuild, RebuildRefusal } from '../lib/vm/rebuildTarget';
@@ -19,7 +18,7 @@ export function rebuildActivities({ config, proxmox, client }: RebuildDeps) {
       try {
         return await inspectVmForRebuild({ config, proxmox, client }, input);
       } catch (err) {
-        if (err instanceof RebuildRefusal) throw ApplicationFailure.nonRetryable(err.message, err.type);
+        if (err instanceof RebuildRefusal) throw failure(err.type, err.message);
         throw err;
       }
     },

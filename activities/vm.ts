@@ -1,9 +1,9 @@
-import { ApplicationFailure } from '@temporalio/activity';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { VmidTakenError } from '../lib/proxmox/errors';
 import {
   adoptedDescription,
+  failure,
   installSecretsSchema,
   type InstallSpec,
   installSpecSchema,
@@ -58,7 +58,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
           const vm = await proxmox.locateVm(vmid);
           const conf = vm ? await proxmox.requireNode(vm.node).config(vmid).catch(() => undefined) : undefined;
           if (conf && isOwnedBy(conf.description, input.owner)) return { ip: vmIp(config.gateway, vmid) };
-          throw ApplicationFailure.nonRetryable(err.message, 'VmidTakenError');
+          throw failure('VmidTakenError', err.message);
         }
         throw err;
       }
@@ -132,7 +132,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       const owner = ownerOf(conf.description);
       if (owner === input.owner) return;
       if (owner !== undefined) {
-        throw ApplicationFailure.nonRetryable(`VM ${input.vmid} is already managed by QemuRun (qemurun-owner=${owner})`, 'AlreadyManagedError');
+        throw failure('AlreadyManagedError', `VM ${input.vmid} is already managed by QemuRun (qemurun-owner=${owner})`);
       }
       await node.qmSet(input.vmid, { description: adoptedDescription(conf.description, input) });
     },

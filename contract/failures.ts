@@ -1,3 +1,5 @@
+import { ApplicationFailure } from '@temporalio/common';
+
 /**
  * Every failure type the product names (the `type` of an ApplicationFailure, i.e. the error
  * class name an activity throws), each once: whether retrying can heal it, and the HTTP
@@ -64,3 +66,12 @@ export function failureStatus(type: string | undefined): number {
 
 /** The types no retry policy retries. */
 export const NON_RETRYABLE_ERRORS: string[] = Object.keys(FAILURE_TYPES).filter((t) => !isRetryableType(t));
+
+/**
+ * A failure of one of the types above, retryable as the table says: activities and workflows
+ * throw these, so the compiler checks the type's name and no call site decides its
+ * retryability again.
+ */
+export function failure(type: FailureType, message: string): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: !isRetryableType(type) });
+}

@@ -58,6 +58,13 @@ export const quick = proxyActivities<Activities>({
   retry: { ...retry, maximumAttempts: 3 },
 });
 
+/** Reading every VM of the cluster, one `qm config` each: minutes on a big cluster, so it heartbeats per VM instead of one long deadline. */
+export const survey = proxyActivities<Activities>({
+  startToCloseTimeout: '10m',
+  heartbeatTimeout: '30s',
+  retry: { ...retry, maximumAttempts: 5 },
+});
+
 /** Cleanup must get through even when the cluster is busy. */
 export const cleanup = proxyActivities<Activities>({
   startToCloseTimeout: '5m',

@@ -1,6 +1,6 @@
-import { ApplicationFailure, workflowInfo } from '@temporalio/workflow';
+import { workflowInfo } from '@temporalio/workflow';
 import type { z } from 'zod';
-import { checkInput, InvalidInputError } from '../contract';
+import { checkInput, failure, InvalidInputError } from '../contract';
 
 /**
  * A workflow's own input, checked with the API's rules before any step runs. Input that
@@ -10,7 +10,7 @@ export function checkedInput<T>(schema: z.ZodType<T>, input: unknown): T {
   try {
     return checkInput(schema, input, workflowInfo().workflowType);
   } catch (err) {
-    if (err instanceof InvalidInputError) throw ApplicationFailure.nonRetryable(err.message, 'InvalidRequestError');
+    if (err instanceof InvalidInputError) throw failure('InvalidRequestError', err.message);
     throw err;
   }
 }

@@ -1,5 +1,6 @@
 import {
   DEFAULT_USER,
+  failure,
   type InstallInput,
   type InstallResult,
   type InstallSecrets,
@@ -165,7 +166,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         tried.push(vmid);
       }
     }
-    throw ApplicationFailure.nonRetryable(`no free VMID after ${MAX_VMID_ATTEMPTS} attempts`, 'NoFreeVmidError');
+    throw failure('NoFreeVmidError', `no free VMID after ${MAX_VMID_ATTEMPTS} attempts`);
   }
 }
 

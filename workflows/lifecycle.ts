@@ -1,6 +1,7 @@
-import { ApplicationFailure, isCancellation, workflowInfo } from '@temporalio/workflow';
+import { isCancellation, workflowInfo } from '@temporalio/workflow';
 import {
   adoptionOwner,
+  failure,
   type GuestRef,
   type VmOperationResult,
   type VmRef,
@@ -95,9 +96,9 @@ export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: numb
     const current = await step('read size', `reading the size of ${disk}`, () => proxmox.diskSize({ vmid, disk }));
     const sizeBytes = current + incrementGb * GiB;
     if (maxDiskGb && sizeBytes > maxDiskGb * GiB) {
-      throw ApplicationFailure.nonRetryable(
-        `${disk} would grow from ${gib(current)} to ${gib(sizeBytes)}, over VM_MAX_DISK (${maxDiskGb}G)`,
+      throw failure(
         'InvalidRequestError',
+        `${disk} would grow from ${gib(current)} to ${gib(sizeBytes)}, over VM_MAX_DISK (${maxDiskGb}G)`,
       );
     }
     await step('resize', `growing ${disk} by ${incrementGb}G, from ${gib(current)} to ${gib(sizeBytes)}`, () =>

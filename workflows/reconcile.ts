@@ -1,15 +1,8 @@
-import { isCancellation, log, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import { VM_OPERATION, type Activities, type ReconcileInput, type ReconcileItem, type ReconcileResult } from '../contract';
-import { cleanup, retry } from './activityOptions';
+import { isCancellation, log, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { VM_OPERATION, type ReconcileInput, type ReconcileItem, type ReconcileResult } from '../contract';
+import { cleanup, survey } from './activityOptions';
 import { describeFailure } from './install';
 import { Progress } from './progress';
-
-/** One `qm config` per VM: minutes on a big cluster, so it heartbeats per VM instead of one long deadline. */
-const survey = proxyActivities<Activities>({
-  startToCloseTimeout: '10m',
-  heartbeatTimeout: '30s',
-  retry: { ...retry, maximumAttempts: 5 },
-});
 
 /**
  * Removes what abandoned installs left behind. `temporal workflow terminate` (or a worker

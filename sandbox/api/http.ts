@@ -9,6 +9,7 @@ import { uriUnescape } from '../state/escape';
 import { takeFaults } from '../state/faults';
 import { ApiError, fromCli, paramExc, permExc } from './errors';
 import { privilegesOn, verifyToken, type ApiToken } from './access';
+import { appendApiRequest } from './requestLog';
 
 /**
  * Request handling of the sandbox's REST API, after PVE::APIServer::AnyEvent and
@@ -178,12 +179,28 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
   }
 
   const extra: Record<string, unknown> = {};
+  let sent: Record<string, string> = {};
+  const answer = (status: number, reason: string | undefined, body: string | undefined, data?: unknown) => {
+    send(res, status, reason, body);
+    const node = /^\/nodes\/([^/]+)/.exec(relPath)?.[1];
+    appendApiRequest(o.dir, {
+      ...(node !== undefined ? { node } : {}),
+      method,
+      path: relPath,
+      params: sent,
+      status,
+      ...(typeof data === 'string' && data.startsWith('UPID:') ? { upid: data } : {}),
+      startedAt: new Date(started).toISOString(),
+      durationMs: Date.now() - started,
+    });
+  };
   try {
     const route = o.routes.find((r) => r.method === method && r.re.test(relPath));
     if (!route) throw new ApiError(501, `Method '${method} ${relPath}' not implemented`);
     const params: Record<string, string> = {};
     for (const [k, v] of url.searchParams) params[k] = v;
     if (method !== 'GET') Object.assign(params, await readBody(req));
+    sent = { ...params };
     const pm = route.re.exec(relPath)!;
     const conflicts: Record<string, string> = {};
     route.names.forEach((n, i) => {
@@ -221,15 +238,15 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
       },
     };
     const data = await route.handle(r);
-    send(res, 200, undefined, JSON.stringify({ data: data ?? null, ...extra }));
+    answer(200, undefined, JSON.stringify({ data: data ?? null, ...extra }), data);
   } catch (e0) {
     const e = fromCli(e0);
     if (!(e instanceof ApiError)) {
       o.log(`internal error on ${method} ${relPath}: ${(e as Error).stack ?? e}`);
-      return send(res, 500, 'Internal Server Error', JSON.stringify({ data: null, message: `${(e as Error).message}\n` }));
+      return answer(500, 'Internal Server Error', JSON.stringify({ data: null, message: `${(e as Error).message}\n` }));
     }
     const body: Record<string, unknown> = { data: null, message: e.message };
     if (e.errors) body.errors = e.errors;
-    send(res, e.status, e.message, JSON.stringify(body));
+    answer(e.status, e.message, JSON.stringify(body));
   }
 }

@@ -348,6 +348,19 @@ describe('tasks', () => {
     expect((await qm('pve1', 'status', '195')).stdout).toBe('status: stopped');
   });
 
+  test('a fault that reads as a parameter error is answered as one: 400 with the errors', async () => {
+    expect((await qm('pve1', 'create', '197', '--name', 'param-fault')).exitCode).toBe(0);
+    const stderr = '400 Parameter verification failed.\ncores: value must have a minimum value of 1\n';
+    await t.cluster.injectFault({ command: 'pvesh set /nodes/pve1/qemu/197/config', stderr, times: 1 });
+    const refused = await call('PUT', '/nodes/pve1/qemu/197/config', { cores: 2 });
+    expect([refused.status, refused.statusMessage, refused.body]).toEqual([
+      400,
+      'Parameter verification failed.',
+      { data: null, message: 'Parameter verification failed.\n', errors: { cores: 'value must have a minimum value of 1' } },
+    ]);
+    expect((await qm('pve1', 'config', '197')).stdout).not.toMatch(/^cores:/m);
+  });
+
   test('every answered request is in the request log, with its parameters (the password masked) and task', async () => {
     const from = readApiRequests(t.cluster.dir).length;
     const created = await call('POST', '/nodes/pve1/qemu', { vmid: 198, name: 'logged', cipassword: 'hunter2' });

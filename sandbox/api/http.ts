@@ -1,7 +1,7 @@
 import type http from 'node:http';
 import { parseArgs, type Prop } from '../cli/args';
 import { makeCtx, type Ctx } from '../cli/context';
-import { ParamError } from '../cli/errors';
+import { CliError, ParamError } from '../cli/errors';
 import { nodeOf } from '../state/model';
 import { VMID } from '../cli/vmOptions';
 import * as f from '../cli/formats';
@@ -131,8 +131,11 @@ const PVESH_VERB: Record<string, string> = { GET: 'get', POST: 'create', PUT: 's
 
 /**
  * Faults injected for the pvesh call a request amounts to (`pvesh get /cluster/resources`,
- * `pvesh create /nodes/pve1/qemu`...) apply to it: a delay, a hang, or a failure whose
- * text is the 500's message. One fault thus hits the CLI and the API way alike.
+ * `pvesh create /nodes/pve1/qemu`...) apply to it: a delay, a hang, or a failure answered
+ * as the API answers the error pvesh would print with that text: `400 Parameter
+ * verification failed.` and its `param: message` lines a 400 with `errors`, another
+ * `400 …` a 400, anything else a 500 with the text. One fault thus hits the CLI and the
+ * API way alike.
  */
 async function injectedFaults(dir: string, node: string | undefined, method: string, relPath: string): Promise<void> {
   const model = makeCtx(dir, node ?? '').model;
@@ -140,9 +143,19 @@ async function injectedFaults(dir: string, node: string | undefined, method: str
     await sleep(fault.latencyMs ?? 0);
     if (fault.hangMs !== undefined) await sleep(fault.hangMs);
     if (fault.hangMs !== undefined || fault.stderr !== undefined || fault.exitCode !== undefined) {
-      throw new ApiError(500, `${(fault.stderr ?? 'command failed').replace(/\n$/, '')}\n`);
+      throw faultError((fault.stderr ?? 'command failed').replace(/\n+$/, ''));
     }
   }
+}
+
+function faultError(text: string): unknown {
+  const param = /^400 Parameter verification failed\.\n([\s\S]+)$/.exec(text);
+  if (!param) return fromCli(new CliError(text));
+  const errors = param[1].split('\n').flatMap((l) => {
+    const m = /^(\S+): (.+)$/.exec(l);
+    return m ? [[m[1], m[2]] as const] : [];
+  });
+  return paramExc(Object.fromEntries(errors));
 }
 
 export interface ServerOptions {

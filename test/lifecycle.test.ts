@@ -4,11 +4,13 @@ import { sshWorks } from './support/guest';
 import { VM_ID, VM_OPERATION } from '../contract';
 import { startHarness, Harness } from './support/harness';
 import { requestSse, SseResponse } from './support/sse';
+import { injectFaultOn, operationsMark, operationsOn, type OperationsMark } from './support/proxmoxCalls';
 
 /**
- * Operations on existing VMs end to end: real Temporal, the sandbox cluster (pve1 local,
- * pve2 over real sshd), real SSH into the guests. VMs are installed through the API so they
- * carry the product's marker. The tests run in order and share the VMs.
+ * Operations on existing VMs end to end: real Temporal, the sandbox cluster (in CLI mode
+ * pve1 local and pve2 over real sshd, with TEST_PROXMOX_MODE=api its REST API), real SSH
+ * into the guests. VMs are installed through the API so they carry the product's marker.
+ * The tests run in order and share the VMs.
  */
 
 let h: Harness;
@@ -50,8 +52,9 @@ function canSsh(id: number): Promise<boolean> {
   return sshWorks(`127.0.0.${id}`, h.config.vmSshPort, 'debian', h.key.privateKey);
 }
 
-async function callsSince(n: number) {
-  return (await h.sandbox.calls()).slice(n);
+/** The operations `op` on VM `id` the cluster carried out (since `mark`), in CLI and API mode alike. */
+async function seen(op: string, id: number, mark?: OperationsMark) {
+  return (await operationsOn(h, op, id, mark)).map(({ node, params, ok }) => ({ node, params, ok }));
 }
 
 /** A stream that ran to its end: no error, closed, ids 1..n, the workflow id first. */
@@ -152,7 +155,7 @@ describe('preconditions', () => {
 
 describe('running VM', () => {
   test('reboot streams until SSH answers again', async () => {
-    const before = (await h.sandbox.calls()).length;
+    const before = await operationsMark(h);
     const res = await requestSse(`${h.api}/vm/${vmid}/reboot`, { method: 'POST' });
     expectCompleted(res, 'VM reboot');
     expect(res.events.map((e) => `${e.step} ${e.status}`)).toEqual([
@@ -163,12 +166,12 @@ describe('running VM', () => {
       'VM reboot > wait for SSH success',
       'VM reboot > finalizing info',
     ]);
-    expect((await callsSince(before)).map((c) => c.argv.slice(0, 3).join(' '))).toContain(`qm reboot ${vmid}`);
+    expect(await seen('reboot', vmid, before)).toEqual([{ node: 'pve1', params: {}, ok: true }]);
     expect(await canSsh(vmid)).toBe(true);
   });
 
   test('a second operation while one runs is refused with 409 naming the first', async () => {
-    await h.sandbox.injectFault({ command: `qm shutdown ${vmid}`, latencyMs: 4000, times: 1 });
+    await injectFaultOn(h, { op: 'shutdown', vmid }, { latencyMs: 4000, times: 1 });
     const shutdown = post(`/vm/${vmid}/shutdown`);
     const handle = h.service.client.workflow.getHandle(`vm-${vmid}`);
     // wait until the shutdown workflow holds the VM
@@ -230,13 +233,11 @@ describe('stopped VM', () => {
 
   test('set/disk grows scsi0 by the increment', async () => {
     expect(await h.sandbox.readConfig(vmid)).toMatch(/^scsi0: .*size=16G/m);
-    const before = (await h.sandbox.calls()).length;
+    const before = await operationsMark(h);
     expect(await post(`/vm/${vmid}/set/disk`, { disk: '8G' })).toMatchObject({ status: 200, text: 'ok' });
     expect(await h.sandbox.readConfig(vmid)).toMatch(/^scsi0: .*size=24G/m);
     // resized to an absolute size, so a retried activity cannot grow it twice
-    expect((await callsSince(before)).filter((c) => c.argv[1] === 'resize').map((c) => c.argv.slice(0, 5))).toEqual([
-      ['qm', 'resize', String(vmid), 'scsi0', '24G'],
-    ]);
+    expect(await seen('resize', vmid, before)).toEqual([{ node: 'pve1', params: { disk: 'scsi0', size: '24G' }, ok: true }]);
   });
 
   test('set/disk past VM_MAX_DISK is refused by the workflow with 400, the disk untouched', async () => {
@@ -252,7 +253,7 @@ describe('stopped VM', () => {
   });
 
   test('a step Proxmox refuses fails the operation: plain endpoints answer its error as JSON', async () => {
-    await h.sandbox.injectFault({ command: `qm set ${vmid}`, stderr: '400 Parameter verification failed.\ncores: value must have a minimum value of 1\n', times: 1 });
+    await injectFaultOn(h, { op: 'set', vmid }, { stderr: '400 Parameter verification failed.\ncores: value must have a minimum value of 1\n', times: 1 });
     const res = await post(`/vm/${vmid}/set/cpu`, { cpu: 2 });
     expect(res.status).toBe(400);
     expect(res.json()).toMatchObject({ success: false, type: 'ParameterError', workflowId: `vm-${vmid}` });
@@ -261,7 +262,7 @@ describe('stopped VM', () => {
   });
 
   test('a failed start ends its stream with an error event at the failed step, and frees the VM', async () => {
-    await h.sandbox.injectFault({ command: `qm start ${vmid}`, stderr: "you can't start a vm if it's a template", times: 1 });
+    await injectFaultOn(h, { op: 'start', vmid }, { stderr: "you can't start a vm if it's a template", times: 1 });
     const res = await requestSse(`${h.api}/vm/${vmid}/start`, { method: 'POST' });
     expect(res.status).toBe(200);
     expect(res.closed).toBe(true);
@@ -281,22 +282,21 @@ describe('stopped VM', () => {
 });
 
 describe('migration', () => {
-  test('set/node migrates to pve2 over SSH with local disks, streaming qm\'s output', async () => {
-    const before = (await h.sandbox.calls()).length;
+  test('set/node migrates to pve2 with local disks, streaming the migration\'s output', async () => {
+    const before = await operationsMark(h);
     const res = await requestSse(`${h.api}/vm/${vmid}/set/node`, { body: { node: 'pve2' } });
     expectCompleted(res, 'VM migration');
     const output = res.events.filter((e) => e.step === 'VM migration > migrate' && e.status === 'processing' && !e.message.startsWith('[*]'));
     expect(output.some((e) => /starting migration of VM/.test(e.message))).toBe(true);
     expect(output.some((e) => /migration finished successfully/.test(e.message))).toBe(true);
-    const migrate = (await callsSince(before)).filter((c) => c.argv[1] === 'migrate');
-    expect(migrate).toEqual([{ node: 'pve1', argv: ['qm', 'migrate', String(vmid), 'pve2', '--with-local-disks', '1'], exitCode: 0 }]);
+    expect(await seen('migrate', vmid, before)).toEqual([{ node: 'pve1', params: { target: 'pve2', 'with-local-disks': '1' }, ok: true }]);
     const list = (await (await fetch(`${h.api}/vm/list`)).json()) as { list: Array<{ vmid: number; node: string }> };
     expect(list.list.find((v) => v.vmid === vmid)?.node).toBe('pve2');
     expect(await status(vmid)).toEqual({ status: 200, text: 'stopped' });
   });
 
   test('start on pve2 streams until SSH answers; stop there; then back to pve1', async () => {
-    let before = (await h.sandbox.calls()).length;
+    let before = await operationsMark(h);
     const res = await requestSse(`${h.api}/vm/${vmid}/start`, { method: 'POST' });
     expectCompleted(res, 'VM start');
     expect(res.events.map((e) => `${e.step} ${e.status}`)).toEqual([
@@ -307,26 +307,20 @@ describe('migration', () => {
       'VM start > wait for SSH success',
       'VM start > finalizing info',
     ]);
-    expect((await callsSince(before)).filter((c) => c.argv[1] === 'start')).toEqual([
-      { node: 'pve2', argv: ['qm', 'start', String(vmid)], exitCode: 0 },
-    ]);
+    expect(await seen('start', vmid, before)).toEqual([{ node: 'pve2', params: {}, ok: true }]);
     expect(await canSsh(vmid)).toBe(true);
     expect(await status(vmid)).toEqual({ status: 200, text: 'running' });
 
-    before = (await h.sandbox.calls()).length;
+    before = await operationsMark(h);
     expect(await post(`/vm/${vmid}/stop`)).toMatchObject({ status: 200, text: 'ok' });
-    expect((await callsSince(before)).filter((c) => c.argv[1] === 'stop')).toEqual([
-      { node: 'pve2', argv: ['qm', 'stop', String(vmid)], exitCode: 0 },
-    ]);
+    expect(await seen('stop', vmid, before)).toEqual([{ node: 'pve2', params: {}, ok: true }]);
     expect(await status(vmid)).toEqual({ status: 200, text: 'stopped' });
     expect(await canSsh(vmid)).toBe(false);
 
-    before = (await h.sandbox.calls()).length;
+    before = await operationsMark(h);
     const back = await requestSse(`${h.api}/vm/${vmid}/set/node`, { body: { node: 'pve1' } });
     expectCompleted(back, 'VM migration');
-    expect((await callsSince(before)).filter((c) => c.argv[1] === 'migrate').map((c) => [c.node, c.argv.slice(0, 4)])).toEqual([
-      ['pve2', ['qm', 'migrate', String(vmid), 'pve1']],
-    ]);
+    expect((await seen('migrate', vmid, before)).map(({ node, params }) => [node, params.target])).toEqual([['pve2', 'pve1']]);
     const list = (await (await fetch(`${h.api}/vm/list`)).json()) as { list: Array<{ vmid: number; node: string }> };
     expect(list.list.find((v) => v.vmid === vmid)?.node).toBe('pve1');
   });
@@ -357,7 +351,7 @@ describe('start and re-attach', () => {
 describe('an install holds its VMID', () => {
   test('operations on a VM being installed get 409 naming the install; destroy purges it afterwards', async () => {
     const id = 150;
-    await h.sandbox.injectFault({ command: 'qm importdisk', latencyMs: 6000, times: 1 });
+    await injectFaultOn(h, { op: 'importdisk', vmid: id }, { latencyMs: 6000, times: 1 });
     const installing = requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id, name: 'held' } });
     let res: Awaited<ReturnType<typeof post>> | undefined;
     for (let i = 0; i < 50; i++) {
@@ -370,13 +364,13 @@ describe('an install holds its VMID', () => {
     expect(res!.json().message).toMatch(new RegExp(`^VM ${id} is busy: installVm \\(workflow install-[0-9a-f-]+\\) is running on it$`));
     const done = await installing;
     expect(done.events.filter((e) => e.status === 'error')).toEqual([]);
+    expect((await seen('create', id)).map(({ node, ok }) => ({ node, ok }))).toEqual([{ node: 'pve1', ok: true }]);
 
     // finished: the VM is free again
     expect(await post(`/vm/${id}/stop`)).toMatchObject({ status: 200, text: 'ok' });
     expect(await post(`/vm/${id}/destroy`)).toMatchObject({ status: 200, text: 'ok' });
     expect(await h.sandbox.readConfig(id)).toBeUndefined();
     expect((await status(id)).status).toBe(404);
-    const destroy = (await h.sandbox.calls()).filter((c) => c.argv[1] === 'destroy' && c.argv[2] === String(id));
-    expect(destroy.map((c) => c.argv)).toEqual([['qm', 'destroy', String(id), '--purge', '1']]);
+    expect(await seen('destroy', id)).toEqual([{ node: 'pve1', params: { purge: '1' }, ok: true }]);
   });
 });

@@ -168,6 +168,24 @@ describe('tasks', () => {
     expect(Object.fromEntries(stub.requests.find((r) => r.method === 'POST')!.form)).toEqual({ target: 'pve2', 'with-local-disks': '1' });
   });
 
+  test('a task log not written yet, which PVE answers as the one line "no content", costs no line', async () => {
+    const upid = fakeUpid('pve1', 'qmigrate', '123');
+    stub.route('POST /nodes/pve1/qemu/123/migrate', () => ({ data: upid }));
+    const lines = ["starting migration of VM 123 to node 'pve2' (10.0.0.12)", 'migration finished successfully (duration 00:00:02)'];
+    let reads = 0;
+    stub.route(`GET /nodes/pve1/tasks/${upid}/status`, () => ({ data: ++reads > 2 ? { status: 'stopped', exitstatus: 'OK', upid } : { status: 'running', upid } }));
+    stub.route(`GET /nodes/pve1/tasks/${upid}/log`, (req) => {
+      const written = reads > 2 ? [...lines, 'TASK OK'] : reads > 1 ? lines.slice(0, 1) : [];
+      // PVE::Tools::dump_logfile: an empty file reads as one line.
+      if (written.length === 0) return { data: [{ n: 1, t: 'no content' }], total: 1 };
+      const start = Number(req.query.get('start') ?? 0);
+      return { data: written.slice(start).map((t, i) => ({ n: start + i + 1, t })), total: written.length };
+    });
+    const got: string[] = [];
+    await node().migrate(123, 'pve2', { onLine: (l) => got.push(l) });
+    expect(got).toEqual(lines);
+  });
+
   test('a recorded task is followed, not started again; a recorded failed one is started anew', async () => {
     const running = fakeUpid('pve1', 'qmigrate', '121');
     stubTask(stub, running, ['copying disk'], 'OK', 2);

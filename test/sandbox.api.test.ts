@@ -4,6 +4,7 @@ import { apiRequest, makeKeyPair, sshExec, eventually, startTestCluster, type Ap
 import { startApiServer, type SandboxApi } from '../sandbox/api/start';
 import { sandboxSourceDir } from '../sandbox/location';
 import { startImageMirror, type ImageMirror } from '../sandbox/mirror/server';
+import { readApiRequests } from '../sandbox/api/requestLog';
 
 /**
  * The sandbox's REST API (sandbox/api/) over real HTTPS: PVE's paths, JSON shapes, task
@@ -345,6 +346,34 @@ describe('tasks', () => {
     const start = await task(await call('POST', '/nodes/pve1/qemu/195/status/start'));
     expect(start.log).toEqual(['TASK ERROR: start failed: QEMU exited with code 1']);
     expect((await qm('pve1', 'status', '195')).stdout).toBe('status: stopped');
+  });
+
+  test('a fault that reads as a parameter error is answered as one: 400 with the errors', async () => {
+    expect((await qm('pve1', 'create', '197', '--name', 'param-fault')).exitCode).toBe(0);
+    const stderr = '400 Parameter verification failed.\ncores: value must have a minimum value of 1\n';
+    await t.cluster.injectFault({ command: 'pvesh set /nodes/pve1/qemu/197/config', stderr, times: 1 });
+    const refused = await call('PUT', '/nodes/pve1/qemu/197/config', { cores: 2 });
+    expect([refused.status, refused.statusMessage, refused.body]).toEqual([
+      400,
+      'Parameter verification failed.',
+      { data: null, message: 'Parameter verification failed.\n', errors: { cores: 'value must have a minimum value of 1' } },
+    ]);
+    expect((await qm('pve1', 'config', '197')).stdout).not.toMatch(/^cores:/m);
+  });
+
+  test('every answered request is in the request log, with its parameters (the password masked) and task', async () => {
+    const from = readApiRequests(t.cluster.dir).length;
+    const created = await call('POST', '/nodes/pve1/qemu', { vmid: 198, name: 'logged', cipassword: 'hunter2' });
+    await task(created);
+    expect((await call('PUT', '/nodes/pve2/qemu/198/config', { cores: 2 })).status).toBe(500);
+    const log = readApiRequests(t.cluster.dir)
+      .slice(from)
+      .filter((r) => !r.path.includes('/tasks/'))
+      .map(({ node, method, path, params, status, upid }) => ({ node, method, path, params, status, upid }));
+    expect(log).toEqual([
+      { node: 'pve1', method: 'POST', path: '/nodes/pve1/qemu', params: { vmid: '198', name: 'logged', cipassword: '**********' }, status: 200, upid: data<string>(created) },
+      { node: 'pve2', method: 'PUT', path: '/nodes/pve2/qemu/198/config', params: { cores: '2' }, status: 500, upid: undefined },
+    ]);
   });
 
   test('DELETE on a running task stops it: TASK ERROR: received interrupt', async () => {

@@ -1,7 +1,7 @@
 import type http from 'node:http';
 import { parseArgs, type Prop } from '../cli/args';
 import { makeCtx, type Ctx } from '../cli/context';
-import { ParamError } from '../cli/errors';
+import { CliError, ParamError } from '../cli/errors';
 import { nodeOf } from '../state/model';
 import { VMID } from '../cli/vmOptions';
 import * as f from '../cli/formats';
@@ -9,6 +9,7 @@ import { uriUnescape } from '../state/escape';
 import { takeFaults } from '../state/faults';
 import { ApiError, fromCli, paramExc, permExc } from './errors';
 import { privilegesOn, verifyToken, type ApiToken } from './access';
+import { appendApiRequest } from './requestLog';
 
 /**
  * Request handling of the sandbox's REST API, after PVE::APIServer::AnyEvent and
@@ -130,8 +131,11 @@ const PVESH_VERB: Record<string, string> = { GET: 'get', POST: 'create', PUT: 's
 
 /**
  * Faults injected for the pvesh call a request amounts to (`pvesh get /cluster/resources`,
- * `pvesh create /nodes/pve1/qemu`...) apply to it: a delay, a hang, or a failure whose
- * text is the 500's message. One fault thus hits the CLI and the API way alike.
+ * `pvesh create /nodes/pve1/qemu`...) apply to it: a delay, a hang, or a failure answered
+ * as the API answers the error pvesh would print with that text: `400 Parameter
+ * verification failed.` and its `param: message` lines a 400 with `errors`, another
+ * `400 …` a 400, anything else a 500 with the text. One fault thus hits the CLI and the
+ * API way alike.
  */
 async function injectedFaults(dir: string, node: string | undefined, method: string, relPath: string): Promise<void> {
   const model = makeCtx(dir, node ?? '').model;
@@ -139,9 +143,19 @@ async function injectedFaults(dir: string, node: string | undefined, method: str
     await sleep(fault.latencyMs ?? 0);
     if (fault.hangMs !== undefined) await sleep(fault.hangMs);
     if (fault.hangMs !== undefined || fault.stderr !== undefined || fault.exitCode !== undefined) {
-      throw new ApiError(500, `${(fault.stderr ?? 'command failed').replace(/\n$/, '')}\n`);
+      throw faultError((fault.stderr ?? 'command failed').replace(/\n+$/, ''));
     }
   }
+}
+
+function faultError(text: string): unknown {
+  const param = /^400 Parameter verification failed\.\n([\s\S]+)$/.exec(text);
+  if (!param) return fromCli(new CliError(text));
+  const errors = param[1].split('\n').flatMap((l) => {
+    const m = /^(\S+): (.+)$/.exec(l);
+    return m ? [[m[1], m[2]] as const] : [];
+  });
+  return paramExc(Object.fromEntries(errors));
 }
 
 export interface ServerOptions {
@@ -178,12 +192,28 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
   }
 
   const extra: Record<string, unknown> = {};
+  let sent: Record<string, string> = {};
+  const answer = (status: number, reason: string | undefined, body: string | undefined, data?: unknown) => {
+    send(res, status, reason, body);
+    const node = /^\/nodes\/([^/]+)/.exec(relPath)?.[1];
+    appendApiRequest(o.dir, {
+      ...(node !== undefined ? { node } : {}),
+      method,
+      path: relPath,
+      params: sent,
+      status,
+      ...(typeof data === 'string' && data.startsWith('UPID:') ? { upid: data } : {}),
+      startedAt: new Date(started).toISOString(),
+      durationMs: Date.now() - started,
+    });
+  };
   try {
     const route = o.routes.find((r) => r.method === method && r.re.test(relPath));
     if (!route) throw new ApiError(501, `Method '${method} ${relPath}' not implemented`);
     const params: Record<string, string> = {};
     for (const [k, v] of url.searchParams) params[k] = v;
     if (method !== 'GET') Object.assign(params, await readBody(req));
+    sent = { ...params };
     const pm = route.re.exec(relPath)!;
     const conflicts: Record<string, string> = {};
     route.names.forEach((n, i) => {
@@ -221,15 +251,15 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
       },
     };
     const data = await route.handle(r);
-    send(res, 200, undefined, JSON.stringify({ data: data ?? null, ...extra }));
+    answer(200, undefined, JSON.stringify({ data: data ?? null, ...extra }), data);
   } catch (e0) {
     const e = fromCli(e0);
     if (!(e instanceof ApiError)) {
       o.log(`internal error on ${method} ${relPath}: ${(e as Error).stack ?? e}`);
-      return send(res, 500, 'Internal Server Error', JSON.stringify({ data: null, message: `${(e as Error).message}\n` }));
+      return answer(500, 'Internal Server Error', JSON.stringify({ data: null, message: `${(e as Error).message}\n` }));
     }
     const body: Record<string, unknown> = { data: null, message: e.message };
     if (e.errors) body.errors = e.errors;
-    send(res, e.status, e.message, JSON.stringify(body));
+    answer(e.status, e.message, JSON.stringify(body));
   }
 }

@@ -65,6 +65,9 @@ export async function followTask(api: PveApi, upid: string, opts: FollowOptions 
   const readLog = async () => {
     for (;;) {
       const page = await api.get<Array<{ n: number; t: string }>>(`${base}/log`, { start: seen, limit: LOG_PAGE }, { node: where.node });
+      // A log nothing was written to yet reads as the one line `no content`; taking it for
+      // line 1 would skip the real line 1. A task that ended has written at least its status.
+      if (seen === 0 && page?.length === 1 && page[0].n === 1 && page[0].t === 'no content') return;
       const fresh = (page ?? []).filter((l) => l.n > seen).sort((a, b) => a.n - b.n);
       for (const l of fresh) {
         seen = l.n;

@@ -62,6 +62,8 @@ export class ProgressReader {
     private readonly timing: ReaderTiming,
     private readonly onIdle: (reader: ProgressReader) => void,
     private readonly pushes?: ProgressPushes,
+    /** The run, when the caller knows it (it has just started it): no describe needed. */
+    readonly runId?: string,
   ) {}
 
   /** Events after sequence number `after`, as far as read. */
@@ -141,7 +143,7 @@ export class ProgressReader {
     try {
       // Pinned to the run that is current now: a per-VM workflow id is reused by the next
       // operation on that VM, whose events must never be mixed into this run's.
-      const pinned = await this.pinnedRun();
+      const pinned = this.runId ? { runId: this.runId } : await this.pinnedRun();
       const handle = pinned && this.client.getHandle(this.workflowId, pinned.runId);
       const runId = pinned?.runId;
       // Before the first read: what is pushed meanwhile is either in its answer or after it.
@@ -230,10 +232,12 @@ export class ProgressReaders {
   /**
    * The reader of a workflow; a reader that has seen its run end serves only the streams
    * already on it, and the next stream gets a new one (the id may have a new run by now).
+   * `runId`, when the caller has just started the run, spares the reader finding it out,
+   * and a reader of another run of the id is left to the streams already on it.
    */
-  reader(workflowId: string): ProgressReader {
+  reader(workflowId: string, runId?: string): ProgressReader {
     let reader = this.readers.get(workflowId);
-    if (!reader || reader.end !== undefined) {
+    if (!reader || reader.end !== undefined || (runId !== undefined && reader.runId !== undefined && reader.runId !== runId)) {
       reader = new ProgressReader(
         this.client,
         workflowId,
@@ -242,6 +246,7 @@ export class ProgressReaders {
           if (this.readers.get(r.workflowId) === r) this.readers.delete(r.workflowId);
         },
         this.pushes,
+        runId,
       );
       this.readers.set(workflowId, reader);
     }

@@ -17,9 +17,13 @@ function fakeWorkflow() {
   const events: ProgressEvent[] = [];
   let state: RunState = 'running';
   let queries = 0;
+  let describes = 0;
   let answer: () => Promise<void> = () => Promise.resolve();
   const handle = {
-    describe: async () => ({ runId: 'run-1', status: { name: 'RUNNING' } }),
+    describe: async () => {
+      describes++;
+      return { runId: 'run-1', status: { name: 'RUNNING' } };
+    },
     query: async (_q: unknown, after: number): Promise<ProgressPage> => {
       queries++;
       await answer();
@@ -39,6 +43,9 @@ function fakeWorkflow() {
     },
     get queries() {
       return queries;
+    },
+    get describes() {
+      return describes;
     },
     /** Holds every query's answer until the returned function is called. */
     holdAnswers(): () => void {
@@ -61,12 +68,12 @@ async function until(what: () => boolean, ms = 2000): Promise<void> {
   }
 }
 
-function setUp() {
+function setUp(runId?: string) {
   const wf = fakeWorkflow();
   const pushes = new ProgressPushes();
   const readers = new ProgressReaders(wf.client, { fastMs: MINUTE, slowMs: MINUTE, stalledMs: MINUTE, pushedSlowMs: MINUTE });
   readers.pushes = pushes;
-  const reader = readers.reader(ID);
+  const reader = readers.reader(ID, runId);
   let wakes = 0;
   const leave = reader.watch(() => wakes++);
   const push = (event: ProgressEvent, runId = 'run-1') => pushes.publish({ workflowId: ID, runId, event });
@@ -151,4 +158,17 @@ test('the end of a run whose every event was pushed needs no read', async () => 
   leave();
   await until(() => pushes.size === 0);
   expect(wf.queries).toBe(1);
+});
+
+test('a reader told the run (its stream just started it) takes pushes at once, without a describe', async () => {
+  const { wf, reader, leave, push, seqs } = setUp('run-1');
+  const release = wf.holdAnswers();
+  push(wf.record('one'));
+  push(wf.record('two'));
+  expect(seqs()).toEqual([1, 2]);
+  release();
+  await until(() => wf.queries === 1);
+  expect(wf.describes).toBe(0);
+  expect(reader.eventsAfter(0).map((e) => e.message)).toEqual(['one', 'two']);
+  leave();
 });

@@ -172,3 +172,20 @@ test('a reader told the run (its stream just started it) takes pushes at once, w
   expect(reader.eventsAfter(0).map((e) => e.message)).toEqual(['one', 'two']);
   leave();
 });
+
+test('without pushes (an API process with no worker) the reader polls as before', async () => {
+  const wf = fakeWorkflow();
+  const readers = new ProgressReaders(wf.client, { fastMs: 10, slowMs: 20, stalledMs: 20, pushedSlowMs: MINUTE });
+  const reader = readers.reader(ID);
+  const leave = reader.watch(() => undefined);
+  wf.record('one');
+  wf.record('two');
+  await until(() => reader.lastSeq === 2);
+  wf.record('three');
+  wf.end('completed');
+  await until(() => reader.end === 'closed');
+  expect(reader.eventsAfter(0).map((e) => e.message)).toEqual(['one', 'two', 'three']);
+  expect(reader.pushedEvents).toBe(0);
+  expect(wf.queries).toBeGreaterThan(1);
+  leave();
+});

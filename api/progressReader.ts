@@ -161,7 +161,8 @@ export class ProgressReader {
           // A page starts right after the last event read; anything else is dropped rather
           // than risk a gap or a repeat in what clients see.
           for (const e of page.events) if (e.seq === this.events.length + 1) this.events.push(e);
-          this.state = page.state;
+          // An end pushed while this read was out is newer than its answer.
+          if (this.end === undefined) this.state = page.state;
           const found = page.events.length > 0;
           if (page.state !== 'running' && this.events.length >= page.lastSeq) this.end = 'closed';
           // Terminated or timed out from outside: no handler set a final state, so once it

@@ -24,6 +24,8 @@ import type { Logger } from '../lib/observability/log';
 import { httpMetrics, metricsRoute } from './metrics';
 import { openApiRoute } from './openapi/route';
 import type { ProxmoxCluster } from '../lib/proxmox';
+import type { ProgressPushes } from '../lib/progressPushes';
+import { progressReaders } from './progressReader';
 
 export interface AppDeps {
   config: Config;
@@ -42,6 +44,8 @@ export interface AppDeps {
   metrics?: Metrics;
   /** Where unexpected request failures are logged; default stderr. */
   logger?: Logger;
+  /** Progress pushed by the worker of this process (role all); without it streams only query. */
+  pushes?: ProgressPushes;
 }
 
 /** A body in another format is refused outright instead of being read as "no fields". */
@@ -56,6 +60,7 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.metrics) app.use(httpMetrics(app, deps.metrics));
   // The error middleware logs unexpected failures through it.
   if (deps.logger) app.locals.logger = deps.logger;
+  if (deps.pushes) progressReaders(deps.client.workflow).pushes = deps.pushes;
   // First of all: a deadline for every answer but event streams. The cap on streams is
   // applied by each streaming route (limitsFor in api/limits.ts) and counted here.
   const limits = deps.config.http ?? { requestTimeoutMs: 30_000, sseMaxPerClient: 20, sseMaxTotal: 100 };

@@ -1,5 +1,6 @@
-import { WorkflowNotFoundError, type WorkflowClient, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowNotFoundError, type WorkflowClient } from '@temporalio/client';
 import { type ProgressEvent, progressQuery, type RunState } from '../contract';
+import type { ProgressPush, ProgressPushes } from '../lib/progressPushes';
 
 /**
  * One progress reader per workflow in this API process: every stream of a workflow (the
@@ -9,7 +10,13 @@ import { type ProgressEvent, progressQuery, type RunState } from '../contract';
  * It reads with the progress query, which writes no history. While the workflow emits it
  * reads again soon (`fastMs`); each read that finds nothing stretches the pause, up to
  * `slowMs`, so a quiet install (a long download, a VM booting) costs a few reads a second.
- * docs/performance.md says why a query and not an Update or a push from the activities.
+ *
+ * When the worker runs in this process too (role all), the workflow's progress sink pushes
+ * each event as it is recorded: the reader takes a pushed event only when it is exactly
+ * the next one, and reads at once on a gap, so every stream still gets each event once
+ * and in order. The query stays the record: it fills gaps, sees runs pushed by other
+ * processes, and while pushes come it is sent only every `pushedSlowMs` or so.
+ * docs/performance.md compares the query, an Update used as a long poll, and the push.
  */
 
 export interface ReaderTiming {
@@ -19,9 +26,11 @@ export interface ReaderTiming {
   slowMs: number;
   /** Pause while no worker answers the query (restart, deploy). */
   stalledMs: number;
+  /** Longest pause while the workflow is quiet and pushes bring its events. */
+  pushedSlowMs: number;
 }
 
-export const DEFAULT_TIMING: ReaderTiming = { fastMs: 100, slowMs: 500, stalledMs: 1000 };
+export const DEFAULT_TIMING: ReaderTiming = { fastMs: 100, slowMs: 500, stalledMs: 1000, pushedSlowMs: 2000 };
 
 /** A quiet workflow is described every this many empty reads: a terminated one stays 'running'. */
 const DESCRIBE_EVERY = 20;
@@ -40,12 +49,21 @@ export class ProgressReader {
   stalledSince: number | undefined;
   /** Progress queries sent for this workflow, for tests and diagnostics. */
   reads = 0;
+  /** Events taken from pushes, for tests and diagnostics. */
+  pushedEvents = 0;
+  /** Ends the pause between two reads early (a push showed a gap). */
+  private wakeReader: (() => void) | undefined;
+  /** A push showed a gap while a read was out: the next pause is skipped. */
+  private readWanted = false;
 
   constructor(
     private readonly client: WorkflowClient,
     readonly workflowId: string,
     private readonly timing: ReaderTiming,
     private readonly onIdle: (reader: ProgressReader) => void,
+    private readonly pushes?: ProgressPushes,
+    /** The run, when the caller knows it (it has just started it): no describe needed. */
+    readonly runId?: string,
   ) {}
 
   /** Events after sequence number `after`, as far as read. */
@@ -66,7 +84,9 @@ export class ProgressReader {
     }
     return () => {
       this.watchers.delete(wake);
-      if (this.watchers.size === 0 && !this.running) this.onIdle(this);
+      if (this.watchers.size > 0) return;
+      if (this.running) this.readSoon(); // to stop now rather than after its pause
+      else this.onIdle(this);
     };
   }
 
@@ -74,14 +94,61 @@ export class ProgressReader {
     for (const wake of this.watchers) wake();
   }
 
+  /** A push from this process's worker, for the run this reader is pinned to. */
+  private pushed(push: ProgressPush): void {
+    if (this.end !== undefined) return;
+    if ('event' in push) {
+      const next = this.events.length + 1;
+      // Already read (by a query that crossed the push, or pushed twice): nothing new.
+      if (push.event.seq < next) return;
+      if (push.event.seq > next) return this.readSoon();
+      this.events.push(push.event);
+      this.pushedEvents++;
+      this.notify();
+    } else if (push.ended.lastSeq === this.events.length) {
+      this.state = push.ended.state;
+      this.end = 'closed';
+      this.notify();
+      this.readSoon();
+    } else if (push.ended.lastSeq > this.events.length) {
+      this.readSoon();
+    }
+  }
+
+  private readSoon(): void {
+    if (this.wakeReader) this.wakeReader();
+    else this.readWanted = true;
+  }
+
+  private async pause(ms: number): Promise<void> {
+    if (this.readWanted) {
+      this.readWanted = false;
+      return;
+    }
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wakeReader = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.wakeReader = undefined;
+  }
+
   private async run(): Promise<void> {
     let pause = this.timing.fastMs;
     let emptyReads = 0;
     let closedSeen = false;
+    let unsubscribe: (() => void) | undefined;
     try {
       // Pinned to the run that is current now: a per-VM workflow id is reused by the next
       // operation on that VM, whose events must never be mixed into this run's.
-      const handle = await this.pinnedHandle();
+      const pinned = this.runId ? { runId: this.runId } : await this.pinnedRun();
+      const handle = pinned && this.client.getHandle(this.workflowId, pinned.runId);
+      const runId = pinned?.runId;
+      // Before the first read: what is pushed meanwhile is either in its answer or after it.
+      if (handle && this.pushes) unsubscribe = this.pushes.subscribe(this.workflowId, (p) => p.runId === runId && this.pushed(p));
+      const slowMs = unsubscribe ? this.timing.pushedSlowMs : this.timing.slowMs;
       while (handle && this.watchers.size > 0 && this.end === undefined) {
         const sent = Date.now();
         try {
@@ -94,7 +161,8 @@ export class ProgressReader {
           // A page starts right after the last event read; anything else is dropped rather
           // than risk a gap or a repeat in what clients see.
           for (const e of page.events) if (e.seq === this.events.length + 1) this.events.push(e);
-          this.state = page.state;
+          // An end pushed while this read was out is newer than its answer.
+          if (this.end === undefined) this.state = page.state;
           const found = page.events.length > 0;
           if (page.state !== 'running' && this.events.length >= page.lastSeq) this.end = 'closed';
           // Terminated or timed out from outside: no handler set a final state, so once it
@@ -104,10 +172,10 @@ export class ProgressReader {
           if (this.end) break;
           if (found) {
             emptyReads = 0;
-            pause = Math.max(this.timing.fastMs, Math.min(this.timing.slowMs, roundTrip));
+            pause = Math.max(this.timing.fastMs, Math.min(slowMs, roundTrip));
             if (this.events.length < page.lastSeq) continue; // more pages waiting
           } else {
-            pause = Math.max(Math.min(this.timing.slowMs, Math.round(pause * 1.5)), Math.min(this.timing.slowMs, roundTrip));
+            pause = Math.max(Math.min(slowMs, Math.round(pause * 1.5)), Math.min(slowMs, roundTrip));
             if (++emptyReads % DESCRIBE_EVERY === 0) closedSeen = (await handle.describe()).status.name !== 'RUNNING';
           }
         } catch (err) {
@@ -123,19 +191,20 @@ export class ProgressReader {
           }
           pause = this.timing.stalledMs;
         }
-        await new Promise((r) => setTimeout(r, pause));
+        if (this.end === undefined) await this.pause(pause);
       }
     } finally {
+      unsubscribe?.();
       this.running = false;
       if (this.watchers.size === 0) this.onIdle(this);
     }
   }
 
-  private async pinnedHandle(): Promise<WorkflowHandle | undefined> {
+  private async pinnedRun(): Promise<{ runId: string } | undefined> {
     for (;;) {
       try {
         const { runId } = await this.client.getHandle(this.workflowId).describe();
-        return this.client.getHandle(this.workflowId, runId);
+        return { runId };
       } catch (err) {
         if (err instanceof WorkflowNotFoundError) {
           this.end = 'not-found';
@@ -152,22 +221,34 @@ export class ProgressReader {
 /** The readers of one API process, one per workflow that has at least one stream open. */
 export class ProgressReaders {
   private readonly readers = new Map<string, ProgressReader>();
+  /** Set by the service when this process runs the worker too (role all). */
+  pushes: ProgressPushes | undefined;
 
   constructor(
     private readonly client: WorkflowClient,
-    private readonly timing: ReaderTiming = DEFAULT_TIMING,
+    /** For readers made from now on. */
+    public timing: ReaderTiming = DEFAULT_TIMING,
   ) {}
 
   /**
    * The reader of a workflow; a reader that has seen its run end serves only the streams
    * already on it, and the next stream gets a new one (the id may have a new run by now).
+   * `runId`, when the caller has just started the run, spares the reader finding it out,
+   * and a reader of another run of the id is left to the streams already on it.
    */
-  reader(workflowId: string): ProgressReader {
+  reader(workflowId: string, runId?: string): ProgressReader {
     let reader = this.readers.get(workflowId);
-    if (!reader || reader.end !== undefined) {
-      reader = new ProgressReader(this.client, workflowId, this.timing, (r) => {
-        if (this.readers.get(r.workflowId) === r) this.readers.delete(r.workflowId);
-      });
+    if (!reader || reader.end !== undefined || (runId !== undefined && reader.runId !== undefined && reader.runId !== runId)) {
+      reader = new ProgressReader(
+        this.client,
+        workflowId,
+        this.timing,
+        (r) => {
+          if (this.readers.get(r.workflowId) === r) this.readers.delete(r.workflowId);
+        },
+        this.pushes,
+        runId,
+      );
       this.readers.set(workflowId, reader);
     }
     return reader;

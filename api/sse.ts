@@ -64,7 +64,9 @@ export function lastEventId(req: Request): number {
  * leaves the reader, never stops the workflow.
  */
 export async function streamProgress(req: Request, res: Response, handle: WorkflowHandle, after: number): Promise<void> {
-  const reader = progressReaders(handle.client).reader(handle.workflowId);
+  // A handle from starting the workflow names its run: the reader need not look it up.
+  const runId = 'firstExecutionRunId' in handle && typeof handle.firstExecutionRunId === 'string' ? handle.firstExecutionRunId : undefined;
+  const reader = progressReaders(handle.client).reader(handle.workflowId, runId);
   let cursor = after;
   let wake: (() => void) | undefined;
   const leave = reader.watch(() => wake?.());

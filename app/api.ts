@@ -10,6 +10,7 @@ import { portHolder } from '../lib/run/ports';
 import type { TemporalConnection } from './temporal';
 import type { Metrics } from '../lib/observability/metrics';
 import type { Logger } from '../lib/observability/log';
+import type { ProgressPushes } from '../lib/progressPushes';
 
 export interface RunningApi {
   url: string;
@@ -31,6 +32,8 @@ export async function startApi(opts: {
   host: string;
   metrics?: Metrics;
   logger?: Logger;
+  /** Progress the worker in this process pushes, if it runs one. */
+  pushes?: ProgressPushes;
 }): Promise<RunningApi> {
   const { config, temporal, proxmox } = opts;
   const app = createApp({
@@ -42,6 +45,7 @@ export async function startApi(opts: {
     readiness: readinessProbe(opts.checks),
     metrics: opts.metrics,
     logger: opts.logger,
+    pushes: opts.pushes,
   });
   // Node checks its header and request deadlines every connectionsCheckingInterval.
   const server = http.createServer({ connectionsCheckingInterval: 1000 }, app);

@@ -14,6 +14,7 @@ import { checkNodeVersions } from '../lib/nodeVersions';
 import { createLogger, type Logger } from '../lib/observability/log';
 import { createMetrics, type Metrics } from '../lib/observability/metrics';
 import { startWorkerHealth } from './workerHealth';
+import { ProgressPushes } from '../lib/progressPushes';
 
 export interface ServiceOptions {
   config: Config;
@@ -79,8 +80,10 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     for (const [node, why] of Object.entries(unreachable)) {
       logger.warn({ node }, `node ${node}: could not read its Proxmox VE version (${why}); it is checked again at the next start`);
     }
+    // API and worker in one process: the worker hands progress straight to the streams.
+    const pushes = opts.worker !== false && opts.api !== false ? new ProgressPushes() : undefined;
     if (opts.worker !== false) {
-      worker = await startWorker({ config, temporal, executors, proxmox, workflowBundlePath: opts.workflowBundlePath, metrics });
+      worker = await startWorker({ config, temporal, executors, proxmox, workflowBundlePath: opts.workflowBundlePath, metrics, pushes });
     }
     // Replicas of the API share one cluster: a node that is down is no reason to take one
     // replica out of a load balancer, so the API alone checks only Temporal.
@@ -98,7 +101,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     const listener =
       opts.api === false
         ? await startWorkerHealth({ port: config.worker.healthPort, host, checks, metrics })
-        : await startApi({ config, temporal, proxmox, knownNodes, host, metrics, logger, checks });
+        : await startApi({ config, temporal, proxmox, knownNodes, host, metrics, logger, checks, pushes });
     return {
       url: listener.url,
       client: temporal.client,

@@ -6,6 +6,7 @@ import { createActivities } from '../activities';
 import { createWorker } from '../worker/worker';
 import type { TemporalConnection } from './temporal';
 import type { Metrics } from '../lib/observability/metrics';
+import type { ProgressPushes } from '../lib/progressPushes';
 
 export interface RunningWorker {
   worker: Worker;
@@ -25,6 +26,8 @@ export async function startWorker(opts: {
   workflowBundlePath?: string;
   /** Image figures, step durations and the workflows' install counts go here. */
   metrics?: Metrics;
+  /** The API's progress readers in this process, if it has an API. */
+  pushes?: ProgressPushes;
 }): Promise<RunningWorker> {
   const { config, temporal, executors, proxmox, metrics } = opts;
   const activities = createActivities({ config, executors, proxmox, client: temporal.client, metrics });
@@ -35,6 +38,7 @@ export async function startWorker(opts: {
     workflowBundlePath: opts.workflowBundlePath,
     dataConverter: temporal.dataConverter,
     metrics,
+    pushes: opts.pushes,
   });
   const done = worker.run();
   return {

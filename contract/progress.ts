@@ -28,6 +28,17 @@ export interface OutputBatch {
   lines: Array<{ status: EventStatus; message: string }>;
 }
 
+/**
+ * Progress as a workflow records it, for the API in the same process as the worker: its
+ * streams get an event without waiting for their next query. Like every sink, it is called
+ * only when a workflow task runs for the first time, never on replay, and after the task
+ * ran, before Temporal has accepted it: the query stays the record (see api/progressReader.ts).
+ */
+export type ProgressSink = {
+  recorded(event: ProgressEvent): void;
+  ended(state: RunState, lastSeq: number): void;
+};
+
 /** Events of a child workflow (the install) copied into the rebuild's own progress. */
 export interface RelayedProgress {
   events: Array<Omit<ProgressEvent, 'seq'>>;

@@ -2,6 +2,7 @@
  * The request and result types every layer speaks: what an install is asked for and what
  * it returns, and the progress events a run keeps.
  */
+import type { ProgressSink } from './progress';
 
 export const OS_VERSIONS = {
   debian: ['11', '12', '13'],
@@ -82,4 +83,4 @@ export type InstallMetricsSink = {
   vmidTaken(): void;
 };
 
-export type QemuRunSinks = { metrics: InstallMetricsSink };
+export type QemuRunSinks = { metrics: InstallMetricsSink; progress: ProgressSink };

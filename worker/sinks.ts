@@ -1,14 +1,17 @@
 import type { InjectedSinks } from '@temporalio/worker';
 import type { Metrics } from '../lib/observability/metrics';
+import type { ProgressPushes } from '../lib/progressPushes';
 import type { QemuRunSinks } from '../contract';
 
 /**
- * The workflows' metrics sink, counting into the process's registry. Not called during
- * replay (the SDK's default), so only the first run of a workflow task counts. Registered
- * even without a registry (a worker that keeps no figures): a workflow calling a sink the
- * worker lacks is logged as an error on every call.
+ * The workflows' sinks: metrics counted into the process's registry, and progress handed
+ * to the API's readers in the same process. Not called during replay (the SDK's default),
+ * so only the first run of a workflow task counts or pushes. Registered even without a
+ * registry or an API here (a worker that keeps no figures, role worker): a workflow
+ * calling a sink the worker lacks is logged as an error on every call.
  */
-export function metricsSinks(metrics?: Metrics): InjectedSinks<QemuRunSinks> {
+export function workerSinks(opts: { metrics?: Metrics; pushes?: ProgressPushes } = {}): InjectedSinks<QemuRunSinks> {
+  const { metrics, pushes } = opts;
   return {
     metrics: {
       installStarted: { fn: (_info, os) => metrics?.installsStarted.inc({ os }) },
@@ -21,6 +24,10 @@ export function metricsSinks(metrics?: Metrics): InjectedSinks<QemuRunSinks> {
         },
       },
       vmidTaken: { fn: () => metrics?.vmidRetries.inc() },
+    },
+    progress: {
+      recorded: { fn: ({ workflowId, runId }, event) => pushes?.publish({ workflowId, runId, event }) },
+      ended: { fn: ({ workflowId, runId }, state, lastSeq) => pushes?.publish({ workflowId, runId, ended: { state, lastSeq } }) },
     },
   };
 }

@@ -2,7 +2,8 @@ import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Config } from '../lib/config';
 import type { Metrics } from '../lib/observability/metrics';
 import { activityObservability } from './interceptors';
-import { metricsSinks } from './sinks';
+import { workerSinks } from './sinks';
+import type { ProgressPushes } from '../lib/progressPushes';
 import type { Workflows } from '../contract';
 import type * as registered from '../workflows';
 
@@ -22,10 +23,12 @@ export interface WorkerDeps {
   dataConverter?: WorkerOptions['dataConverter'];
   /** Where workflow facts (installs started, finished) and step durations are counted. */
   metrics?: Metrics;
+  /** Where workflows' progress goes for the API's readers in this process, if any. */
+  pushes?: ProgressPushes;
 }
 
 /** One worker runs every workflow and activity of the product on one task queue. */
-export async function createWorker({ config, connection, activities, workflowBundlePath, dataConverter, metrics }: WorkerDeps): Promise<Worker> {
+export async function createWorker({ config, connection, activities, workflowBundlePath, dataConverter, metrics, pushes }: WorkerDeps): Promise<Worker> {
   return Worker.create({
     connection,
     namespace: config.temporal.namespace,
@@ -36,7 +39,7 @@ export async function createWorker({ config, connection, activities, workflowBun
       : { workflowsPath: require.resolve('../workflows') }),
     dataConverter,
     interceptors: { activity: [activityObservability(metrics)] },
-    sinks: metricsSinks(metrics),
+    sinks: workerSinks({ metrics, pushes }),
     // A handful of Proxmox nodes: more parallel qm calls than this only queue up on locks.
     maxConcurrentActivityTaskExecutions: 20,
     // On SIGTERM polling stops at once; running activities get this long to finish

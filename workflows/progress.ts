@@ -1,5 +1,5 @@
-import { setHandler } from '@temporalio/workflow';
-import { type EventStatus, outputSignal, type ProgressEvent, progressQuery, type RunState } from '../contract';
+import { proxySinks, setHandler } from '@temporalio/workflow';
+import { type EventStatus, outputSignal, type ProgressEvent, progressQuery, type QemuRunSinks, type RunState } from '../contract';
 
 /**
  * A run's progress, kept in the workflow: the API reads it with the progress query, and
@@ -9,9 +9,11 @@ import { type EventStatus, outputSignal, type ProgressEvent, progressQuery, type
 /** A query result must stay far below Temporal's 2 MB payload limit. */
 const MAX_EVENTS_PER_PAGE = 500;
 
+const { progress: pushed } = proxySinks<QemuRunSinks>();
+
 export class Progress {
   private readonly events: ProgressEvent[] = [];
-  state: RunState = 'running';
+  private runState: RunState = 'running';
   /** The step being run, which command output from activities is attributed to. */
   current = '';
   /** Set by a workflow once its VM has a VMID and an address. */
@@ -20,7 +22,7 @@ export class Progress {
   constructor() {
     setHandler(progressQuery, (after) => ({
       events: this.events.filter((e) => e.seq > after).slice(0, MAX_EVENTS_PER_PAGE),
-      state: this.state,
+      state: this.runState,
       lastSeq: this.events.length,
       step: this.events.at(-1)?.step,
       vm: this.vm,
@@ -30,8 +32,20 @@ export class Progress {
     });
   }
 
+  get state(): RunState {
+    return this.runState;
+  }
+
+  /** Set once, when the run has recorded its last event. */
+  set state(state: RunState) {
+    this.runState = state;
+    if (state !== 'running') pushed.ended(state, this.events.length);
+  }
+
   emit(step: string, status: EventStatus, message: string): void {
-    this.events.push({ seq: this.events.length + 1, step, status, message, at: Date.now() });
+    const event = { seq: this.events.length + 1, step, status, message, at: Date.now() };
+    this.events.push(event);
+    pushed.recorded(event);
   }
 
   info(step: string, message: string): void {

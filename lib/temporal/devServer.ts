@@ -116,6 +116,13 @@ async function waitForFrontend(address: string, child: ChildProcess, timeoutMs: 
   throw new Error(`temporal dev server did not answer on ${address} within ${timeoutMs} ms: ${String(lastError)}`);
 }
 
+/**
+ * A workflow task that schedules an activity gets the activity task in its answer when its
+ * worker can run it, instead of that worker polling for it: one round trip less per step
+ * (docs/deployment.md says what a production server needs).
+ */
+const EAGER_ACTIVITIES = ['--dynamic-config-value', 'system.enableActivityEagerExecution=true'];
+
 export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
   const ip = opts.ip ?? '127.0.0.1';
   const address = `${ip}:${opts.port}`;
@@ -131,6 +138,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
     '--log-level', 'warn',
     // The version check calls home; this machine may have no internet.
     '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
+    ...EAGER_ACTIVITIES,
     ...searchAttributeFlags(),
   ];
   if (opts.dbFile) args.push('--db-filename', opts.dbFile);
@@ -217,7 +225,7 @@ async function startWithSdkDownload(opts: DevServerOptions, ip: string): Promise
       ui: opts.uiPort !== undefined,
       uiPort: opts.uiPort,
       searchAttributes: ALL_SEARCH_ATTRIBUTES,
-      extraArgs: opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [],
+      extraArgs: [...EAGER_ACTIVITIES, ...(opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [])],
     },
   });
   return {

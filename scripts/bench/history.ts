@@ -7,25 +7,46 @@ type Timestamp = { seconds?: { toNumber(): number } | number | null; nanos?: num
 
 const ms = (t: Timestamp) => (t ? Number(typeof t.seconds === 'object' && t.seconds ? t.seconds.toNumber() : (t.seconds ?? 0)) * 1000 + (t.nanos ?? 0) / 1e6 : 0);
 
-/** Milliseconds each activity type ran (from its start to its completion or failure), summed. */
-export async function activityTime(client: Client, workflowId: string): Promise<Map<string, number>> {
-  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+export interface ActivitySpan {
+  name: string;
+  /** When the workflow task that scheduled it completed (epoch ms). */
+  scheduled: number;
+  start: number;
+  end: number;
+}
+
+/** Each activity attempt that ended: its type, and when it was scheduled, started and ended. */
+export async function activitySpans(client: Client, workflowId: string): Promise<ActivitySpan[]> {
+  return spansOf(await client.workflow.getHandle(workflowId).fetchHistory());
+}
+
+export function spansOf(history: temporal.api.history.v1.IHistory): ActivitySpan[] {
   const type = new Map<string, string>();
+  const scheduled = new Map<string, number>();
   const started = new Map<string, number>();
-  const out = new Map<string, number>();
+  const out: ActivitySpan[] = [];
   for (const e of history.events ?? []) {
     const id = String(e.eventId);
-    if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) type.set(id, e.activityTaskScheduledEventAttributes!.activityType!.name!);
-    else if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED) started.set(String(e.activityTaskStartedEventAttributes!.scheduledEventId), ms(e.eventTime));
+    if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) {
+      type.set(id, e.activityTaskScheduledEventAttributes!.activityType!.name!);
+      scheduled.set(id, ms(e.eventTime));
+    } else if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED) started.set(String(e.activityTaskStartedEventAttributes!.scheduledEventId), ms(e.eventTime));
     else {
       const closed =
         e.activityTaskCompletedEventAttributes ?? e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes ?? e.activityTaskCanceledEventAttributes;
       if (!closed?.scheduledEventId) continue;
       const sid = String(closed.scheduledEventId);
       const name = type.get(sid);
-      const t0 = started.get(sid);
-      if (name && t0 !== undefined) out.set(name, (out.get(name) ?? 0) + ms(e.eventTime) - t0);
+      const start = started.get(sid);
+      if (name && start !== undefined) out.push({ name, scheduled: scheduled.get(sid) ?? start, start, end: ms(e.eventTime) });
     }
   }
+  return out;
+}
+
+/** Milliseconds each activity type ran (from its start to its completion or failure), summed. */
+export async function activityTime(client: Client, workflowId: string): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const { name, start, end } of await activitySpans(client, workflowId)) out.set(name, (out.get(name) ?? 0) + end - start);
   return out;
 }

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { progressQuery } from '../../contract';
 import { watch, type WatchedStream } from './sseClient';
+import { spansOf } from './history';
 
 export interface InstallRun {
   workflowId: string;
@@ -11,6 +12,8 @@ export interface InstallRun {
   /** Per event of the install's own stream: arrival at the client minus recording in the workflow (ms). */
   latenciesMs: number[];
   historyEvents: number;
+  /** Per activity: from its scheduling to its start, as the history records them (ms). */
+  scheduleToStartMs: number[];
 }
 
 export interface BatchResult {
@@ -94,6 +97,7 @@ export async function installBatch(opts: {
         seconds,
         latenciesMs,
         historyEvents: history?.events?.length ?? 0,
+        scheduleToStartMs: history ? spansOf(history).map((a) => a.start - a.scheduled) : [],
       };
       return run;
     }),

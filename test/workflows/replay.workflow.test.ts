@@ -3,7 +3,7 @@ import path from 'node:path';
 import { DefaultLogger, Runtime, Worker, type ReplayResult } from '@temporalio/worker';
 import * as workflows from '../../workflows';
 import { historyScenarios } from './support/historyScenarios';
-import { metricsSinks } from '../../worker/sinks';
+import { workerSinks } from '../../worker/sinks';
 import { createMetrics } from '../../lib/observability/metrics';
 
 /**
@@ -59,7 +59,7 @@ test('every recorded history replays against the current workflow code', async (
   if (!bundlePath) throw new Error('WORKFLOW_TEST_BUNDLE unset: run through jest (globalSetup bundles the workflows)');
   const results: ReplayResult[] = [];
   const histories = fixtures.map((f) => ({ workflowId: f.workflowId, history: f.history }));
-  for await (const result of Worker.runReplayHistories({ workflowBundle: { codePath: bundlePath }, replayName: 'fixtures', sinks: metricsSinks(createMetrics()) }, histories)) {
+  for await (const result of Worker.runReplayHistories({ workflowBundle: { codePath: bundlePath }, replayName: 'fixtures', sinks: workerSinks({ metrics: createMetrics() }) }, histories)) {
     results.push(result);
   }
   // One result per history, in the order given (several lifecycle runs share the id vm-130).

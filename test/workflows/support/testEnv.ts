@@ -6,7 +6,7 @@ import { DefaultLogger, Runtime, Worker, type LogLevel } from '@temporalio/worke
 import { type Activities, ALL_SEARCH_ATTRIBUTES } from '../../../contract';
 import { FakeCluster } from './fakeCluster';
 import { startTestServer } from './testServer';
-import { metricsSinks } from '../../../worker/sinks';
+import { workerSinks } from '../../../worker/sinks';
 import { createMetrics } from '../../../lib/observability/metrics';
 
 /**
@@ -76,7 +76,7 @@ export async function startWorkflowTestEnv(): Promise<WorkflowTestEnv> {
     activities: dispatch,
     workflowBundle: { codePath: bundlePath },
     // The workflows report to the metrics sink; the real one, counting into a registry of its own.
-    sinks: metricsSinks(createMetrics()),
+    sinks: workerSinks({ metrics: createMetrics() }),
     // A fake activity that waits for its cancellation hears of it on its next heartbeat.
     maxHeartbeatThrottleInterval: '100ms',
     defaultHeartbeatThrottleInterval: '100ms',

@@ -221,3 +221,15 @@ export function faultCommand(h: Harness, t: OperationTarget): string {
 export async function injectFaultOn(h: Harness, t: OperationTarget, fault: Omit<FaultSpec, 'command' | 'node'>): Promise<void> {
   await h.sandbox.injectFault({ ...fault, command: faultCommand(h, t), node: t.node });
 }
+
+/** The mode the test file runs in, known before its harness starts. */
+export const fileMode = (): ProxmoxMode => (process.env.TEST_PROXMOX_MODE === 'api' ? 'api' : 'cli');
+
+/**
+ * A test of something only one mode has (the SFTP copy of an image in CLI mode, the
+ * node's own download in API mode): it runs in `mode`, and is skipped in the other with
+ * the reason in its title. `modeSpecific('cli', 'images pass through the service')('...', fn)`
+ */
+export function modeSpecific(mode: ProxmoxMode, why: string): (title: string, fn: jest.ProvidesCallback, timeout?: number) => void {
+  return (title, fn, timeout) => (fileMode() === mode ? test : test.skip)(`mode-specific (${mode} only: ${why}): ${title}`, fn, timeout);
+}

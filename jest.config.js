@@ -24,10 +24,21 @@ const common = {
   moduleNameMapper: { '^unicorn-magic$': '<rootDir>/node_modules/unicorn-magic/node.js' },
 };
 
+// The suites of the install, the VM lifecycle, rebuild and the failure paths, which run a
+// second time with the sandbox reached through its REST API (Proxmox API mode).
+const apiModeSuites = ['install.e2e', 'install.behaviour', 'lifecycle', 'lifecycle.cpu', 'rebuild'];
+
+const endToEnd = {
+  ...common,
+  globalSetup: '<rootDir>/test/support/globalSetup.ts',
+  globalTeardown: '<rootDir>/test/support/globalTeardown.ts',
+};
+
 // Two layers, each with its own setup, which runs only when one of its tests is selected:
 // workflow tests (test/workflows/) run the workflow code on Temporal's time-skipping test
 // server with fake activities, in seconds; every other test runs against a real Temporal
-// dev server, the Proxmox sandbox, real OpenSSH and real HTTP.
+// dev server, the Proxmox sandbox, real OpenSSH and real HTTP, the suites above twice:
+// in CLI mode (`default`) and in API mode (`api-mode`).
 module.exports = {
   testTimeout: 120_000,
   projects: [
@@ -39,12 +50,17 @@ module.exports = {
       globalTeardown: '<rootDir>/test/workflows/support/globalTeardown.ts',
     },
     {
-      ...common,
+      ...endToEnd,
       displayName: 'default',
       roots: ['<rootDir>/test'],
       testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/workflows/'],
-      globalSetup: '<rootDir>/test/support/globalSetup.ts',
-      globalTeardown: '<rootDir>/test/support/globalTeardown.ts',
+    },
+    {
+      ...endToEnd,
+      displayName: 'api-mode',
+      roots: ['<rootDir>/test'],
+      testMatch: apiModeSuites.map((name) => `<rootDir>/test/${name}.test.ts`),
+      setupFiles: ['<rootDir>/test/support/apiModeSetup.ts'],
     },
   ],
 };

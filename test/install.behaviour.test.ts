@@ -3,11 +3,13 @@ import { LOCAL_CLI_PATH } from '../lib/temporal/devServer';
 import { startHarness, Harness } from './support/harness';
 import { requestSse, SseResponse } from './support/sse';
 import { activityAttempts as attemptsInHistory } from './support/history';
+import { injectFaultOn, isMutating, watchOperations, type ProxmoxOperation } from './support/proxmoxOps';
 
 /**
  * The install workflow's promises beyond the happy path, on the real Temporal server and
- * the sandbox: retries, cleanup, migration over SSH, re-attaching, concurrency,
- * cancellation, idempotency, and finding runs by search attribute.
+ * the sandbox: retries, cleanup, migration, re-attaching, concurrency, cancellation,
+ * idempotency, and finding runs by search attribute. Faults are injected on operations
+ * (./support/proxmoxCalls), so the suite runs as written in CLI and in API mode.
  */
 
 let h: Harness;
@@ -38,24 +40,36 @@ async function vmIds(): Promise<number[]> {
   return (JSON.parse(stdout) as Array<{ vmid: number }>).map((r) => r.vmid).sort();
 }
 
+/** Cleanup touched only what this install made: it destroyed exactly the VM it created. */
+function expectOwnVmRemoved(ops: ProxmoxOperation[]): void {
+  const created = ops.filter((op) => op.name === 'create' && op.ok).map((op) => op.vmid);
+  expect(created).toHaveLength(1);
+  expect(ops.filter((op) => op.name === 'destroy' && op.ok).map((op) => op.vmid)).toEqual(created);
+}
+
 /** Attempts of each activity type, from the real workflow history. */
 const activityAttempts = (workflowId: string) => attemptsInHistory(h.service.client, workflowId);
 
-test('node pve2: the VM is migrated over SSH before its first boot and answers there', async () => {
+test('node pve2: the VM is migrated there before its first boot, started there, and answers', async () => {
+  const since = await watchOperations(h);
   const res = await install({ os: 'debian', version: '12', node: 'pve2' });
   expect(res.events.at(-1)?.message).toMatch(/^\[\*\] User: debian$/);
   const vmid = vmidOf(res);
   expect(res.events.some((e) => e.step === 'VM initialization > migrate' && /migration finished successfully/.test(e.message))).toBe(true);
-  const calls = await h.sandbox.calls();
-  expect(calls.some((c) => c.node === 'pve1' && c.argv.join(' ').startsWith(`qm migrate ${vmid} pve2`))).toBe(true);
-  // started on pve2, through its real sshd
-  expect(calls.some((c) => c.node === 'pve2' && c.argv.join(' ') === `qm start ${vmid}`)).toBe(true);
+  // Created on the main node, moved while stopped, first started on pve2 (in CLI mode
+  // through pve2's own sshd, in API mode on pve2's API path).
+  const ops = (await since()).filter((op) => op.vmid === vmid && ['create', 'migrate', 'start'].includes(op.name));
+  expect(ops).toEqual([
+    { node: 'pve1', name: 'create', vmid, ok: true },
+    { node: 'pve1', name: 'migrate', vmid, ok: true },
+    { node: 'pve2', name: 'start', vmid, ok: true },
+  ]);
   const { stdout } = await execa('qm', ['status', String(vmid)], { env: { ...process.env, ...h.sandbox.envFor('pve2') } });
   expect(stdout).toBe('status: running');
 });
 
 test('a qm step locked twice is retried and the install succeeds; history shows the retries', async () => {
-  await h.sandbox.injectFault({ command: 'qm create', times: 2, stderr: 'VM is locked (create)', exitCode: 255 });
+  await injectFaultOn(h, { name: 'create' }, { times: 2, stderr: 'VM is locked (create)', exitCode: 255 });
   const res = await install({ os: 'ubuntu', version: '22.04' });
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
   expect(res.events.at(-1)?.message).toBe('[*] User: ubuntu');
@@ -66,7 +80,8 @@ test('a qm step locked twice is retried and the install succeeds; history shows 
 
 test('a permanent failure after create removes the VM and ends with an error event naming the step', async () => {
   const before = await vmIds();
-  await h.sandbox.injectFault({ command: 'qm resize', times: 1, stderr: "disk 'scsi0' does not exist", exitCode: 0 });
+  await injectFaultOn(h, { name: 'resize' }, { times: 1, stderr: "disk 'scsi0' does not exist", exitCode: 0 });
+  const since = await watchOperations(h);
   const res = await install({ os: 'debian', version: '11' });
   const last = res.events.at(-1)!;
   expect(last.status).toBe('error');
@@ -75,17 +90,21 @@ test('a permanent failure after create removes the VM and ends with an error eve
   expect(res.events.some((e) => /^\[\*\] VM \d+ removed$/.test(e.message))).toBe(true);
   expect(res.closed).toBe(true);
   expect(await vmIds()).toEqual(before);
+  expectOwnVmRemoved(await since());
 });
 
 test('an explicit id that is taken fails clearly and leaves that VM alone', async () => {
   const first = await install({ os: 'debian', version: '12', id: 230 });
   expect(vmidOf(first)).toBe(230);
   const before = await h.sandbox.readConfig(230);
+  const since = await watchOperations(h);
   const res = await install({ os: 'debian', version: '12', id: 230 });
   const last = res.events.at(-1)!;
   expect(last.status).toBe('error');
   expect(last.message).toMatch(/VM 230 already exists on node 'pve1'/);
   expect(await h.sandbox.readConfig(230)).toBe(before);
+  // Its create was refused; nothing else was done to VM 230, and no clean-up went for it.
+  expect((await since()).filter((op) => isMutating(op) && op.ok && op.vmid === 230)).toEqual([]);
 });
 
 test('a client dropped mid-stream re-attaches with Last-Event-ID and gets exactly the missing events', async () => {
@@ -118,14 +137,16 @@ test('10 concurrent installs get 10 distinct VMIDs and IPs and all succeed', asy
 }, 300_000);
 
 test('cancelling an install stops it and removes the VM it created', async () => {
-  await h.sandbox.injectFault({ command: 'qm start', times: 1, latencyMs: 4000 });
+  await injectFaultOn(h, { name: 'start' }, { times: 1, latencyMs: 4000 });
   const before = await vmIds();
+  const since = await watchOperations(h);
   const stream = install({ os: 'debian', version: '13' });
   // wait until the VM exists, then cancel
   let workflowId: string | undefined;
   for (let i = 0; i < 100 && !workflowId; i++) {
     await new Promise((r) => setTimeout(r, 200));
-    const list = h.service.client.workflow.list({ query: `ExecutionStatus = 'Running' AND VmOs = 'debian-13'` });
+    // This file's own task queue: another file (or this one in the other mode) may install debian 13 meanwhile.
+    const list = h.service.client.workflow.list({ query: `ExecutionStatus = 'Running' AND VmOs = 'debian-13' AND TaskQueue = '${h.config.temporal.taskQueue}'` });
     for await (const w of list) workflowId = w.workflowId;
   }
   expect(workflowId).toBeDefined();
@@ -135,6 +156,7 @@ test('cancelling an install stops it and removes the VM it created', async () =>
   const res = await stream;
   expect(res.events.at(-1)).toMatchObject({ status: 'error', message: '[-] install cancelled' });
   expect(await vmIds()).toEqual(before);
+  expectOwnVmRemoved(await since());
 });
 
 test('a repeated POST with the same Idempotency-Key attaches to the same install', async () => {
@@ -164,7 +186,7 @@ test('every install is findable with `temporal workflow list --query` by its sea
   let out = '';
   for (let i = 0; i < 30 && !out.includes(workflowId); i++) {
     ({ stdout: out } = await execa(LOCAL_CLI_PATH, [
-      'workflow', 'list', '--address', process.env.TEST_TEMPORAL_ADDRESS!,
+      'workflow', 'list', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', h.config.temporal.namespace,
       '--query', `VmId = ${vmid} AND VmName = 'findme-${vmid}' AND VmOs = 'ubuntu-24.04' AND VmNode = 'pve1'`,
     ]));
     if (!out.includes(workflowId)) await new Promise((r) => setTimeout(r, 500));

@@ -33,6 +33,8 @@ export interface DevServerOptions {
   /** UI port; undefined runs headless. */
   uiPort?: number;
   namespace: string;
+  /** Further namespaces to create at launch, with the same search attributes. */
+  extraNamespaces?: string[];
   /** The payload codec endpoint the embedded UI calls to decode history. */
   codecEndpoint?: string;
   logFile?: string;
@@ -83,6 +85,8 @@ export function findTemporalCli(explicit?: string): { path: string; source: stri
 export function searchAttributeFlags(): string[] {
   return ALL_SEARCH_ATTRIBUTES.flatMap((k) => ['--search-attribute', `${k.name}=${SA_TYPE_NAMES[k.type]}`]);
 }
+
+const namespaceFlags = (namespaces: string[] = []): string[] => namespaces.flatMap((n) => ['--namespace', n]);
 
 export async function freePort(host = '127.0.0.1'): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -135,6 +139,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
     '--ip', ip,
     '--port', String(opts.port),
     '--namespace', opts.namespace,
+    ...namespaceFlags(opts.extraNamespaces),
     '--log-level', 'warn',
     // The version check calls home; this machine may have no internet.
     '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
@@ -225,7 +230,7 @@ async function startWithSdkDownload(opts: DevServerOptions, ip: string): Promise
       ui: opts.uiPort !== undefined,
       uiPort: opts.uiPort,
       searchAttributes: ALL_SEARCH_ATTRIBUTES,
-      extraArgs: [...EAGER_ACTIVITIES, ...(opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [])],
+      extraArgs: [...EAGER_ACTIVITIES, ...namespaceFlags(opts.extraNamespaces), ...(opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [])],
     },
   });
   return {

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { freePort, startDevServer, DevServer } from '../../lib/temporal/devServer';
 import { ensureSandboxTools } from '../../sandbox/requirements';
+import { API_MODE_NAMESPACE } from './apiMode';
 
 /**
  * One real Temporal dev server for the whole test run, on free loopback ports, and the
@@ -41,6 +42,7 @@ async function startOnFreePorts(dir: string): Promise<DevServer> {
         port: await freePort(),
         uiPort: await freePort(),
         namespace: 'default',
+        extraNamespaces: [API_MODE_NAMESPACE],
         dbFile: path.join(dir, `temporal${suffix}.db`),
         logFile,
       });

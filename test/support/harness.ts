@@ -77,6 +77,8 @@ export async function startHarness(
     // Test services share one namespace: a scheduled reconcile firing during another test
     // would remove the VMs that test left on purpose. The reconciler's own test turns it on.
     RECONCILE_INTERVAL: 'off',
+    // The api-mode project's runs have a namespace of their own (./apiMode).
+    ...(process.env.TEST_TEMPORAL_NAMESPACE ? { TEMPORAL_NAMESPACE: process.env.TEST_TEMPORAL_NAMESPACE } : {}),
     ...env,
   });
   const key = ensureSshKey(config.sshKeyPath);

@@ -3,7 +3,7 @@
 # proxy, as temporal-server and temporal-sql-tool (the names the official images use), and
 # copies the release's database schema beside them, so the tests run the same server, on
 # PostgreSQL, as docker-compose.yml. The version must match the temporalio/server image
-# tag there (test/deploy.compose.test.ts checks both).
+# tag there (test/unit/deploy.compose.test.ts checks both).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="$here/.tools/bin"

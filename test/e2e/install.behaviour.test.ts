@@ -1,0 +1,196 @@
+import { execa } from 'execa';
+import { LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
+import { startHarness, Harness } from '../support/harness';
+import { requestSse, SseResponse } from '../support/sse';
+import { activityAttempts as attemptsInHistory } from '../support/history';
+import { injectFaultOn, isMutating, watchOperations, type ProxmoxOperation } from '../support/proxmoxOps';
+
+/**
+ * The install workflow's promises beyond the happy path, on the real Temporal server and
+ * the sandbox: retries, cleanup, migration, re-attaching, concurrency, cancellation,
+ * idempotency, and finding runs by search attribute. Faults are injected on operations
+ * (./support/proxmoxCalls), so the suite runs as written in CLI and in API mode.
+ */
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await startHarness();
+});
+
+afterAll(async () => {
+  await h?.stop();
+});
+
+
+function install(body: Record<string, unknown>, opts: Parameters<typeof requestSse>[1] = {}): Promise<SseResponse> {
+  return requestSse(`${h.api}/vm/install`, { body, ...opts });
+}
+
+function vmidOf(res: SseResponse): number {
+  const line = res.events.find((e) => /^\[\*\] VMID: \d+$/.test(e.message));
+  if (!line) throw new Error(`no VMID event in: ${JSON.stringify(res.events.slice(-5))}`);
+  return Number(line.message.split(': ')[1]);
+}
+
+async function vmIds(): Promise<number[]> {
+  const { stdout } = await execa('pvesh', ['get', '/cluster/resources', '--type', 'vm', '--output-format', 'json'], {
+    env: { ...process.env, ...h.sandbox.envFor('pve1') },
+  });
+  return (JSON.parse(stdout) as Array<{ vmid: number }>).map((r) => r.vmid).sort();
+}
+
+/** Cleanup touched only what this install made: it destroyed exactly the VM it created. */
+function expectOwnVmRemoved(ops: ProxmoxOperation[]): void {
+  const created = ops.filter((op) => op.name === 'create' && op.ok).map((op) => op.vmid);
+  expect(created).toHaveLength(1);
+  expect(ops.filter((op) => op.name === 'destroy' && op.ok).map((op) => op.vmid)).toEqual(created);
+}
+
+/** Attempts of each activity type, from the real workflow history. */
+const activityAttempts = (workflowId: string) => attemptsInHistory(h.service.client, workflowId);
+
+test('node pve2: the VM is migrated there before its first boot, started there, and answers', async () => {
+  const since = await watchOperations(h);
+  const res = await install({ os: 'debian', version: '12', node: 'pve2' });
+  expect(res.events.at(-1)?.message).toMatch(/^\[\*\] User: debian$/);
+  const vmid = vmidOf(res);
+  expect(res.events.some((e) => e.step === 'VM initialization > migrate' && /migration finished successfully/.test(e.message))).toBe(true);
+  // Created on the main node, moved while stopped, first started on pve2 (in CLI mode
+  // through pve2's own sshd, in API mode on pve2's API path).
+  const ops = (await since()).filter((op) => op.vmid === vmid && ['create', 'migrate', 'start'].includes(op.name));
+  expect(ops).toEqual([
+    { node: 'pve1', name: 'create', vmid, ok: true },
+    { node: 'pve1', name: 'migrate', vmid, ok: true },
+    { node: 'pve2', name: 'start', vmid, ok: true },
+  ]);
+  const { stdout } = await execa('qm', ['status', String(vmid)], { env: { ...process.env, ...h.sandbox.envFor('pve2') } });
+  expect(stdout).toBe('status: running');
+});
+
+test('a qm step locked twice is retried and the install succeeds; history shows the retries', async () => {
+  await injectFaultOn(h, { name: 'create' }, { times: 2, stderr: 'VM is locked (create)', exitCode: 255 });
+  const res = await install({ os: 'ubuntu', version: '22.04' });
+  expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+  expect(res.events.at(-1)?.message).toBe('[*] User: ubuntu');
+  const attempts = await activityAttempts(res.headers['x-workflow-id'] as string);
+  expect(attempts.qmCreate).toBe(3);
+  expect(attempts.importDisk).toBe(1);
+});
+
+test('a permanent failure after create removes the VM and ends with an error event naming the step', async () => {
+  const before = await vmIds();
+  await injectFaultOn(h, { name: 'resize' }, { times: 1, stderr: "disk 'scsi0' does not exist", exitCode: 0 });
+  const since = await watchOperations(h);
+  const res = await install({ os: 'debian', version: '11' });
+  const last = res.events.at(-1)!;
+  expect(last.status).toBe('error');
+  expect(last.step).toBe('VM initialization > cloud-init');
+  expect(last.message).toMatch(/^\[-\] .*disk 'scsi0' does not exist/);
+  expect(res.events.some((e) => /^\[\*\] VM \d+ removed$/.test(e.message))).toBe(true);
+  expect(res.closed).toBe(true);
+  expect(await vmIds()).toEqual(before);
+  expectOwnVmRemoved(await since());
+});
+
+test('an explicit id that is taken fails clearly and leaves that VM alone', async () => {
+  const first = await install({ os: 'debian', version: '12', id: 230 });
+  expect(vmidOf(first)).toBe(230);
+  const before = await h.sandbox.readConfig(230);
+  const since = await watchOperations(h);
+  const res = await install({ os: 'debian', version: '12', id: 230 });
+  const last = res.events.at(-1)!;
+  expect(last.status).toBe('error');
+  expect(last.message).toMatch(/VM 230 already exists on node 'pve1'/);
+  expect(await h.sandbox.readConfig(230)).toBe(before);
+  // Its create was refused; nothing else was done to VM 230, and no clean-up went for it.
+  expect((await since()).filter((op) => isMutating(op) && op.ok && op.vmid === 230)).toEqual([]);
+});
+
+test('a client dropped mid-stream re-attaches with Last-Event-ID and gets exactly the missing events', async () => {
+  const first = await install({ os: 'rockylinux', version: '9' }, { stopAfter: 5 });
+  expect(first.events).toHaveLength(5);
+  const workflowId = first.headers['x-workflow-id'] as string;
+  const rest = await requestSse(`${h.api}/vm/install/${workflowId}/events`, { headers: { 'Last-Event-ID': '5' } });
+  expect(rest.status).toBe(200);
+  expect(rest.closed).toBe(true);
+  expect(rest.events[0].id).toBe(6);
+  const ids = [...first.events, ...rest.events].map((e) => e.id);
+  expect(ids).toEqual(ids.map((_, i) => i + 1));
+  expect(rest.events.at(-1)?.message).toBe('[*] User: rocky');
+
+  // the whole stream again, from the start, is the same sequence
+  const all = await requestSse(`${h.api}/vm/install/${workflowId}/events`);
+  expect(all.events).toEqual([...first.events, ...rest.events]);
+
+  const status = await (await fetch(`${h.api}/vm/install/${workflowId}`)).json();
+  expect(status).toMatchObject({ success: true, status: 'COMPLETED', result: { vmid: vmidOf(rest), user: 'rocky' } });
+});
+
+test('10 concurrent installs get 10 distinct VMIDs and IPs and all succeed', async () => {
+  const results = await Promise.all(Array.from({ length: 10 }, (_, i) => install({ os: 'debian', version: '12', name: `c${i}` })));
+  for (const r of results) expect(r.events.filter((e) => e.status === 'error')).toEqual([]);
+  const ids = results.map(vmidOf);
+  expect(new Set(ids).size).toBe(10);
+  const ips = results.map((r) => r.events.find((e) => e.message.startsWith('[*] IP: '))!.message);
+  expect(new Set(ips).size).toBe(10);
+}, 300_000);
+
+test('cancelling an install stops it and removes the VM it created', async () => {
+  await injectFaultOn(h, { name: 'start' }, { times: 1, latencyMs: 4000 });
+  const before = await vmIds();
+  const since = await watchOperations(h);
+  const stream = install({ os: 'debian', version: '13' });
+  // wait until the VM exists, then cancel
+  let workflowId: string | undefined;
+  for (let i = 0; i < 100 && !workflowId; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    // This file's own task queue: another file (or this one in the other mode) may install debian 13 meanwhile.
+    const list = h.service.client.workflow.list({ query: `ExecutionStatus = 'Running' AND VmOs = 'debian-13' AND TaskQueue = '${h.config.temporal.taskQueue}'` });
+    for await (const w of list) workflowId = w.workflowId;
+  }
+  expect(workflowId).toBeDefined();
+  for (let i = 0; i < 100 && (await vmIds()).length === before.length; i++) await new Promise((r) => setTimeout(r, 100));
+  const cancel = await fetch(`${h.api}/vm/install/${workflowId}/cancel`, { method: 'POST', headers: { 'Content-Type': 'application/json' } });
+  expect(cancel.status).toBe(202);
+  const res = await stream;
+  expect(res.events.at(-1)).toMatchObject({ status: 'error', message: '[-] install cancelled' });
+  expect(await vmIds()).toEqual(before);
+  expectOwnVmRemoved(await since());
+});
+
+test('a repeated POST with the same Idempotency-Key attaches to the same install', async () => {
+  const headers = { 'Idempotency-Key': `key-${Date.now()}` };
+  const [a, b] = await Promise.all([install({ os: 'debian', version: '12' }, { headers }), install({ os: 'debian', version: '12' }, { headers })]);
+  expect(a.headers['x-workflow-id']).toBe(b.headers['x-workflow-id']);
+  expect(vmidOf(a)).toBe(vmidOf(b));
+  const c = await install({ os: 'debian', version: '12' }, { headers });
+  expect(c.headers['x-workflow-id']).toBe(a.headers['x-workflow-id']);
+  expect(c.events).toEqual(a.events);
+});
+
+test('a name with quotes and newlines is refused with a 400 naming the field; nothing starts', async () => {
+  const before = await vmIds();
+  const res = await install({ os: 'debian', version: '12', name: 'a"b\nc' });
+  expect(res.status).toBe(400);
+  const body = JSON.parse(res.body);
+  expect(body).toMatchObject({ success: false });
+  expect(body.message).toMatch(/^please check your input: name: /);
+  expect(await vmIds()).toEqual(before);
+});
+
+test('every install is findable with `temporal workflow list --query` by its search attributes', async () => {
+  const res = await install({ os: 'ubuntu', version: '24.04', name: 'findme' });
+  const vmid = vmidOf(res);
+  const workflowId = res.headers['x-workflow-id'] as string;
+  let out = '';
+  for (let i = 0; i < 30 && !out.includes(workflowId); i++) {
+    ({ stdout: out } = await execa(LOCAL_CLI_PATH, [
+      'workflow', 'list', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', h.config.temporal.namespace,
+      '--query', `VmId = ${vmid} AND VmName = 'findme-${vmid}' AND VmOs = 'ubuntu-24.04' AND VmNode = 'pve1'`,
+    ]));
+    if (!out.includes(workflowId)) await new Promise((r) => setTimeout(r, 500));
+  }
+  expect(out).toContain(workflowId);
+  expect(out).toContain('installVm');
+});

@@ -1,0 +1,79 @@
+import { sshWorks, userKeyPair } from '../support/guest';
+import { startHarness, Harness } from '../support/harness';
+import { requestSse } from '../support/sse';
+
+/**
+ * The install workflow end to end: real Temporal dev server, the Proxmox sandbox (pve1
+ * local, pve2 over real sshd), real SSH into the guests, real HTTP and SSE.
+ */
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await startHarness();
+});
+
+afterAll(async () => {
+  await h?.stop();
+});
+
+const userKey = () => userKeyPair('user@laptop');
+
+function canSsh(ip: string, user: string, privateKey: Buffer): Promise<boolean> {
+  return sshWorks(ip, h.config.vmSshPort, user, privateKey);
+}
+
+function finalEvents(events: Array<{ step: string; status: string; message: string }>) {
+  return events.slice(-4);
+}
+
+describe.each([
+  ['debian', '12', 'debian'],
+  ['ubuntu', '24.04', 'ubuntu'],
+  ['rockylinux', '9', 'rocky'],
+])('install %s %s', (os, version, defaultUser) => {
+  test('streams the pipeline and ends with the seed\'s four final events; the VM answers SSH', async () => {
+    const key = userKey();
+    const res = await requestSse(`${h.api}/vm/install`, {
+      body: { os, version, name: 'web', cpu: 2, ram: 1024, disk: '20G', pubkey: key.publicKey },
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/event-stream/);
+    const workflowId = res.headers['x-workflow-id'] as string;
+    expect(workflowId).toMatch(/^install-/);
+    expect(res.events[0].message).toContain(workflowId);
+    expect(res.closed).toBe(true);
+    expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+
+    const last = finalEvents(res.events);
+    expect(last.map((e) => e.step)).toEqual(Array(4).fill('VM initialization > finalizing'));
+    expect(last[0].message).toMatch(/^\[\+\] VM installation completed in \d+\.\d{2}s$/);
+    const vmid = Number(/^\[\*\] VMID: (\d+)$/.exec(last[1].message)?.[1]);
+    expect(vmid).toBeGreaterThanOrEqual(100);
+    expect(last[2].message).toBe(`[*] IP: 127.0.0.${vmid}`);
+    expect(last[3].message).toBe(`[*] User: ${defaultUser}`);
+
+    // every event has an increasing id
+    const ids = res.events.map((e) => e.id);
+    expect(ids).toEqual(ids.map((_, i) => i + 1));
+
+    // the request key and the main node key both work, as the cloud-init user
+    expect(await canSsh(`127.0.0.${vmid}`, defaultUser, key.privateKey)).toBe(true);
+    expect(await canSsh(`127.0.0.${vmid}`, defaultUser, h.key.privateKey)).toBe(true);
+    expect(await canSsh(`127.0.0.${vmid}`, defaultUser, userKey().privateKey)).toBe(false);
+
+    const conf = await h.sandbox.readConfig(vmid);
+    expect(conf).toMatch(new RegExp(`^name: web-${vmid}$`, 'm'));
+    expect(conf).toMatch(/^cores: 2$/m);
+    expect(conf).toMatch(/^memory: 1024$/m);
+    expect(conf).toMatch(/^scsi0: .*size=20G/m);
+    expect(conf).toMatch(new RegExp(`^ipconfig0: ip=127\\.0\\.0\\.${vmid}/24,gw=127\\.0\\.0\\.1$`, 'm'));
+    // No passwd in the request: cloud-init sets no password (the injected keys only).
+    expect(conf).not.toMatch(/^cipassword:/m);
+    expect(conf).toMatch(new RegExp(`^tags: ${os}$`, 'm'));
+
+    // the init script ran in the guest, and its output reached the stream
+    expect(await h.sandbox.guestLog(vmid)).toMatch(/qemu-guest-agent/);
+    expect(res.events.some((e) => e.step === 'VM initialization > init script' && e.status === 'processing' && !e.message.startsWith('[*] running'))).toBe(true);
+  });
+});

@@ -1,0 +1,87 @@
+import path from 'node:path';
+import { execa, type ResultPromise } from 'execa';
+import { ApiNode } from '../../lib/proxmox/api/node';
+import { PveApi } from '../../lib/proxmox/api/http';
+import { startHarness, type Harness } from '../support/harness';
+import { requestSse } from '../support/sse';
+
+/**
+ * API mode, the worker killed (SIGKILL) while the node downloads the image: the task goes
+ * on on its node, and the next worker's retry follows the task whose UPID the killed one
+ * recorded in its heartbeat, instead of downloading a second time. Slow by nature: Temporal
+ * notices the dead worker only at the transfer activities' 60 s heartbeat timeout.
+ */
+
+const REPO = path.resolve(__dirname, '..', '..');
+let h: Harness;
+let root: ApiNode;
+const workers: Array<ResultPromise> = [];
+
+beforeAll(async () => {
+  h = await startHarness({}, { proxmoxApi: true, worker: false });
+  const s = h.config.proxmoxApi!;
+  root = new ApiNode(new PveApi({ urls: s.urls, token: s.token, fingerprint: s.fingerprint }), h.config.mainNode);
+});
+
+afterAll(async () => {
+  for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
+  root?.api.close();
+  await h?.stop();
+});
+
+/** Wrapped: an async function returning the child (a thenable) would wait for its exit. */
+async function startChildWorker(): Promise<{ child: ResultPromise }> {
+  const child = execa(process.execPath, [path.join(REPO, 'sandbox', 'tsrun.js'), path.join(REPO, 'test', 'fixtures', 'apiWorker.ts')], {
+    cwd: REPO,
+    env: { QEMURUN_TEST_CONFIG: JSON.stringify(h.config) },
+    reject: false,
+    stderr: 'inherit',
+  });
+  workers.push(child);
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      if (out.includes('worker ready')) resolve();
+    });
+    void child.then((r) => reject(new Error(`the worker exited (${r.exitCode}) before it was ready: ${out}`)));
+  });
+  return { child };
+}
+
+async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('the next worker follows the running download task to its end; no second download, one task', async () => {
+  const imagePath = h.images.image('ubuntu', '24.04').path;
+  // 8 body chunks, 2 s apart: the node is still downloading when the worker dies.
+  h.images.setChunkDelay(2000, imagePath);
+  const { child: first } = await startChildWorker();
+  const install = requestSse(`${h.api}/vm/install`, { body: { os: 'ubuntu', version: '24.04', name: 'crash' }, timeoutMs: 240_000 });
+  await until('the node to start downloading', () => h.images.gets(imagePath) > 0);
+  // The heartbeat that records the UPID leaves within the worker's 2 s heartbeat throttle.
+  await new Promise((r) => setTimeout(r, 3000));
+  first.kill('SIGKILL');
+  await first;
+  const activeWhenKilled = await root.api.get<Array<{ type: string }>>(`/nodes/${h.config.mainNode}/tasks`, { source: 'active' });
+  expect(activeWhenKilled.filter((t) => t.type === 'download')).toHaveLength(1);
+
+  await startChildWorker();
+  const res = await install;
+  expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+  expect(res.events.filter((e) => e.step === 'OS preparation > download').map((e) => e.message)).toContainEqual(
+    expect.stringMatching(/^\[\*\] following the download task the previous attempt started \(UPID:pve1:[^)]*:download:/),
+  );
+  expect(res.events.at(-4)!.message).toMatch(/^\[\+\] VM installation completed/);
+  expect(h.images.gets(imagePath)).toBe(1);
+  const downloads = (await root.api.get<Array<{ type: string; status?: string }>>(`/nodes/${h.config.mainNode}/tasks`, { source: 'all', typefilter: 'download' })).filter(
+    (t) => t.type === 'download',
+  );
+  expect(downloads).toHaveLength(1);
+  expect(downloads[0].status).toBe('OK');
+}, 240_000);

@@ -1,0 +1,119 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { temporal } from '@temporalio/proto';
+import { startService, type RunningService } from '../../app/service';
+import { ApiNode } from '../../lib/proxmox/api/node';
+import { PveApi } from '../../lib/proxmox/api/http';
+import { sshWorks, userKeyPair } from '../support/guest';
+import { startHarness, type Harness } from '../support/harness';
+import { requestSse } from '../support/sse';
+
+/**
+ * API mode end to end: the service reaches the sandbox cluster only through its REST API
+ * (HTTPS, certificate pinned, a token), no node over SSH; guests are still reached over
+ * real SSH.
+ */
+
+let h: Harness;
+let root: ApiNode;
+
+beforeAll(async () => {
+  h = await startHarness({}, { proxmoxApi: true });
+  const s = h.config.proxmoxApi!;
+  root = new ApiNode(new PveApi({ urls: s.urls, token: s.token, fingerprint: s.fingerprint }), h.config.mainNode);
+});
+
+afterAll(async () => {
+  root?.api.close();
+  await h?.stop();
+});
+
+async function tasks(type: string): Promise<Array<{ upid: string; type: string; id: string; status?: string }>> {
+  const all = await Promise.all(
+    h.config.sandboxOptions.nodes.map((n) => root.api.get<Array<{ upid: string; type: string; id: string; status?: string }>>(`/nodes/${n}/tasks`, { typefilter: type, limit: 500 })),
+  );
+  return all.flat().filter((t) => t.type === type);
+}
+
+test('an install on pve2: the node downloads the image (once per release), import-from makes the disk, the VM answers SSH', async () => {
+  const key = userKeyPair('user@laptop');
+  const imagePath = h.images.image('debian', '12').path;
+  const res = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', name: 'api', node: 'pve2', pubkey: key.publicKey } });
+  expect(res.status).toBe(200);
+  expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+  const vmid = Number(/^\[\*\] VMID: (\d+)$/m.exec(res.events.at(-3)!.message)?.[1]);
+  expect(vmid).toBeGreaterThanOrEqual(100);
+  expect(await sshWorks(`127.0.0.${vmid}`, h.config.vmSshPort, 'debian', key.privateKey)).toBe(true);
+
+  // The node fetched the image itself, verified against the published checksum; the
+  // service kept no copy.
+  expect(res.events.some((e) => /pve1 downloaded local:import\/debian-12-generic-amd64-[0-9a-f]{12}\.qcow2 and verified it \(sha512\)/.test(e.message))).toBe(true);
+  expect(h.images.gets(imagePath)).toBe(1);
+  expect(fs.existsSync(path.join(h.config.dataDir, 'images'))).toBe(false);
+  const conf = await h.sandbox.readConfig(vmid);
+  expect(conf).toMatch(/^scsi0: local:\d+\/vm-\d+-disk-\d+\.qcow2,.*size=16G|^scsi0: .*size=16G/m);
+  // It went to pve2 by a migration task the install followed.
+  const migrations = (await tasks('qmigrate')).filter((t) => t.id === String(vmid));
+  expect(migrations).toHaveLength(1);
+  expect(res.events.some((e) => /migration finished successfully/.test(e.message))).toBe(true);
+
+  // The same release again: found on the storage, not downloaded a second time.
+  const again = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', name: 'again', pubkey: key.publicKey } });
+  expect(again.events.filter((e) => e.status === 'error')).toEqual([]);
+  expect(again.events.some((e) => /local:import\/debian-12-generic-amd64-[0-9a-f]{12}\.qcow2 is on pve1 already/.test(e.message))).toBe(true);
+  expect(h.images.gets(imagePath)).toBe(1);
+  expect(await tasks('download')).toHaveLength(1);
+});
+
+describe('a token without VM.Allocate', () => {
+  let limited: RunningService;
+
+  beforeAll(async () => {
+    // Every privilege docs/proxmox-api.md lists, but VM.Allocate.
+    const token = h.sandbox.createApiToken({
+      tokenid: 'qemurun@pve!nocreate',
+      acl: [
+        {
+          path: '/',
+          privs: [
+            'VM.Audit', 'VM.Config.CDROM', 'VM.Config.CPU', 'VM.Config.Cloudinit', 'VM.Config.Disk', 'VM.Config.HWType', 'VM.Config.Memory',
+            'VM.Config.Network', 'VM.Config.Options', 'VM.Migrate', 'VM.PowerMgmt', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate',
+            'Datastore.Audit', 'Sys.Audit', 'Sys.Modify', 'SDN.Use',
+          ],
+        },
+      ],
+    });
+    limited = await startService({
+      config: {
+        ...h.config,
+        port: 0,
+        proxmoxApi: { ...h.config.proxmoxApi!, token: `${token.tokenid}=${token.secret}` },
+        temporal: { ...h.config.temporal, taskQueue: `${h.config.temporal.taskQueue}-nocreate` },
+      },
+      temporalAddress: process.env.TEST_TEMPORAL_ADDRESS!,
+      workflowBundlePath: process.env.TEST_WORKFLOW_BUNDLE,
+      host: '127.0.0.1',
+    });
+  });
+
+  afterAll(async () => {
+    await limited?.stop();
+  });
+
+  test('gets a 403 naming VM.Allocate, at the first try, and nothing is created', async () => {
+    const res = await requestSse(`${limited.url}/api/vm/install`, { body: { os: 'debian', version: '12', id: 150 } });
+    const error = res.events.find((e) => e.status === 'error');
+    expect(error?.message).toMatch(/HTTP 403.*Permission check failed.*VM\.Allocate on \/vms\/150/);
+    expect(await h.sandbox.readConfig(150)).toBeUndefined();
+    expect((await tasks('qmcreate')).filter((t) => t.id === '150')).toEqual([]);
+    // Not retried: a missing privilege does not come back by itself.
+    const history = await limited.client.workflow.getHandle(res.headers['x-workflow-id'] as string).fetchHistory();
+    const attempts = (history.events ?? [])
+      .filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'qmCreate')
+      .map((e) => e.eventId);
+    expect(attempts).toHaveLength(1);
+    const failed = (history.events ?? []).filter((e) => e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type === 'PermissionDeniedError');
+    expect(failed).toHaveLength(1);
+    expect(failed[0].activityTaskFailedEventAttributes!.retryState).toBe(temporal.api.enums.v1.RetryState.RETRY_STATE_NON_RETRYABLE_FAILURE);
+  });
+});

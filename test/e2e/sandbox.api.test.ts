@@ -1,0 +1,397 @@
+import fs from 'node:fs';
+import { execa } from 'execa';
+import { apiRequest, makeKeyPair, sshExec, eventually, startTestCluster, type ApiAnswer, type TestCluster } from '../../sandbox/testkit';
+import { startApiServer, type SandboxApi } from '../../sandbox/api/start';
+import { sandboxSourceDir } from '../../sandbox/location';
+import { startImageMirror, type ImageMirror } from '../../sandbox/mirror/server';
+import { readApiRequests } from '../../sandbox/api/requestLog';
+
+/**
+ * The sandbox's REST API (sandbox/api/) over real HTTPS: PVE's paths, JSON shapes, task
+ * UPIDs and logs, token authentication, privilege checks and error answers, on the same
+ * cluster state as its CLIs (what one does, the other sees).
+ */
+let t: TestCluster;
+let api: SandboxApi;
+let mirror: ImageMirror;
+
+beforeAll(async () => {
+  t = await startTestCluster({ api: { authFailureDelayMs: 0 } });
+  api = t.cluster.api!;
+  mirror = await startImageMirror();
+});
+afterAll(async () => {
+  if (api && api !== t.cluster.api) await api.stop();
+  await mirror?.stop();
+  await t?.dispose();
+});
+afterEach(async () => {
+  await t.cluster.clearFaults();
+});
+
+const call = (method: string, path: string, params: Record<string, string | number | boolean> = {}, o: { authorization?: string | null; json?: boolean } = {}) =>
+  apiRequest(api, method, path, params, o);
+const qm = (node: string, ...args: string[]) => execa('qm', args, { env: t.cluster.envFor(node), reject: false });
+const data = <T>(a: ApiAnswer) => a.body!.data as T;
+
+interface TaskStatus {
+  status: string;
+  exitstatus?: string;
+  type: string;
+  id: string;
+  user: string;
+  tokenid?: string;
+  node: string;
+  pid: number;
+}
+
+const UPID = /^UPID:(pve[12]):([0-9A-F]{8}):([0-9A-F]{8,9}):([0-9A-F]{8}):(\w+):([^:]*):(root@pam!sandbox|[^:]+):$/;
+
+async function task(a: ApiAnswer): Promise<{ status: TaskStatus; log: string[] }> {
+  expect(a.status).toBe(200);
+  const upid = data<string>(a);
+  expect(upid).toMatch(UPID);
+  const node = UPID.exec(upid)![1];
+  const path = `/nodes/${node}/tasks/${encodeURIComponent(upid)}`;
+  const status = await eventually(async () => {
+    const s = data<TaskStatus>(await call('GET', `${path}/status`));
+    if (s.status !== 'stopped') throw new Error(`task still ${s.status}`);
+    return s;
+  }, 30_000, 50);
+  const log = await call('GET', `${path}/log`, { limit: 0 });
+  return { status, log: data<Array<{ n: number; t: string }>>(log).map((l) => l.t) };
+}
+
+const BASIC = { name: 'api-vm', memory: 1024, cores: 1, net0: 'virtio,bridge=vmbr0', scsihw: 'virtio-scsi-single', serial0: 'socket' };
+
+describe('HTTPS and tokens', () => {
+  test('serves its own certificate, whose fingerprint it publishes, under /api2/json', async () => {
+    expect(api.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    expect(api.fingerprint).toMatch(/^([0-9A-F]{2}:){31}[0-9A-F]{2}$/);
+    const version = await call('GET', '/version');
+    expect(version.fingerprint).toBe(api.fingerprint);
+    expect(version.status).toBe(200);
+    expect(data(version)).toEqual({ release: '8.4', repoid: expect.stringMatching(/^[0-9a-f]+$/), version: '8.4.1' });
+    const nodes = data<Array<{ node: string; ssl_fingerprint: string; status: string }>>(await call('GET', '/nodes'));
+    expect(nodes.map((n) => n.node)).toEqual(['pve1', 'pve2']);
+    for (const n of nodes) expect(n.ssl_fingerprint).toBe(api.fingerprint);
+  });
+
+  test('401 without a token or with a wrong one, as PVE answers it (reason phrase, no body)', async () => {
+    const none = await call('GET', '/version', {}, { authorization: null });
+    expect([none.status, none.statusMessage, none.body]).toEqual([401, 'No ticket', undefined]);
+    const wrong = await call('GET', '/version', {}, { authorization: `PVEAPIToken=root@pam!sandbox=${'0'.repeat(36)}` });
+    expect([wrong.status, wrong.statusMessage, wrong.body]).toEqual([401, 'Authentication failed!', undefined]);
+    const unknown = await call('GET', '/nodes', {}, { authorization: `PVEAPIToken=root@pam!nope=${api.token.secret}` });
+    expect(unknown.status).toBe(401);
+    // An unknown path is 501 only for who is authenticated.
+    expect((await call('GET', '/nope', {}, { authorization: null })).status).toBe(401);
+    const nope = await call('GET', '/nope');
+    expect([nope.status, nope.body?.message]).toEqual([501, "Method 'GET /nope' not implemented"]);
+  });
+});
+
+describe('creating and reading VMs', () => {
+  test('create runs as a qmcreate task; the CLIs see the VM; config and resources show it', async () => {
+    const next = data<string>(await call('GET', '/cluster/nextid'));
+    expect(next).toMatch(/^\d+$/);
+    const vmid = Number(next);
+    const { status, log } = await task(await call('POST', '/nodes/pve1/qemu', { vmid, ...BASIC, ide2: 'local-lvm:cloudinit', ciuser: 'ops' }));
+    expect(status).toMatchObject({ status: 'stopped', exitstatus: 'OK', type: 'qmcreate', id: String(vmid), user: 'root@pam', tokenid: 'sandbox', node: 'pve1' });
+    expect(log).toEqual([`  Logical volume "vm-${vmid}-cloudinit" created.`, `ide2: successfully created disk 'local-lvm:vm-${vmid}-cloudinit,media=cdrom'`, 'TASK OK']);
+
+    const cli = await qm('pve1', 'config', String(vmid));
+    expect(cli.stdout).toMatch(/^name: api-vm$/m);
+    expect(cli.stdout).toMatch(/^ciuser: ops$/m);
+    const config = data<Record<string, unknown>>(await call('GET', `/nodes/pve1/qemu/${vmid}/config`));
+    expect(config).toMatchObject({ name: 'api-vm', cores: 1, memory: '1024', ciuser: 'ops', digest: expect.stringMatching(/^[0-9a-f]{40}$/) });
+    expect(config.net0).toMatch(/^virtio=BC:24:11:[0-9A-F:]{8},bridge=vmbr0$/);
+    const vms = data<Array<Record<string, unknown>>>(await call('GET', '/cluster/resources', { type: 'vm' }));
+    expect(vms.find((v) => v.vmid === vmid)).toMatchObject({ id: `qemu/${vmid}`, type: 'qemu', node: 'pve1', status: 'stopped', name: 'api-vm', maxmem: 1024 * 1024 ** 2 });
+    expect(data<string>(await call('GET', '/cluster/nextid'))).not.toBe(next);
+    const tasks = data<Array<Record<string, unknown>>>(await call('GET', '/nodes/pve1/tasks', { typefilter: 'qmcreate', vmid }));
+    expect(tasks).toEqual([expect.objectContaining({ type: 'qmcreate', id: String(vmid), status: 'OK', user: 'root@pam', tokenid: 'sandbox', endtime: expect.any(Number) })]);
+  });
+
+  test('errors: a taken VMID (cluster-wide), bad parameters, a VM on another node, an unknown node', async () => {
+    expect((await qm('pve2', 'create', '150', '--name', 'cli-made')).exitCode).toBe(0);
+    const taken = await call('POST', '/nodes/pve1/qemu', { vmid: 150, ...BASIC });
+    expect([taken.status, taken.statusMessage]).toEqual([500, "unable to create VM 150 - VM 150 already exists on node 'pve2'"]);
+    expect(taken.body).toEqual({ data: null, message: "unable to create VM 150 - VM 150 already exists on node 'pve2'\n" });
+
+    const bad = await call('POST', '/nodes/pve1/qemu', { vmid: 99, name: 'no_underscores', cores: 0, bogus: 1 });
+    expect([bad.status, bad.statusMessage]).toEqual([400, 'Parameter verification failed.']);
+    expect(bad.body!.errors).toEqual({
+      vmid: 'invalid format - value does not look like a valid VM ID\n',
+      name: 'invalid format - value does not look like a valid DNS name\n',
+      cores: 'value must have a minimum value of 1',
+      bogus: 'property is not defined in schema and the schema does not allow additional properties',
+    });
+    expect((await qm('pve1', 'config', '99')).exitCode).not.toBe(0);
+
+    const elsewhere = await call('GET', '/nodes/pve1/qemu/150/config');
+    expect([elsewhere.status, elsewhere.body?.message]).toEqual([500, "Configuration file 'nodes/pve1/qemu-server/150.conf' does not exist\n"]);
+    const noNode = await call('GET', '/nodes/pve9/qemu/150/status/current');
+    expect(noNode.status).toBe(500);
+    expect(noNode.statusMessage).toMatch(/^hostname lookup 'pve9' failed/);
+    const noStorage = await call('POST', '/nodes/pve1/qemu', { vmid: 152, scsi0: 'nope:4' });
+    expect([noStorage.status, noStorage.statusMessage]).toEqual([500, "storage 'nope' does not exist"]);
+    const json = await call('POST', '/nodes/pve1/qemu', { vmid: 151, name: 'json-body', onboot: true }, { json: true });
+    expect((await task(json)).status.exitstatus).toBe('OK');
+    expect((await qm('pve1', 'config', '151')).stdout).toMatch(/^onboot: 1$/m);
+    // A change made against an older config is refused (the digest GET config gave).
+    const { digest } = data<{ digest: string }>(await call('GET', '/nodes/pve1/qemu/151/config'));
+    expect((await call('PUT', '/nodes/pve1/qemu/151/config', { name: 'first', digest })).status).toBe(200);
+    const stale = await call('PUT', '/nodes/pve1/qemu/151/config', { name: 'second', digest });
+    expect([stale.status, stale.statusMessage]).toEqual([500, 'detected modified configuration - file changed by other user? Try again.']);
+  });
+});
+
+describe('privileges', () => {
+  test('a token without VM.Allocate gets 403 and nothing is created', async () => {
+    const weak = t.cluster.createApiToken({ tokenid: 'qemurun@pve!weak', acl: [{ path: '/', privs: ['VM.Audit', 'VM.Config.CPU', 'VM.Config.Memory', 'VM.Config.Options', 'VM.Config.Network', 'VM.Config.HWType', 'Sys.Audit'] }] });
+    const res = await call('POST', '/nodes/pve1/qemu', { vmid: 160, ...BASIC }, { authorization: weak.authorization });
+    // create_vm checks VM.Allocate on the VM or its pool and names neither.
+    expect([res.status, res.statusMessage, res.body]).toEqual([403, 'Permission check failed', { data: null, message: 'Permission check failed\n' }]);
+    expect((await qm('pve1', 'config', '160')).exitCode).not.toBe(0);
+    expect(data<string>(await call('GET', '/cluster/nextid', { vmid: 160 }))).toBe('160');
+  });
+
+  test('a missing privilege on a path is named: VM.Config.Memory, VM.PowerMgmt, VM.Audit per VM', async () => {
+    expect((await qm('pve1', 'create', '161', '--name', 'p161')).exitCode).toBe(0);
+    expect((await qm('pve1', 'create', '162', '--name', 'p162')).exitCode).toBe(0);
+    const scoped = t.cluster.createApiToken({ tokenid: 'qemurun@pve!scoped', acl: [{ path: '/vms/161', privs: ['VM.Audit', 'VM.Config.CPU'] }] });
+    const as = { authorization: scoped.authorization };
+    expect((await call('GET', '/nodes/pve1/qemu/161/config', {}, as)).status).toBe(200);
+    const other = await call('GET', '/nodes/pve1/qemu/162/config', {}, as);
+    expect([other.status, other.statusMessage]).toEqual([403, 'Permission check failed (/vms/162, VM.Audit)']);
+    const mem = await call('PUT', '/nodes/pve1/qemu/161/config', { cores: 2, memory: 2048 }, as);
+    expect([mem.status, mem.statusMessage]).toEqual([403, 'Permission check failed (/vms/161, VM.Config.Memory)']);
+    const start = await call('POST', '/nodes/pve1/qemu/161/status/start', {}, as);
+    expect([start.status, start.statusMessage]).toEqual([403, 'Permission check failed (/vms/161, VM.PowerMgmt)']);
+    const ci = await call('PUT', '/nodes/pve1/qemu/161/config', { ciuser: 'x' }, as);
+    expect(ci.statusMessage).toBe('Permission check failed (/vms/161, VM.Config.Cloudinit|VM.Config.Network)');
+    expect((await call('PUT', '/nodes/pve1/qemu/161/config', { cores: 2 }, as)).status).toBe(200);
+    expect((await qm('pve1', 'config', '161')).stdout).toMatch(/^cores: 2$/m);
+    // Only what the token may audit is listed.
+    const vms = data<Array<{ vmid: number }>>(await call('GET', '/cluster/resources', { type: 'vm' }, as));
+    expect(vms.map((v) => v.vmid)).toEqual([161]);
+    const dl = await call('POST', '/nodes/pve1/storage/local/download-url', { url: 'http://127.0.0.1:1/x.qcow2', content: 'import', filename: 'x.qcow2' }, as);
+    expect([dl.status, dl.statusMessage]).toEqual([403, 'Permission check failed (/storage/local, Datastore.AllocateTemplate)']);
+  });
+});
+
+describe('images by the node: download-url and import-from', () => {
+  test('downloads into <storage>:import/, verifies the checksum, and a disk is imported from it', async () => {
+    const img = mirror.image('debian', '12');
+    const params = { url: img.url, content: 'import', filename: 'debian-12-generic-amd64.qcow2', checksum: img.sha512, 'checksum-algorithm': 'sha512' };
+    const { status, log } = await task(await call('POST', '/nodes/pve1/storage/local/download-url', params));
+    expect(status).toMatchObject({ type: 'download', id: 'debian-12-generic-amd64.qcow2', exitstatus: 'OK' });
+    expect(log[0]).toBe(`downloading ${img.url} to /var/lib/vz/import/debian-12-generic-amd64.qcow2`);
+    expect(log).toContain('calculating checksum...OK, checksum verified');
+    expect(log.slice(-2)).toEqual([`download of '${img.url}' to '/var/lib/vz/import/debian-12-generic-amd64.qcow2' finished`, 'TASK OK']);
+    const content = data<Array<Record<string, unknown>>>(await call('GET', '/nodes/pve1/storage/local/content', { content: 'import' }));
+    expect(content).toEqual([expect.objectContaining({ volid: 'local:import/debian-12-generic-amd64.qcow2', format: 'qcow2', size: img.content.length, content: 'import' })]);
+
+    // Once per storage and release: the same file again is not downloaded twice.
+    const again = await task(await call('POST', '/nodes/pve1/storage/local/download-url', params));
+    expect(again.log).toContain('calculating checksum of existing file...OK, got correct file already, no need to download');
+
+    const created = await task(await call('POST', '/nodes/pve1/qemu', { vmid: 170, ...BASIC, scsi0: 'local-lvm:0,import-from=local:import/debian-12-generic-amd64.qcow2,discard=on', boot: 'order=scsi0' }));
+    expect(created.status.exitstatus).toBe('OK');
+    expect(created.log).toContain('scsi0: successfully created disk \'local-lvm:vm-170-disk-0,discard=on,size=2G\'');
+    expect((await qm('pve1', 'config', '170')).stdout).toMatch(/^scsi0: local-lvm:vm-170-disk-0,discard=on,size=2G$/m);
+  });
+
+  test('a node older than 8.4 refuses content=import, as 8.3 did', async () => {
+    // The same cluster playing 8.3 (a started cluster reads its model on every request).
+    const file = `${t.cluster.dir}/sandbox/cluster.json`;
+    const saved = fs.readFileSync(file, 'utf8');
+    fs.writeFileSync(file, saved.replace('pve-manager/8.4.1/', 'pve-manager/8.3.2/'));
+    try {
+      expect(data(await call('GET', '/version'))).toMatchObject({ release: '8.3', version: '8.3.2' });
+      const img = mirror.image('debian', '12');
+      const old = await call('POST', '/nodes/pve1/storage/local/download-url', { url: img.url, content: 'import', filename: 'old.qcow2' });
+      expect([old.status, old.body?.errors]).toEqual([400, { content: "value 'import' does not have a value in the enumeration 'iso, vztmpl'" }]);
+    } finally {
+      fs.writeFileSync(file, saved);
+    }
+  });
+
+  test('a wrong checksum fails the task and leaves no file; a non-file storage and a bad name fail the request', async () => {
+    const img = mirror.image('ubuntu', '24.04');
+    const { status, log } = await task(await call('POST', '/nodes/pve1/storage/local/download-url', { url: img.url, content: 'import', filename: 'noble.qcow2', checksum: '0'.repeat(64), 'checksum-algorithm': 'sha256' }));
+    expect(status.exitstatus).toBe(`checksum mismatch: got '${img.sha256}' != expect '${'0'.repeat(64)}'`);
+    expect(log.slice(-2)).toEqual(['calculating checksum...', `TASK ERROR: checksum mismatch: got '${img.sha256}' != expect '${'0'.repeat(64)}'`]);
+    const listed = data<Array<{ volid: string }>>(await call('GET', '/nodes/pve1/storage/local/content', { content: 'import' }));
+    expect(listed.map((v) => v.volid)).not.toContain('local:import/noble.qcow2');
+
+    const lvm = await call('POST', '/nodes/pve1/storage/local-lvm/download-url', { url: img.url, content: 'import', filename: 'noble.qcow2' });
+    expect([lvm.status, lvm.statusMessage]).toEqual([500, "can't upload to storage type 'lvmthin', not a file based storage!"]);
+    const name = await call('POST', '/nodes/pve1/storage/local/download-url', { url: img.url, content: 'import', filename: 'noble.img' });
+    expect([name.status, name.body?.errors]).toEqual([400, { filename: 'invalid filename or wrong extension' }]);
+    const missing = await call('POST', '/nodes/pve1/qemu', { vmid: 171, scsi0: 'local-lvm:0,import-from=local:import/nope.qcow2' });
+    const failed = await task(missing);
+    expect(failed.status.exitstatus).toBe("unable to create VM 171 - cannot import from 'local:import/nope.qcow2' - could not get file size of /var/lib/vz/import/nope.qcow2");
+    expect((await qm('pve1', 'config', '171')).exitCode).not.toBe(0);
+  });
+});
+
+describe('lifecycle tasks on the CLIs\' state', () => {
+  test('config, resize, start, status, migrate, shutdown, destroy; wrong states fail as PVE fails', async () => {
+    const guestKey = makeKeyPair(t.tmp, 'api_guest');
+    const img = mirror.image('debian', '12');
+    await task(await call('POST', '/nodes/pve1/storage/local/download-url', { url: img.url, content: 'import', filename: 'debian-12-generic-amd64.qcow2', checksum: img.sha256, 'checksum-algorithm': 'sha256' }));
+    await task(await call('POST', '/nodes/pve1/qemu', { vmid: 180, ...BASIC, scsi0: 'local-lvm:0,import-from=local:import/debian-12-generic-amd64.qcow2' }));
+
+    const cfg = await task(await call('POST', '/nodes/pve1/qemu/180/config', { ide2: 'local-lvm:cloudinit', ciuser: 'ops', sshkeys: encodeURIComponent(guestKey.publicKey), boot: 'order=scsi0' }));
+    expect(cfg.status).toMatchObject({ type: 'qmconfig', exitstatus: 'OK' });
+    expect(cfg.log[0]).toMatch(/^update VM 180: -boot order=scsi0 -ciuser ops -ide2 local-lvm:cloudinit -sshkeys ssh-ed25519/);
+    await call('PUT', '/nodes/pve1/qemu/180/config', { cipassword: 'secret' });
+    const dump = data<string>(await call('GET', '/nodes/pve1/qemu/180/cloudinit/dump', { type: 'user' }));
+    expect(dump).toBe((await qm('pve1', 'cloudinit', 'dump', '180', 'user')).stdout + '\n');
+    expect(dump).toMatch(/^password: \$5\$/m);
+    const auditor = t.cluster.createApiToken({ tokenid: 'qemurun@pve!audit', acl: [{ path: '/', privs: ['PVEAuditor'] }] });
+    const masked = data<string>(await call('GET', '/nodes/pve1/qemu/180/cloudinit/dump', { type: 'user' }, { authorization: auditor.authorization }));
+    expect(masked).toMatch(/^password: \*{10}$/m);
+    const storages = data<Array<{ storage: string; type: string; active: number }>>(await call('GET', '/nodes/pve1/storage', { content: 'images' }));
+    expect(storages.map((s) => s.storage)).toEqual(['local', 'local-lvm']);
+    expect(data(await call('GET', '/nodes/pve1/storage/local-lvm/status'))).toMatchObject({ type: 'lvmthin', active: 1, enabled: 1, total: expect.any(Number), used: expect.any(Number), avail: expect.any(Number) });
+    const resized = await task(await call('PUT', '/nodes/pve1/qemu/180/resize', { disk: 'scsi0', size: '+2G' }));
+    expect(resized.status).toMatchObject({ type: 'resize', exitstatus: 'OK' });
+    expect((await qm('pve1', 'config', '180')).stdout).toMatch(/^scsi0: local-lvm:vm-180-disk-0,size=4G$/m);
+    const shrink = await task(await call('PUT', '/nodes/pve1/qemu/180/resize', { disk: 'scsi0', size: '1G' }));
+    expect(shrink.status.exitstatus).toBe('shrinking disks is not supported');
+
+    expect((await task(await call('POST', '/nodes/pve1/qemu/180/status/start'))).status).toMatchObject({ type: 'qmstart', exitstatus: 'OK' });
+    expect((await qm('pve1', 'status', '180')).stdout).toBe('status: running');
+    expect(data(await call('GET', '/nodes/pve1/qemu/180/status/current'))).toMatchObject({ status: 'running', qmpstatus: 'running', vmid: 180, name: 'api-vm' });
+    const twice = await task(await call('POST', '/nodes/pve1/qemu/180/status/start'));
+    expect(twice.status.exitstatus).toBe('VM 180 already running');
+    // The guest the API started answers SSH with the key set through the API.
+    const ssh = await eventually(() => sshExec({ host: '127.0.0.180', port: t.vmSshPort, username: 'ops', privateKey: guestKey.privateKey, command: 'echo up' }), 20_000, 200);
+    expect(ssh.stdout.trim()).toBe('up');
+    const destroyRunning = await call('DELETE', '/nodes/pve1/qemu/180');
+    expect([destroyRunning.status, destroyRunning.statusMessage]).toEqual([500, 'VM 180 is running - destroy failed']);
+    const offline = await call('POST', '/nodes/pve1/qemu/180/migrate', { target: 'pve2' });
+    expect([offline.status, offline.statusMessage]).toEqual([500, "can't migrate running VM without --online"]);
+
+    expect((await task(await call('POST', '/nodes/pve1/qemu/180/status/shutdown', { timeout: 20 }))).status.exitstatus).toBe('OK');
+    expect((await qm('pve1', 'status', '180')).stdout).toBe('status: stopped');
+    const reboot = await call('POST', '/nodes/pve1/qemu/180/status/reboot');
+    expect([reboot.status, reboot.statusMessage]).toEqual([500, 'VM 180 not running']);
+
+    const local = await call('POST', '/nodes/pve1/qemu/180/migrate', { target: 'pve1' });
+    expect([local.status, local.body?.errors]).toEqual([400, { target: 'target is local node.' }]);
+    const migrated = await task(await call('POST', '/nodes/pve1/qemu/180/migrate', { target: 'pve2' }));
+    expect(migrated.status).toMatchObject({ type: 'qmigrate', id: '180', exitstatus: 'OK' });
+    expect(migrated.log[0]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d starting migration of VM 180 to node 'pve2'/);
+    expect(migrated.log.at(-2)).toMatch(/migration finished successfully \(duration \d\d:\d\d:\d\d\)$/);
+    expect((await qm('pve2', 'config', '180')).exitCode).toBe(0);
+    expect((await call('GET', '/nodes/pve1/qemu/180/config')).status).toBe(500);
+
+    const conf = t.cluster.dir + '/nodes/pve2/qemu-server/180.conf';
+    fs.appendFileSync(conf, 'lock: backup\n');
+    const locked = await call('PUT', '/nodes/pve2/qemu/180/config', { name: 'renamed' });
+    expect([locked.status, locked.statusMessage]).toEqual([500, 'VM is locked (backup)']);
+    expect((await task(await call('POST', '/nodes/pve2/qemu/180/status/start'))).status.exitstatus).toBe('VM is locked (backup)');
+    expect((await qm('pve2', 'unlock', '180')).exitCode).toBe(0);
+
+    const destroyed = await task(await call('DELETE', '/nodes/pve2/qemu/180', { purge: 1, 'destroy-unreferenced-disks': 1 }));
+    expect(destroyed.status).toMatchObject({ type: 'qmdestroy', exitstatus: 'OK' });
+    expect(destroyed.log).toContain('purging VM 180 from related configurations..');
+    expect((await qm('pve2', 'config', '180')).stderr).toBe("Configuration file 'nodes/pve2/qemu-server/180.conf' does not exist");
+    const gone = await call('POST', '/nodes/pve2/qemu/180/status/stop');
+    expect([gone.status, gone.statusMessage]).toEqual([500, "Configuration file 'nodes/pve2/qemu-server/180.conf' does not exist"]);
+  });
+});
+
+describe('tasks', () => {
+  test('a task runs on when the API server that started it goes away, and is followed by its UPID', async () => {
+    expect((await qm('pve1', 'create', '190', '--name', 'slow')).exitCode).toBe(0);
+    await t.cluster.injectFault({ command: 'qm migrate', latencyMs: 1500, times: 1 });
+    const started = await call('POST', '/nodes/pve1/qemu/190/migrate', { target: 'pve2' });
+    const upid = data<string>(started);
+    await api.stop();
+    const second = await startApiServer(sandboxSourceDir(), t.cluster.dir, 'pve1', { authFailureDelayMs: 0 });
+    try {
+      const follow = (path: string, params = {}) => apiRequest(second, 'GET', `/nodes/pve1/tasks/${encodeURIComponent(upid)}${path}`, params);
+      expect(data<TaskStatus>(await follow('/status')).status).toBe('running');
+      expect(data<Array<{ upid: string }>>(await apiRequest(second, 'GET', '/nodes/pve1/tasks', { source: 'active' })).map((x) => x.upid)).toContain(upid);
+      const done = await eventually(async () => {
+        const s = data<TaskStatus>(await follow('/status'));
+        if (s.status !== 'stopped') throw new Error('running');
+        return s;
+      }, 20_000, 100);
+      expect(done.exitstatus).toBe('OK');
+      const page = await follow('/log', { start: 1, limit: 2 });
+      // starting migration..., migration finished..., TASK OK
+      expect(page.body!.total).toBe(3);
+      expect(data<Array<{ n: number }>>(page).map((l) => l.n)).toEqual([2, 3]);
+      expect((await qm('pve2', 'config', '190')).exitCode).toBe(0);
+      const migrations = data<unknown[]>(await apiRequest(second, 'GET', '/nodes/pve1/tasks', { typefilter: 'qmigrate', vmid: 190, source: 'all' }));
+      expect(migrations).toHaveLength(1);
+    } finally {
+      api = second;
+    }
+  });
+
+  test('injected faults hit the API as they hit the CLIs: the pvesh call a request is, the qm command a task is', async () => {
+    await t.cluster.injectFault({ command: 'pvesh get /cluster/resources', stderr: 'cluster not ready - no quorum?', times: 1 });
+    const failed = await call('GET', '/cluster/resources', { type: 'vm' });
+    expect([failed.status, failed.statusMessage]).toEqual([500, 'cluster not ready - no quorum?']);
+    expect((await call('GET', '/cluster/resources', { type: 'vm' })).status).toBe(200);
+    expect((await qm('pve1', 'create', '195', '--name', 'faulty')).exitCode).toBe(0);
+    await t.cluster.injectFault({ command: 'qm start', stderr: 'start failed: QEMU exited with code 1', times: 1 });
+    const start = await task(await call('POST', '/nodes/pve1/qemu/195/status/start'));
+    expect(start.log).toEqual(['TASK ERROR: start failed: QEMU exited with code 1']);
+    expect((await qm('pve1', 'status', '195')).stdout).toBe('status: stopped');
+  });
+
+  test('a fault that reads as a parameter error is answered as one: 400 with the errors', async () => {
+    expect((await qm('pve1', 'create', '197', '--name', 'param-fault')).exitCode).toBe(0);
+    const stderr = '400 Parameter verification failed.\ncores: value must have a minimum value of 1\n';
+    await t.cluster.injectFault({ command: 'pvesh set /nodes/pve1/qemu/197/config', stderr, times: 1 });
+    const refused = await call('PUT', '/nodes/pve1/qemu/197/config', { cores: 2 });
+    expect([refused.status, refused.statusMessage, refused.body]).toEqual([
+      400,
+      'Parameter verification failed.',
+      { data: null, message: 'Parameter verification failed.\n', errors: { cores: 'value must have a minimum value of 1' } },
+    ]);
+    expect((await qm('pve1', 'config', '197')).stdout).not.toMatch(/^cores:/m);
+  });
+
+  test('every answered request is in the request log, with its parameters (the password masked) and task', async () => {
+    const from = readApiRequests(t.cluster.dir).length;
+    const created = await call('POST', '/nodes/pve1/qemu', { vmid: 198, name: 'logged', cipassword: 'hunter2' });
+    await task(created);
+    expect((await call('PUT', '/nodes/pve2/qemu/198/config', { cores: 2 })).status).toBe(500);
+    const log = readApiRequests(t.cluster.dir)
+      .slice(from)
+      .filter((r) => !r.path.includes('/tasks/'))
+      .map(({ node, method, path, params, status, upid }) => ({ node, method, path, params, status, upid }));
+    expect(log).toEqual([
+      { node: 'pve1', method: 'POST', path: '/nodes/pve1/qemu', params: { vmid: '198', name: 'logged', cipassword: '**********' }, status: 200, upid: data<string>(created) },
+      { node: 'pve2', method: 'PUT', path: '/nodes/pve2/qemu/198/config', params: { cores: '2' }, status: 500, upid: undefined },
+    ]);
+  });
+
+  test('DELETE on a running task stops it: TASK ERROR: received interrupt', async () => {
+    expect((await qm('pve1', 'create', '196', '--name', 'stopped-task')).exitCode).toBe(0);
+    await t.cluster.injectFault({ command: 'qm start', latencyMs: 10_000, times: 1 });
+    const upid = data<string>(await call('POST', '/nodes/pve1/qemu/196/status/start'));
+    const path = `/nodes/pve1/tasks/${encodeURIComponent(upid)}`;
+    await eventually(async () => expect(data<Array<{ upid: string }>>(await call('GET', '/nodes/pve1/tasks', { source: 'active' })).map((x) => x.upid)).toContain(upid));
+    expect((await call('DELETE', path)).status).toBe(200);
+    const { status } = await task({ status: 200, statusMessage: 'OK', body: { data: upid }, fingerprint: '' });
+    expect(status.exitstatus).toBe('received interrupt');
+    expect((await qm('pve1', 'status', '196')).stdout).toBe('status: stopped');
+  });
+
+  test('an unknown UPID and a malformed one are parameter errors', async () => {
+    const malformed = await call('GET', '/nodes/pve1/tasks/nonsense/status');
+    expect([malformed.status, malformed.body?.errors]).toEqual([400, { upid: 'unable to parse worker upid' }]);
+    const unknown = await call('GET', `/nodes/pve1/tasks/${encodeURIComponent('UPID:pve1:00000001:00000001:00000001:qmstart:1:root@pam:')}/status`);
+    expect([unknown.status, unknown.body?.errors]).toEqual([400, { upid: 'no such task' }]);
+  });
+});

@@ -1,0 +1,96 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import { startTestCluster, sshExec, type TestCluster } from '../../sandbox/testkit';
+import { readCalls } from '../../sandbox/state/callLog';
+import { sandboxSourceDir } from '../../sandbox/location';
+
+/**
+ * The CLIs on PATH hand their call to the cluster's resident CLI server; what a caller sees
+ * (stdout, stderr, exit code, state) is what the same call prints as its own Node process,
+ * locally and over the node's real sshd.
+ */
+let t: TestCluster;
+
+beforeAll(async () => {
+  t = await startTestCluster();
+});
+afterAll(async () => {
+  await t?.dispose();
+});
+
+const src = sandboxSourceDir();
+const onPath = (node: string, argv: string[]) => execa(argv[0], argv.slice(1), { env: t.cluster.envFor(node), reject: false, stripFinalNewline: false });
+/** The same call as its own Node process, as sandbox/bin/* run it without a server. */
+const asProcess = (node: string, argv: string[]) =>
+  execa(process.execPath, [path.join(src, 'tsrun.js'), path.join(src, 'cli', 'main.ts'), ...argv], { env: t.cluster.envFor(node), reject: false, stripFinalNewline: false });
+
+const seen = (r: { exitCode?: number; stdout: unknown; stderr: unknown }) => ({ code: r.exitCode, stdout: String(r.stdout), stderr: String(r.stderr) });
+
+test('the server is running and answers calls: each is logged with a start-up of a few ms, not a Node start', async () => {
+  expect(fs.existsSync(path.join(t.cluster.dir, 'sandbox', 'cli.port'))).toBe(true);
+  const before = readCalls(t.cluster.dir).length;
+  const r = await onPath('pve1', ['qm', 'list']);
+  expect(r.exitCode).toBe(0);
+  const calls = readCalls(t.cluster.dir).slice(before);
+  expect(calls).toHaveLength(1);
+  expect(calls[0]).toMatchObject({ argv: ['qm', 'list'], resident: true });
+  // From the bash client's start to the command's: no Node start-up in it.
+  expect(calls[0].startupMs).toBeDefined();
+});
+
+test('outputs, errors and exit codes are the same as the CLI run as its own process', async () => {
+  const create = ['create', '--name', 'web', '--description', `it's "quoted"`, '--memory', '1024', '--net0', 'virtio,bridge=vmbr0'];
+  const pairs: Array<[string, string[]]> = [
+    ['pve1', ['qm', ...create.slice(0, 1), '301', ...create.slice(1)]],
+    ['pve1', ['qm', 'config', '301']],
+    ['pve1', ['qm', 'list']],
+    ['pve1', ['qm', 'config', '999']],
+    ['pve1', ['qm', 'set', '301', '--tags', 'debian', '--description', 'line one\nline two ${HOME} $(id)']],
+    ['pve1', ['qm', 'config', '301']],
+    ['pve2', ['pvesh', 'get', '/cluster/resources', '--type', 'vm', '--output-format', 'json']],
+    ['pve1', ['pvesm', 'status']],
+    ['pve1', ['qm', 'no-such-command']],
+    ['pve1', ['qm', 'destroy', '301', '--purge']],
+  ];
+  for (const [node, argv] of pairs) {
+    const viaServer = seen(await onPath(node, argv));
+    // Commands that change state are compared on a second VM made the same way.
+    const other = argv.map((a) => (a === '301' ? '302' : a));
+    const viaProcess = seen(await asProcess(node, other));
+    // The two VMs differ in their VMID and in what qm create draws at random.
+    const norm = (text: string) =>
+      text
+        .replace(/30[12]/g, 'N')
+        .replace(/[0-9A-F]{2}(?::[0-9A-F]{2}){5}/g, 'MAC')
+        .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, 'UUID')
+        .replace(/ctime=\d+/g, 'ctime=T');
+    const same = (r: typeof viaServer) => ({ argv, code: r.code, stdout: norm(r.stdout), stderr: norm(r.stderr) });
+    expect(same(viaServer)).toEqual(same(viaProcess));
+    if (argv[1] === 'create') expect(viaServer.code).toBe(0);
+  }
+});
+
+test('over the node sshd, a call reaches the same server and prints the same', async () => {
+  const addr = t.cluster.nodeAddresses.pve2;
+  const before = readCalls(t.cluster.dir).length;
+  const r = await sshExec({ host: addr.host, port: addr.port, username: 'root', privateKey: t.rootKey.privateKey, command: 'pvesm status' });
+  const local = seen(await asProcess('pve2', ['pvesm', 'status']));
+  expect({ code: r.code, stdout: r.stdout, stderr: r.stderr }).toEqual(local);
+  const calls = readCalls(t.cluster.dir).slice(before);
+  expect(calls.map((c) => [c.node, c.argv.join(' '), c.resident])).toContainEqual(['pve2', 'pvesm status', true]);
+});
+
+test('when the server is gone the CLIs start Node themselves, with the same answers', async () => {
+  const port = path.join(t.cluster.dir, 'sandbox', 'cli.port');
+  const saved = fs.readFileSync(port, 'utf8');
+  fs.rmSync(port);
+  try {
+    const r = seen(await onPath('pve1', ['pvesm', 'status']));
+    expect(r).toEqual(seen(await asProcess('pve1', ['pvesm', 'status'])));
+    expect(r.code).toBe(0);
+    expect(readCalls(t.cluster.dir).at(-1)?.resident).toBeUndefined();
+  } finally {
+    fs.writeFileSync(port, saved);
+  }
+});

@@ -1,0 +1,394 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import { startTestCluster, makeKeyPair, type TestCluster } from '../../sandbox/testkit';
+import { sha256Crypt } from '../../sandbox/state/sha256crypt';
+
+/**
+ * The sandbox's qm / pvesh / pvesm behave like Proxmox's (docs: shared/reference/proxmox-cli.md):
+ * same outputs, exit codes and error texts, state in the real config format.
+ */
+let t: TestCluster;
+
+beforeAll(async () => {
+  t = await startTestCluster();
+});
+afterAll(async () => {
+  await t.dispose();
+});
+afterEach(async () => {
+  await t.cluster.clearFaults();
+});
+
+function run(node: string, argv: string[], opts: { timeout?: number } = {}) {
+  return execa(argv[0], argv.slice(1), { env: t.cluster.envFor(node), reject: false, timeout: opts.timeout });
+}
+const qm = (node: string, ...args: string[]) => run(node, ['qm', ...args]);
+
+const CREATE = ['--name', 'vm', '--cores', '1', '--cpu', 'x86-64-v2-AES', '--scsihw', 'virtio-scsi-pci', '--memory', '1024', '--ostype', 'l26', '--agent', '1', '--net0', 'virtio,bridge=vmbr0', '--serial0', 'socket'];
+
+async function qcow2(name: string, size: string): Promise<string> {
+  const file = path.join(t.tmp, name);
+  await execa('qemu-img', ['create', '-f', 'qcow2', file, size]);
+  return file;
+}
+
+describe('qm create', () => {
+  test('a second create of the same VMID fails with the real error, cluster-wide', async () => {
+    const first = await qm('pve1', 'create', '200', ...CREATE);
+    expect(first.exitCode).toBe(0);
+    expect(first.stdout).toBe('');
+
+    const again = await qm('pve1', 'create', '200', ...CREATE);
+    expect(again.exitCode).toBe(255);
+    expect(again.stderr).toBe("unable to create VM 200 - VM 200 already exists on node 'pve1'");
+
+    const onOtherNode = await qm('pve2', 'create', '200', ...CREATE);
+    expect(onOtherNode.exitCode).not.toBe(0);
+    expect(onOtherNode.stderr).toBe("unable to create VM 200 - VM 200 already exists on node 'pve1'");
+  });
+
+  test('writes the config qm create writes: MAC with the PVE prefix, meta, smbios1, vmgenid, boot', async () => {
+    await qm('pve1', 'create', '201', ...CREATE);
+    const conf = (await t.cluster.readConfig(201))!;
+    expect(conf).toMatch(/^net0: virtio=BC:24:11:[0-9A-F]{2}:[0-9A-F]{2}:[0-9A-F]{2},bridge=vmbr0$/m);
+    expect(conf).toMatch(/^meta: creation-qemu=[\d.]+,ctime=\d+$/m);
+    expect(conf).toMatch(/^smbios1: uuid=[0-9a-f-]{36}$/m);
+    expect(conf).toMatch(/^vmgenid: [0-9a-f-]{36}$/m);
+    expect(conf).toMatch(/^boot: order=net0$/m);
+    const keys = conf.trim().split('\n').map((l) => l.split(':')[0]);
+    expect(keys).toEqual([...keys].sort());
+  });
+
+  test('parameter errors are schema errors with the usage line', async () => {
+    const bad = await qm('pve1', 'create', '99', '--name', 'bad_name');
+    expect(bad.exitCode).not.toBe(0);
+    expect(bad.stderr).toBe(
+      [
+        '400 Parameter verification failed.',
+        'name: invalid format - value does not look like a valid DNS name',
+        'vmid: invalid format - value does not look like a valid VM ID',
+        'qm create <vmid> [OPTIONS]',
+      ].join('\n'),
+    );
+    const notInt = await qm('pve1', 'create', 'abc');
+    expect(notInt.stderr).toContain("vmid: type check ('integer') failed - got 'abc'");
+    const unknown = await qm('pve1', 'set', '201', '--bogus', '1');
+    expect(unknown.stderr).toBe('Unknown option: bogus\n400 unable to parse option\nqm set <vmid> [OPTIONS]');
+    const balloon = await qm('pve1', 'create', '202', '--memory', '512', '--balloon', '1024');
+    expect(balloon.stderr).toBe('unable to create VM 202 - balloon value too large (must be smaller than assigned memory)');
+    expect(await t.cluster.readConfig(202)).toBeUndefined();
+  });
+
+  test('concurrent creates of one VMID from 5 processes on two nodes: exactly one wins', async () => {
+    const results = await Promise.all([0, 1, 2, 3, 4].map((i) => qm(i % 2 ? 'pve2' : 'pve1', 'create', '250', ...CREATE)));
+    const winners = results.filter((r) => r.exitCode === 0);
+    expect(winners).toHaveLength(1);
+    for (const r of results.filter((x) => x.exitCode !== 0)) {
+      expect(r.stderr).toMatch(/^unable to create VM 250 - VM 250 already exists on node 'pve[12]'$/);
+    }
+    const confs = ['pve1', 'pve2'].filter((n) => fs.existsSync(path.join(t.cluster.dir, 'nodes', n, 'qemu-server', '250.conf')));
+    expect(confs).toHaveLength(1);
+  });
+});
+
+describe('qm set / qm config', () => {
+  test('round trip in the real file format: sshkeys URI-escaped, cipassword sha256-crypt, tags normalised', async () => {
+    await qm('pve1', 'create', '210', ...CREATE);
+    const key = makeKeyPair(t.tmp, 'k210', 'user@host');
+    const set = await qm('pve1', 'set', '210', '--sshkeys', `${key.file}.pub`, '--cipassword', 's3cret pw', '--ciuser', 'alice', '--ciupgrade', '0', '--tags', 'Debian,template;debian', '--description', 'first: line\nsecond');
+    expect(set.exitCode).toBe(0);
+    const escaped = key.publicKey.replace(/%/g, '%25').replace(/ /g, '%20').replace(/\+/g, '%2B').replace(/\//g, '%2F').replace(/=/g, '%3D').replace(/@/g, '%40') + '%0A';
+    expect(set.stdout).toBe(
+      `update VM 210: -cipassword <hidden> -ciupgrade 0 -ciuser alice -description first: line\nsecond -sshkeys ${escaped} -tags Debian,template;debian`,
+    );
+
+    const conf = (await t.cluster.readConfig(210))!;
+    expect(conf.startsWith('#first%3A line\n#second\n')).toBe(true);
+    expect(conf).toContain(`\nsshkeys: ${escaped}\n`);
+    expect(conf).toContain('\ntags: debian;template\n');
+    const hash = /^cipassword: (\$5\$([^$]{8})\$\S{43})$/m.exec(conf);
+    expect(hash).not.toBeNull();
+    expect(hash![1]).toBe(sha256Crypt('s3cret pw', hash![2]));
+    // openssl agrees: the hash is real SHA-256 crypt.
+    const openssl = await execa('openssl', ['passwd', '-5', '-salt', hash![2], 's3cret pw']);
+    expect(openssl.stdout).toBe(hash![1]);
+
+    const shown = await qm('pve1', 'config', '210');
+    expect(shown.stdout).toContain('cipassword: **********');
+    expect(shown.stdout).toContain('description: first%3A line%0Asecond');
+    expect(shown.stdout).not.toContain('$5$');
+  });
+
+  test('errors: missing config, locked VM, invalid key file content', async () => {
+    const missing = await qm('pve1', 'set', '299', '--cores', '2');
+    expect(missing.stderr).toBe("Configuration file 'nodes/pve1/qemu-server/299.conf' does not exist");
+    expect(missing.exitCode).not.toBe(0);
+
+    const junk = path.join(t.tmp, 'junk.pub');
+    fs.writeFileSync(junk, 'not a key\n');
+    const badKey = await qm('pve1', 'set', '210', '--sshkeys', junk);
+    expect(badKey.stderr).toBe('SSH public key validation error');
+
+    const conf = path.join(t.cluster.dir, 'nodes/pve1/qemu-server/210.conf');
+    fs.appendFileSync(conf, 'lock: backup\n');
+    const locked = await qm('pve1', 'set', '210', '--cores', '2');
+    expect(locked.stderr).toBe('VM is locked (backup)');
+    expect((await qm('pve1', 'unlock', '210')).exitCode).toBe(0);
+    expect((await qm('pve1', 'set', '210', '--cores', '2')).exitCode).toBe(0);
+  });
+});
+
+describe('disks', () => {
+  test('importdisk records the qcow2 virtual size; set --scsi0 attaches it; resize grows it', async () => {
+    await qm('pve1', 'create', '220', ...CREATE);
+    const img = await qcow2('disk.qcow2', '2252M');
+    const imp = await qm('pve1', 'importdisk', '220', img, 'local-lvm');
+    expect(imp.exitCode).toBe(0);
+    const lines = imp.stdout.split('\n');
+    expect(lines[0]).toBe(`importing disk '${img}' to VM 220 ...`);
+    expect(lines).toContain('transferred 0.0 B of 2.2 GiB (0.00%)');
+    expect(lines.filter((l) => l === 'transferred 2.2 GiB of 2.2 GiB (100.00%)').length).toBeGreaterThanOrEqual(1);
+    expect(lines[lines.length - 1]).toBe("unused0: successfully imported disk 'local-lvm:vm-220-disk-0'");
+    expect(await t.cluster.readConfig(220)).toContain('\nunused0: local-lvm:vm-220-disk-0\n');
+
+    const attach = await qm('pve1', 'set', '220', '--scsi0', 'local-lvm:vm-220-disk-0', '--ide2', 'local-lvm:cloudinit', '--boot', 'order=scsi0');
+    expect(attach.stdout).toContain("ide2: successfully created disk 'local-lvm:vm-220-cloudinit,media=cdrom'");
+    let conf = (await t.cluster.readConfig(220))!;
+    expect(conf).toContain('\nscsi0: local-lvm:vm-220-disk-0,size=2252M\n');
+    expect(conf).not.toContain('unused0');
+
+    expect((await qm('pve1', 'resize', '220', 'scsi0', '+1G')).exitCode).toBe(0);
+    conf = (await t.cluster.readConfig(220))!;
+    expect(conf).toContain('\nscsi0: local-lvm:vm-220-disk-0,size=3276M\n');
+    const abs = await qm('pve1', 'disk', 'resize', '220', 'scsi0', '16G');
+    expect(abs.exitCode).toBe(0);
+    expect(await t.cluster.readConfig(220)).toContain('size=16G');
+
+    const shrink = await qm('pve1', 'resize', '220', 'scsi0', '8G');
+    expect(shrink.stderr).toBe('shrinking disks is not supported');
+    expect(shrink.exitCode).toBe(0); // the resize task has no exit handler (qemu-server >= 8.0)
+
+    const list = await run('pve1', ['pvesm', 'list', 'local-lvm', '--vmid', '220']);
+    expect(list.stdout).toMatch(/^local-lvm:vm-220-disk-0\s+raw\s+images\s+17179869184 220$/m);
+  });
+
+  test('storages are thin: pvesm counts what a disk holds, not its virtual size', async () => {
+    const usedKiB = async (storage: string) => Number((await run('pve1', ['pvesm', 'status', '--storage', storage])).stdout.split('\n')[1].split(/\s+/)[4]);
+    await qm('pve1', 'create', '225', ...CREATE);
+    const before = await usedKiB('local');
+    const image = await qcow2('thin.qcow2', '40G'); // a few hundred KiB of metadata
+    expect((await qm('pve1', 'importdisk', '225', image, 'local')).exitCode).toBe(0);
+    const imported = await usedKiB('local');
+    expect(imported - before).toBe(Math.trunc(fs.statSync(image).size / 1024));
+    // A new 32G disk and growing the imported one by 100G take no space until written.
+    expect((await qm('pve1', 'set', '225', '--scsi1', 'local:32')).exitCode).toBe(0);
+    expect((await qm('pve1', 'set', '225', '--scsi0', 'local:225/vm-225-disk-0.raw')).exitCode).toBe(0);
+    expect((await qm('pve1', 'resize', '225', 'scsi0', '+100G')).exitCode).toBe(0);
+    expect(await usedKiB('local')).toBe(imported);
+    expect((await qm('pve1', 'destroy', '225', '--purge', '1')).exitCode).toBe(0);
+    expect(await usedKiB('local')).toBe(before);
+  });
+
+  test('qm disk import: raw files, --target-disk, file storage naming, errors', async () => {
+    await qm('pve1', 'create', '221', ...CREATE);
+    const raw = path.join(t.tmp, 'disk.raw');
+    fs.writeFileSync(raw, Buffer.alloc(3 * 1024 * 1024));
+    const imp = await qm('pve1', 'disk', 'import', '221', raw, 'local', '--target-disk', 'scsi0');
+    expect(imp.stdout.split('\n').pop()).toBe("scsi0: successfully imported disk 'local:221/vm-221-disk-0.raw,size=3M'");
+
+    const hdr = Buffer.alloc(72);
+    hdr.write('QFI\xfb', 0, 'latin1');
+    hdr.writeUInt32BE(3, 4);
+    hdr.writeBigUInt64BE(BigInt(5 * 1024 ** 3), 24);
+    const handmade = path.join(t.tmp, 'handmade.qcow2');
+    fs.writeFileSync(handmade, hdr);
+    const imp2 = await qm('pve1', 'importdisk', '221', handmade, 'local-lvm');
+    expect(imp2.stdout).toContain('transferred 5.0 GiB of 5.0 GiB (100.00%)');
+    expect(imp2.stdout.split('\n').pop()).toBe("unused0: successfully imported disk 'local-lvm:vm-221-disk-0'");
+
+    const missing = await qm('pve1', 'importdisk', '221', '/nonexistent.qcow2', 'local-lvm');
+    expect(missing.stderr).toBe('/nonexistent.qcow2: non-existent or non-regular file');
+    expect(missing.exitCode).not.toBe(0);
+    const noStorage = await qm('pve1', 'importdisk', '221', raw, 'nope');
+    expect(noStorage.stderr).toBe("storage 'nope' does not exist");
+    const noImages = await qm('pve1', 'importdisk', '221', raw, 'nfs-backup');
+    expect(noImages.stderr).toBe('storage nfs-backup does not support vm images');
+  });
+});
+
+describe('qm migrate', () => {
+  test('moves the config (and its disks) from pve1 to pve2 with a timestamped log', async () => {
+    await qm('pve1', 'create', '230', ...CREATE);
+    const img = await qcow2('m.qcow2', '1G');
+    await qm('pve1', 'importdisk', '230', img, 'local-lvm');
+    await qm('pve1', 'set', '230', '--scsi0', 'local-lvm:vm-230-disk-0');
+
+    const mig = await qm('pve1', 'migrate', '230', 'pve2');
+    expect(mig.exitCode).toBe(0);
+    const lines = mig.stdout.split('\n');
+    for (const l of lines) expect(l).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d /);
+    expect(lines[0]).toMatch(/starting migration of VM 230 to node 'pve2' \(127\.0\.0\.1\)$/);
+    expect(mig.stdout).toContain("found local disk 'local-lvm:vm-230-disk-0' (attached)");
+    expect(lines[lines.length - 1]).toMatch(/ migration finished successfully \(duration \d\d:\d\d:\d\d\)$/);
+
+    expect(fs.existsSync(path.join(t.cluster.dir, 'nodes/pve1/qemu-server/230.conf'))).toBe(false);
+    expect(fs.existsSync(path.join(t.cluster.dir, 'nodes/pve2/qemu-server/230.conf'))).toBe(true);
+    expect((await qm('pve1', 'config', '230')).stderr).toBe("Configuration file 'nodes/pve1/qemu-server/230.conf' does not exist");
+    expect((await qm('pve2', 'config', '230')).stdout).toContain('scsi0: local-lvm:vm-230-disk-0,size=1G');
+    // The disk moved with it: pve2 can resize it, pve1 no longer lists it.
+    expect((await qm('pve2', 'resize', '230', 'scsi0', '+1G')).stderr).toBe('');
+    expect((await run('pve1', ['pvesm', 'list', 'local-lvm', '--vmid', '230'])).stdout).not.toContain('vm-230');
+  });
+
+  test('refuses the local node, unknown nodes and running VMs without --online', async () => {
+    await qm('pve1', 'create', '231', ...CREATE);
+    const local = await qm('pve1', 'migrate', '231', 'pve1');
+    expect(local.stderr).toBe('400 Parameter verification failed.\ntarget: target is local node.\nqm migrate <vmid> <target> [OPTIONS]');
+    const unknown = await qm('pve1', 'migrate', '231', 'pve9');
+    expect(unknown.stderr).toBe("no such cluster node 'pve9'");
+    expect(unknown.exitCode).not.toBe(0);
+  });
+});
+
+describe('qm power and listing without a guest OS', () => {
+  test('start/status/stop/destroy, including the error texts', async () => {
+    await qm('pve1', 'create', '240', ...CREATE);
+    expect((await qm('pve1', 'status', '240')).stdout).toBe('status: stopped');
+    expect((await qm('pve1', 'start', '240')).exitCode).toBe(0);
+    expect((await qm('pve1', 'status', '240')).stdout).toBe('status: running');
+    const again = await qm('pve1', 'start', '240');
+    expect([again.exitCode, again.stderr]).toEqual([255, 'VM 240 already running']);
+    const destroyRunning = await qm('pve1', 'destroy', '240');
+    expect(destroyRunning.stderr).toBe('VM 240 is running - destroy failed');
+    const list = await qm('pve1', 'list');
+    expect(list.stdout.split('\n')[0]).toBe('      VMID NAME                 STATUS     MEM(MB)    BOOTDISK(GB) PID       ');
+    expect(list.stdout).toMatch(/^ {7}240 vm {19}running {4}1024 {15}0\.00 \d+ *$/m);
+
+    expect((await qm('pve1', 'stop', '240')).exitCode).toBe(0);
+    expect((await qm('pve1', 'status', '240')).stdout).toBe('status: stopped');
+    expect((await qm('pve1', 'stop', '240')).exitCode).toBe(0);
+    const shutdown = await qm('pve1', 'shutdown', '240');
+    expect([shutdown.exitCode, shutdown.stderr]).toEqual([0, 'VM 240 not running\n']);
+    const reboot = await qm('pve1', 'reboot', '240');
+    expect(reboot.exitCode).not.toBe(0);
+    expect(reboot.stderr).toBe('VM 240 not running\n\nVM 240 not running');
+
+    const destroy = await qm('pve1', 'destroy', '240', '--purge', '1');
+    expect(destroy.stdout).toBe('purging VM 240 from related configurations..');
+    expect(await t.cluster.readConfig(240)).toBeUndefined();
+    expect((await qm('pve1', 'stop', '240')).stderr).toBe("unable to find configuration file for VM 240 on node 'pve1'");
+    // The VMID is free again.
+    expect((await qm('pve2', 'create', '240', ...CREATE)).exitCode).toBe(0);
+  });
+});
+
+describe('pvesh and pvesm', () => {
+  const pvesh = (...args: string[]) => run('pve1', ['pvesh', 'get', ...args, '--output-format', 'json']);
+
+  test('/nodes, /nodes/<n>/status: CPU flags make a v2-AES cluster baseline', async () => {
+    const nodes = JSON.parse((await pvesh('/nodes')).stdout);
+    expect(nodes.map((n: { node: string }) => n.node)).toEqual(['pve1', 'pve2']);
+    expect(nodes[0]).toMatchObject({ id: 'node/pve1', status: 'online', type: 'node', level: '' });
+    expect(Object.keys(nodes[0])).toEqual([...Object.keys(nodes[0])].sort());
+
+    const s1 = JSON.parse((await pvesh('/nodes/pve1/status')).stdout);
+    const s2 = JSON.parse((await pvesh('/nodes/pve2/status')).stdout);
+    const f1 = s1.cpuinfo.flags.split(' ');
+    const f2 = s2.cpuinfo.flags.split(' ');
+    for (const f of ['avx', 'avx2', 'bmi1', 'bmi2', 'fma', 'movbe', 'aes', 'pclmulqdq']) expect(f1).toContain(f);
+    for (const f of ['cx16', 'lahf_lm', 'popcnt', 'sse4_1', 'sse4_2', 'ssse3', 'aes', 'pclmulqdq']) expect(f2).toContain(f);
+    expect(f2).not.toContain('avx');
+    expect(typeof s1.cpuinfo.mhz).toBe('string');
+    expect(s1.loadavg.every((l: unknown) => typeof l === 'string')).toBe(true);
+    expect(s1.memory.total).toBeGreaterThan(s2.memory.total);
+
+    const unknown = await pvesh('/nodes/pve7/status');
+    expect(unknown.exitCode).not.toBe(0);
+  });
+
+  test('/cluster/resources --type vm and /cluster/nextid', async () => {
+    await qm('pve2', 'create', '260', ...CREATE, '--tags', 'ubuntu');
+    const vms = JSON.parse((await pvesh('/cluster/resources', '--type', 'vm')).stdout);
+    const vm = vms.find((v: { vmid: number }) => v.vmid === 260);
+    expect(vm).toMatchObject({ id: 'qemu/260', type: 'qemu', node: 'pve2', status: 'stopped', template: 0, maxmem: 1024 * 1024 * 1024, maxcpu: 1, name: 'vm', tags: 'ubuntu' });
+    expect(vms.every((v: { type: string }) => v.type === 'qemu')).toBe(true);
+
+    const next = await pvesh('/cluster/nextid');
+    expect(next.stdout).toMatch(/^"\d+"$/);
+    const taken = await pvesh('/cluster/nextid', '--vmid', '260');
+    expect(taken.stderr).toContain('vmid: VM 260 already exists');
+    const text = await run('pve1', ['pvesh', 'get', '/cluster/nextid']);
+    expect(text.stdout).toMatch(/^\d+$/);
+    expect((await run('pve1', ['pvesh', 'get', '/nope'])).stderr).toBe("No 'get' handler defined for '/nope'");
+  });
+
+  test('pvesm status prints the exact printf layout in KiB', async () => {
+    const out = (await run('pve2', ['pvesm', 'status'])).stdout.split('\n');
+    // Oracle: coreutils printf with pvesm.pm's format strings (maxlen = longest ID + 1).
+    const printf = async (fmt: string, ...args: string[]) => (await execa('printf', [fmt, ...args])).stdout;
+    expect(out[0]).toBe(await printf('%-11s %10s %10s %15s %15s %15s %8s', 'Name', 'Type', 'Status', 'Total', 'Used', 'Available', '%'));
+    const row = '%-11s %10s %10s %15d %15d %15d % 7.2f%%';
+    const [name, type, status, total, used, avail] = out[1].split(/\s+/);
+    expect([name, type, status]).toEqual(['local', 'dir', 'active']);
+    expect(Number(total)).toBe((94 * 1024 ** 3) / 1024);
+    expect(Number(total)).toBe(Number(used) + Number(avail));
+    expect(out[1]).toBe(await printf(row, name, type, status, total, used, avail, ((Number(used) * 100) / Number(total)).toFixed(6)));
+    expect(out[2]).toMatch(/^local-lvm +lvmthin +active /);
+    expect(out[3]).toBe(await printf(row, 'nfs-backup', 'nfs', 'inactive', '0', '0', '0', '0'));
+    expect(out).toHaveLength(4);
+  });
+});
+
+describe('fault injection and the call log', () => {
+  test('fails the next N matching calls with the given text and code, then succeeds', async () => {
+    await t.cluster.injectFault({ command: 'qm create', node: 'pve1', times: 2, stderr: 'cluster not ready - no quorum?', exitCode: 111 });
+    const a = await qm('pve1', 'create', '270', ...CREATE);
+    const otherNode = await qm('pve2', 'create', '271', ...CREATE);
+    const b = await qm('pve1', 'create', '270', ...CREATE);
+    const c = await qm('pve1', 'create', '270', ...CREATE);
+    expect([a.exitCode, a.stderr]).toEqual([111, 'cluster not ready - no quorum?']);
+    expect(otherNode.exitCode).toBe(0);
+    expect([b.exitCode, b.stderr]).toEqual([111, 'cluster not ready - no quorum?']);
+    expect(c.exitCode).toBe(0);
+
+    const calls = await t.cluster.calls();
+    const creates = calls.filter((x) => x.argv[1] === 'create' && ['270', '271'].includes(x.argv[2]));
+    expect(creates.map((x) => [x.node, x.argv[2], x.exitCode])).toEqual([
+      ['pve1', '270', 111],
+      ['pve2', '271', 0],
+      ['pve1', '270', 111],
+      ['pve1', '270', 0],
+    ]);
+    expect(creates[0].argv.slice(0, 3)).toEqual(['qm', 'create', '270']);
+  });
+
+  test('an alias matches (qm importdisk = qm disk import); latency delays the call', async () => {
+    await t.cluster.injectFault({ command: 'qm importdisk', times: 1, stderr: 'copy failed: boom' });
+    const f = await qm('pve1', 'disk', 'import', '270', '/nonexistent', 'local-lvm');
+    expect(f.stderr).toBe('copy failed: boom');
+
+    await t.cluster.injectFault({ command: 'pvesh get /cluster/resources', latencyMs: 700 });
+    const started = Date.now();
+    const slow = await run('pve1', ['pvesh', 'get', '/cluster/resources', '--type', 'node', '--output-format', 'json']);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(700);
+    expect(slow.exitCode).toBe(0);
+    const quick = Date.now();
+    await run('pve1', ['pvesh', 'get', '/nodes', '--output-format', 'json']);
+    expect(Date.now() - quick).toBeLessThan(700);
+  });
+
+  test('a hanging call hangs until killed; the kill is logged; the next call works', async () => {
+    await t.cluster.injectFault({ command: 'qm status', node: 'pve1', times: 1, hangMs: 60_000 });
+    const started = Date.now();
+    const hung = await run('pve1', ['qm', 'status', '270'], { timeout: 1500 });
+    expect(hung.timedOut).toBe(true);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1500);
+    expect(Date.now() - started).toBeLessThan(10_000);
+
+    const next = await qm('pve1', 'status', '270');
+    expect([next.exitCode, next.stdout]).toEqual([0, 'status: stopped']);
+    const statusCalls = (await t.cluster.calls()).filter((c) => c.argv.join(' ') === 'qm status 270');
+    expect(statusCalls.map((c) => c.exitCode)).toEqual([143, 0]);
+  });
+});

@@ -1,0 +1,98 @@
+import { FAILURE_TYPES, NON_RETRYABLE_ERRORS } from '../../contract';
+import { ExecutorTimeoutError, ExecutorUnreachableError } from '../../lib/executor/types';
+import {
+  LockTimeoutError,
+  NoSuchNodeError,
+  ParameterError,
+  ProxmoxCommandError,
+  StorageError,
+  VmLockedError,
+  VmNotFoundError,
+  VmStateError,
+  PermissionDeniedError,
+  VmidTakenError,
+  classifyFailure,
+  isRetryable,
+} from '../../lib/proxmox/errors';
+
+const failure = (stderr: string, extra: { stdout?: string; exitCode?: number; command?: string } = {}) =>
+  classifyFailure({ node: 'pve1', command: extra.command ?? 'qm x 100', exitCode: extra.exitCode ?? 255, stderr, stdout: extra.stdout });
+
+describe('classifyFailure (the texts Proxmox prints)', () => {
+  it.each([
+    ["unable to create VM 9000 - VM 9000 already exists on node 'pve1'\n", VmidTakenError, false],
+    ["unable to create VM 108 - CT 108 already exists on node 'proxmox'\n", VmidTakenError, false],
+    ['unable to create VM 201: config file already exists\n', VmidTakenError, false],
+    ['400 Parameter verification failed.\nvmid: VM 100 already exists\n', VmidTakenError, false],
+    ["Configuration file 'nodes/hv02/qemu-server/101.conf' does not exist\n", VmNotFoundError, false],
+    ["unable to find configuration file for VM 101 on node 'pve1'\n", VmNotFoundError, false],
+    ['VM is locked (create)\n', VmLockedError, true],
+    ['VM is locked (migrate)\n', VmLockedError, true],
+    ["can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout\n", LockTimeoutError, true],
+    ["no such cluster node 'pve9'\n", NoSuchNodeError, false],
+    ["storage 'foo' does not exist\n", StorageError, false],
+    ["unable to create VM 100 - storage 'foo' is disabled\n", StorageError, false],
+    ["storage 'local-lvm' is not available on node 'pve2'\n", StorageError, false],
+    ['storage local does not support vm images\n', StorageError, false],
+    ["400 Parameter verification failed.\nvmid: type check ('integer') failed - got ''\nqm set <vmid> [OPTIONS]\n", ParameterError, false],
+    ['400 Parameter verification failed.\nname: invalid format - value does not look like a valid DNS name\n', ParameterError, false],
+    ['400 too many arguments\nqm set <vmid> [OPTIONS]\n', ParameterError, false],
+    ['400 not enough arguments\nqm create <vmid> [OPTIONS]\n', ParameterError, false],
+    ['no options specified\n', ParameterError, false],
+    ['shrinking disks is not supported\n', ParameterError, false],
+    ["/tmp/x.qcow2: non-existent or non-regular file\n", ParameterError, false],
+    ['VM 100 already running\n', VmStateError, false],
+    ['VM 100 not running\n\nVM 100 not running\n', VmStateError, false],
+    ['VM 100 is running - destroy failed\n', VmStateError, false],
+    ["can't migrate running VM without --online\n", VmStateError, false],
+    ['start failed: QEMU exited with code 1\n', ProxmoxCommandError, true],
+    ['cluster not ready - no quorum?\n', ProxmoxCommandError, true],
+    ['', ProxmoxCommandError, true],
+  ] as const)('%j → %p', (stderr, ErrorType, retryable) => {
+    const err = failure(stderr);
+    expect(err).toBeInstanceOf(ErrorType);
+    expect(err.name).toBe(ErrorType.name);
+    expect(err.retryable).toBe(retryable);
+    expect(isRetryable(err)).toBe(retryable);
+  });
+
+  it('reads a failed migration from stdout, where the task printed its reason', () => {
+    const err = failure('migration aborted\n', {
+      stdout: "2025-03-01 12:00:00 ERROR: migration aborted (duration 00:00:01): storage 'local-lvm' is not available on node 'pve2'\n",
+    });
+    expect(err).toBeInstanceOf(StorageError);
+  });
+
+  it('carries command, exit code and stderr, and a short message for the UI', () => {
+    const err = failure('400 Parameter verification failed.\nname: invalid format\nqm create <vmid> [OPTIONS]\n', {
+      exitCode: 2,
+      command: 'qm create 100 --name bad_name',
+    });
+    expect(err).toMatchObject({ node: 'pve1', command: 'qm create 100 --name bad_name', exitCode: 2 });
+    expect(err.stderr).toContain('qm create <vmid> [OPTIONS]');
+    expect(err.message).toBe(
+      "qm create 100 --name bad_name failed on node 'pve1' (exit 2): 400 Parameter verification failed.; name: invalid format",
+    );
+  });
+
+  it('exposes the lock value and the node owning a taken VMID', () => {
+    expect((failure('VM is locked (backup)\n') as VmLockedError).lock).toBe('backup');
+    expect((failure("unable to create VM 9000 - VM 9000 already exists on node 'pve2'\n") as VmidTakenError).ownerNode).toBe('pve2');
+  });
+
+  it('treats an unreachable node and a timeout as retryable, an abort as final', () => {
+    expect(isRetryable(new ExecutorUnreachableError('pve2', 'connection refused'))).toBe(true);
+    expect(isRetryable(new ExecutorTimeoutError('pve2', 'qm status 100', 1000))).toBe(true);
+    expect(isRetryable(new DOMException('aborted', 'AbortError'))).toBe(false);
+    expect(isRetryable(new Error('something else'))).toBe(true);
+  });
+
+  it('takes whether a class is retryable from the one table the workflows use', () => {
+    const all = [VmidTakenError, VmNotFoundError, ParameterError, StorageError, NoSuchNodeError, VmStateError, PermissionDeniedError, VmLockedError, LockTimeoutError, ProxmoxCommandError];
+    for (const E of all) {
+      const err = new E({ node: 'n', command: 'c', exitCode: 1, stderr: '' });
+      expect(Object.keys(FAILURE_TYPES)).toContain(err.name);
+      expect(NON_RETRYABLE_ERRORS.includes(err.name)).toBe(!err.retryable);
+    }
+  });
+});

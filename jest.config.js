@@ -34,14 +34,25 @@ const endToEnd = {
   globalTeardown: '<rootDir>/test/support/globalTeardown.ts',
 };
 
-// Two layers, each with its own setup, which runs only when one of its tests is selected:
-// workflow tests (test/workflows/) run the workflow code on Temporal's time-skipping test
-// server with fake activities, in seconds; every other test runs against a real Temporal
-// dev server, the Proxmox sandbox, real OpenSSH and real HTTP, the suites above twice:
-// in CLI mode (`default`) and in API mode (`api-mode`).
+// Four projects: three folders by what a test starts (docs/development.md), and a second
+// pass of some end-to-end suites:
+// - unit (test/unit/): no Temporal server, no sandbox cluster, no sshd; no global set-up,
+//   so selecting it pays for no dev server, and its files run in parallel workers;
+// - workflow (test/workflows/): the workflow code on Temporal's time-skipping test server
+//   with fake activities, in seconds;
+// - e2e (test/e2e/): a real Temporal dev server (started once by the global set-up, which
+//   runs only when one of its files is selected), the Proxmox sandbox, real OpenSSH and
+//   real HTTP; its files share that server and the cores, so they run one at a time;
+// - api-mode: the e2e suites above once more, the service reaching the sandbox through
+//   its REST API instead of qm/pvesh/pvesm.
 module.exports = {
   testTimeout: 120_000,
   projects: [
+    {
+      ...common,
+      displayName: 'unit',
+      roots: ['<rootDir>/test/unit'],
+    },
     {
       ...common,
       displayName: 'workflow',
@@ -51,15 +62,14 @@ module.exports = {
     },
     {
       ...endToEnd,
-      displayName: 'default',
-      roots: ['<rootDir>/test'],
-      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/workflows/'],
+      displayName: 'e2e',
+      roots: ['<rootDir>/test/e2e'],
     },
     {
       ...endToEnd,
       displayName: 'api-mode',
-      roots: ['<rootDir>/test'],
-      testMatch: apiModeSuites.map((name) => `<rootDir>/test/${name}.test.ts`),
+      roots: ['<rootDir>/test/e2e'],
+      testMatch: apiModeSuites.map((name) => `<rootDir>/test/e2e/${name}.test.ts`),
       setupFiles: ['<rootDir>/test/support/apiModeSetup.ts'],
     },
   ],

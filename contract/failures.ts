@@ -64,6 +64,14 @@ export function failureStatus(type: string | undefined): number {
   return kind?.status ?? 500;
 }
 
+/**
+ * Whether a failure's type is `type`. Comparing through here, the compiler checks the name
+ * against the table above, as it does for `failure(type, message)`.
+ */
+export function isFailureOf(actual: string | undefined | null, type: FailureType): boolean {
+  return actual === type;
+}
+
 /** The types no retry policy retries. */
 export const NON_RETRYABLE_ERRORS: string[] = Object.keys(FAILURE_TYPES).filter((t) => !isRetryableType(t));
 

@@ -13,6 +13,7 @@ import {
   VM_OS,
   vmName,
   workflowInputs,
+  isFailureOf,
 } from '../contract';
 import {
   ActivityFailure,
@@ -158,7 +159,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         return { vmid, ip: created.ip, name };
       } catch (err) {
         // Any other failure may have left a VM behind, so its undo stays registered.
-        if (failureType(err) !== 'VmidTakenError') throw err;
+        if (!isFailureOf(failureType(err), 'VmidTakenError')) throw err;
         compensations.splice(compensations.indexOf(undo), 1); // the ID belongs to someone else
         if (spec.vmid !== undefined) throw err;
         progress.info('VM creation > qm create', `VMID ${vmid} was taken meanwhile, picking another`);

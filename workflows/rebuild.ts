@@ -22,6 +22,7 @@ import {
   VM_OS,
   vmName,
   workflowInputs,
+  type FailureType,
 } from '../contract';
 import { cleanup, follow, proxmox } from './activityOptions';
 import { installVm } from './install';
@@ -109,7 +110,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
     progress.state = cancelled ? 'cancelled' : 'failed';
     if (cancelled) throw err;
     // The failure an operator reads in the UI (and the API maps to a status) names the cause.
-    throw ApplicationFailure.create({ message: `${why} (${aftermath})`, type: type ?? 'RebuildError', nonRetryable: true, cause: err as Error });
+    throw ApplicationFailure.create({ message: `${why} (${aftermath})`, type: type ?? ('RebuildError' satisfies FailureType), nonRetryable: true, cause: err as Error });
   }
 }
 

@@ -14,6 +14,8 @@ import {
   VM_OPERATION,
   vmWorkflowId,
   workflowInputs,
+  type FailureType,
+  isFailureOf,
 } from '../contract';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
@@ -71,7 +73,7 @@ export async function scheduledRebuild(input: RebuildInput): Promise<ScheduledRe
     return { outcome: 'rebuilt', vmid, rebuildWorkflowId: rebuildId, rebuild };
   } catch (err) {
     const busy = rootFailure(err);
-    if (busy.type === 'VmBusyError') {
+    if (isFailureOf(busy.type, 'VmBusyError')) {
       // Its install is still running: not a failure of the schedule, so no pause.
       progress.emit(stage, 'info', `[*] skipped: ${busy.message}`);
       progress.state = 'completed';
@@ -83,6 +85,6 @@ export async function scheduledRebuild(input: RebuildInput): Promise<ScheduledRe
     progress.emit(stage, 'error', `[-] rebuild of VM ${vmid} failed: ${message}`);
     progress.state = isCancellation(err) ? 'cancelled' : 'failed';
     if (isCancellation(err)) throw err;
-    throw ApplicationFailure.create({ message: `rebuild of VM ${vmid} failed: ${message}`, type: type ?? 'RebuildError', nonRetryable: true, cause: err as Error });
+    throw ApplicationFailure.create({ message: `rebuild of VM ${vmid} failed: ${message}`, type: type ?? ('RebuildError' satisfies FailureType), nonRetryable: true, cause: err as Error });
   }
 }

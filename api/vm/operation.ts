@@ -1,4 +1,4 @@
-import { progressQuery, VM_ID, VM_NODE, VM_OPERATION, vmWorkflowId, type Workflows, type WorkflowType } from '../../contract';
+import { type FailureType, progressQuery, VM_ID, VM_NODE, VM_OPERATION, vmWorkflowId, type Workflows, type WorkflowType } from '../../contract';
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowHandle } from '@temporalio/client';
 import { HttpError } from '../errors';
 
@@ -12,7 +12,7 @@ import { HttpError } from '../errors';
 
 /** Another workflow holds the VM: the API answers 409 naming it. */
 export class VmBusyError extends HttpError {
-  override readonly name = 'VmBusyError';
+  override readonly name = 'VmBusyError' satisfies FailureType;
   constructor(
     message: string,
     readonly workflowId: string,

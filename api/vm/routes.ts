@@ -1,7 +1,7 @@
 import { Router, type Request, type Response } from 'express';
 import type { Client } from '@temporalio/client';
 import type { z } from 'zod';
-import { ownerOf } from '../../contract';
+import { type FailureType, ownerOf } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster } from '../../lib/proxmox';
 import { vmIp } from '../../lib/network';
@@ -193,7 +193,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes }: VmRouteDeps): 
     const owner = ownerOf(conf.description);
     if (owner !== undefined) {
       throw new HttpError(409, `VM ${vmid} is already managed by QemuRun (qemurun-owner=${owner}); there is nothing to adopt`, {
-        type: 'AlreadyManagedError',
+        type: 'AlreadyManagedError' satisfies FailureType,
       });
     }
     const h = await vms.start(vm, {

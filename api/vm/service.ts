@@ -1,5 +1,5 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { DEFAULT_USER, isManaged, notManagedMessage, OS_VERSIONS, type OsName } from '../../contract';
+import { DEFAULT_USER, type FailureType, isManaged, notManagedMessage, OS_VERSIONS, type OsName } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster, ProxmoxNode } from '../../lib/proxmox';
 import { readDisabledVmids } from '../../lib/stateFiles';
@@ -83,7 +83,7 @@ export function vmService({ config, client, proxmox }: VmServiceDeps) {
   /** The managed set (docs/security.md): unless MANAGE_ALL_VMS, only VMs with the owner marker. */
   function refuseUnmanaged(vm: VmFacts & { conf?: VmNotes }): void {
     if (config.manageAllVms) return;
-    if (!isManaged(vm.conf?.description)) throw new HttpError(409, notManagedMessage(vm.vmid, vm.conf?.name), { type: 'NotManagedError' });
+    if (!isManaged(vm.conf?.description)) throw new HttpError(409, notManagedMessage(vm.vmid, vm.conf?.name), { type: 'NotManagedError' satisfies FailureType });
   }
 
   return {

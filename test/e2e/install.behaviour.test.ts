@@ -3,7 +3,7 @@ import { LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse, SseResponse } from '../support/sse';
 import { activityAttempts as attemptsInHistory } from '../support/history';
-import { injectFaultOn, isMutating, watchOperations, type ProxmoxOperation } from '../support/proxmoxOps';
+import { injectFaultOn, isMutating, operations, operationsMark, type ProxmoxOperation } from '../support/proxmoxCalls';
 
 /**
  * The install workflow's promises beyond the happy path, on the real Temporal server and
@@ -42,34 +42,35 @@ async function vmIds(): Promise<number[]> {
 
 /** Cleanup touched only what this install made: it destroyed exactly the VM it created. */
 function expectOwnVmRemoved(ops: ProxmoxOperation[]): void {
-  const created = ops.filter((op) => op.name === 'create' && op.ok).map((op) => op.vmid);
+  const created = ops.filter((o) => o.op === 'create' && o.ok).map((o) => o.vmid);
   expect(created).toHaveLength(1);
-  expect(ops.filter((op) => op.name === 'destroy' && op.ok).map((op) => op.vmid)).toEqual(created);
+  expect(ops.filter((o) => o.op === 'destroy' && o.ok).map((o) => o.vmid)).toEqual(created);
 }
 
 /** Attempts of each activity type, from the real workflow history. */
 const activityAttempts = (workflowId: string) => attemptsInHistory(h.service.client, workflowId);
 
 test('node pve2: the VM is migrated there before its first boot, started there, and answers', async () => {
-  const since = await watchOperations(h);
+  const mark = await operationsMark(h);
   const res = await install({ os: 'debian', version: '12', node: 'pve2' });
   expect(res.events.at(-1)?.message).toMatch(/^\[\*\] User: debian$/);
   const vmid = vmidOf(res);
   expect(res.events.some((e) => e.step === 'VM initialization > migrate' && /migration finished successfully/.test(e.message))).toBe(true);
   // Created on the main node, moved while stopped, first started on pve2 (in CLI mode
   // through pve2's own sshd, in API mode on pve2's API path).
-  const ops = (await since()).filter((op) => op.vmid === vmid && ['create', 'migrate', 'start'].includes(op.name));
-  expect(ops).toEqual([
-    { node: 'pve1', name: 'create', vmid, ok: true },
-    { node: 'pve1', name: 'migrate', vmid, ok: true },
-    { node: 'pve2', name: 'start', vmid, ok: true },
+  const ops = (await operations(h, mark)).filter((o) => o.vmid === vmid && ['create', 'migrate', 'start'].includes(o.op));
+  expect(ops.map(({ node, op, ok }) => ({ node, op, ok }))).toEqual([
+    { node: 'pve1', op: 'create', ok: true },
+    { node: 'pve1', op: 'migrate', ok: true },
+    { node: 'pve2', op: 'start', ok: true },
   ]);
+  expect(ops[1].params.target).toBe('pve2');
   const { stdout } = await execa('qm', ['status', String(vmid)], { env: { ...process.env, ...h.sandbox.envFor('pve2') } });
   expect(stdout).toBe('status: running');
 });
 
 test('a qm step locked twice is retried and the install succeeds; history shows the retries', async () => {
-  await injectFaultOn(h, { name: 'create' }, { times: 2, stderr: 'VM is locked (create)', exitCode: 255 });
+  await injectFaultOn(h, { op: 'create' }, { times: 2, stderr: 'VM is locked (create)', exitCode: 255 });
   const res = await install({ os: 'ubuntu', version: '22.04' });
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
   expect(res.events.at(-1)?.message).toBe('[*] User: ubuntu');
@@ -80,8 +81,8 @@ test('a qm step locked twice is retried and the install succeeds; history shows 
 
 test('a permanent failure after create removes the VM and ends with an error event naming the step', async () => {
   const before = await vmIds();
-  await injectFaultOn(h, { name: 'resize' }, { times: 1, stderr: "disk 'scsi0' does not exist", exitCode: 0 });
-  const since = await watchOperations(h);
+  await injectFaultOn(h, { op: 'resize' }, { times: 1, stderr: "disk 'scsi0' does not exist", exitCode: 0 });
+  const mark = await operationsMark(h);
   const res = await install({ os: 'debian', version: '11' });
   const last = res.events.at(-1)!;
   expect(last.status).toBe('error');
@@ -90,21 +91,23 @@ test('a permanent failure after create removes the VM and ends with an error eve
   expect(res.events.some((e) => /^\[\*\] VM \d+ removed$/.test(e.message))).toBe(true);
   expect(res.closed).toBe(true);
   expect(await vmIds()).toEqual(before);
-  expectOwnVmRemoved(await since());
+  expectOwnVmRemoved(await operations(h, mark));
 });
 
 test('an explicit id that is taken fails clearly and leaves that VM alone', async () => {
   const first = await install({ os: 'debian', version: '12', id: 230 });
   expect(vmidOf(first)).toBe(230);
   const before = await h.sandbox.readConfig(230);
-  const since = await watchOperations(h);
+  const mark = await operationsMark(h);
   const res = await install({ os: 'debian', version: '12', id: 230 });
   const last = res.events.at(-1)!;
   expect(last.status).toBe('error');
   expect(last.message).toMatch(/VM 230 already exists on node 'pve1'/);
   expect(await h.sandbox.readConfig(230)).toBe(before);
   // Its create was refused; nothing else was done to VM 230, and no clean-up went for it.
-  expect((await since()).filter((op) => isMutating(op) && op.ok && op.vmid === 230)).toEqual([]);
+  const ops = (await operations(h, mark)).filter((o) => o.vmid === 230);
+  expect(ops.filter((o) => o.op === 'create').map((o) => o.ok)).toEqual([false]);
+  expect(ops.filter((o) => isMutating(o) && o.ok !== false)).toEqual([]);
 });
 
 test('a client dropped mid-stream re-attaches with Last-Event-ID and gets exactly the missing events', async () => {
@@ -137,9 +140,9 @@ test('10 concurrent installs get 10 distinct VMIDs and IPs and all succeed', asy
 }, 300_000);
 
 test('cancelling an install stops it and removes the VM it created', async () => {
-  await injectFaultOn(h, { name: 'start' }, { times: 1, latencyMs: 4000 });
+  await injectFaultOn(h, { op: 'start' }, { times: 1, latencyMs: 4000 });
   const before = await vmIds();
-  const since = await watchOperations(h);
+  const mark = await operationsMark(h);
   const stream = install({ os: 'debian', version: '13' });
   // wait until the VM exists, then cancel
   let workflowId: string | undefined;
@@ -156,7 +159,7 @@ test('cancelling an install stops it and removes the VM it created', async () =>
   const res = await stream;
   expect(res.events.at(-1)).toMatchObject({ status: 'error', message: '[-] install cancelled' });
   expect(await vmIds()).toEqual(before);
-  expectOwnVmRemoved(await since());
+  expectOwnVmRemoved(await operations(h, mark));
 });
 
 test('a repeated POST with the same Idempotency-Key attaches to the same install', async () => {

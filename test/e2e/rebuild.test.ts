@@ -11,7 +11,7 @@ import { startHarness, Harness } from '../support/harness';
 import { requestSse, SseResponse } from '../support/sse';
 import { apiCall } from '../support/api';
 import { cipasswordMatches, runInGuest, userKeyPair } from '../support/guest';
-import { injectFaultOn, isMutating, watchOperations } from '../support/proxmoxOps';
+import { injectFaultOn, isMutating, operations, operationsMark } from '../support/proxmoxCalls';
 
 /**
  * `POST /api/vm/:id/rebuild` and the vmRebuild workflow end to end: real Temporal, the
@@ -177,7 +177,7 @@ describe('refusals destroy nothing', () => {
   });
 
   test('the workflow\'s own check refuses it too (a schedule has no API in front of it)', async () => {
-    const since = await watchOperations(h);
+    const mark = await operationsMark(h);
     const handle = await h.service.client.workflow.start(vmRebuild, {
       taskQueue: h.config.temporal.taskQueue,
       workflowId: 'vm-150',
@@ -189,9 +189,9 @@ describe('refusals destroy nothing', () => {
     );
     expect(err).toBeInstanceOf(WorkflowFailedError);
     expect((err as WorkflowFailedError).cause?.message).toMatch(/not installed by QemuRun.*\(nothing was destroyed\)$/);
-    const seen = await since();
+    const seen = await operations(h, mark);
     // It looked at the VM (so the check below is not vacuous), and changed nothing.
-    expect(seen.some((op) => op.name === 'config' && op.vmid === 150)).toBe(true);
+    expect(seen.some((o) => o.op === 'config' && o.vmid === 150 && o.ok)).toBe(true);
     expect(seen.filter(isMutating)).toEqual([]);
     expect(await h.sandbox.readConfig(150)).toMatch(/^name: foreign$/m);
     const page = await h.service.client.workflow.getHandle('vm-150').query('progress', 0) as { events: Array<{ step: string; status: string; message: string }> };
@@ -216,7 +216,7 @@ describe('refusals destroy nothing', () => {
 
   test('a VM whose install is still running is refused with 409, and its install goes on', async () => {
     // Slow the install down after `qm create`, so the rebuild arrives while it builds the VM.
-    await injectFaultOn(h, { name: 'start', vmid: 132 }, { latencyMs: 4000, times: 1 });
+    await injectFaultOn(h, { op: 'start', vmid: 132 }, { latencyMs: 4000, times: 1 });
     const install = requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: 132, name: 'young' } });
     for (let i = 0; i < 100 && !(await h.sandbox.readConfig(132)); i++) await new Promise((r) => setTimeout(r, 100));
     const res = await post('/vm/132/rebuild', {});

@@ -2,30 +2,43 @@ import type { Harness } from './harness';
 import type { FaultSpec } from '../../sandbox/state/faults';
 import type { SandboxCall } from '../../sandbox/cluster';
 import { readApiRequests, type ApiRequestRecord } from '../../sandbox/api/requestLog';
-import { listVms } from '../../sandbox/state/vmlist';
+import { decodeUpid } from '../../sandbox/api/upid';
+import { readExitStatus, taskLogFile, taskRunning } from '../../sandbox/api/tasks';
+import { vmOwner } from '../../sandbox/state/vmlist';
 
 /**
- * What the sandbox cluster was asked to do, whichever way the service reaches it: `qm`,
- * `pvesh` and `pvesm` calls in CLI mode, REST requests in API mode. A suite that checks
- * behaviour asserts on these operations and injects its faults through `injectFaultOn`,
- * and so runs unchanged in both modes (TEST_PROXMOX_MODE=api).
+ * What the sandbox cluster was asked to do, whichever way it was reached: `qm`, `pvesh`
+ * and `pvesm` calls in CLI mode, REST requests (and the tasks they started) in API mode.
+ * Both read as operations in qm's words, so a suite asserts behaviour ("VM 101 was
+ * started on pve2", "nothing was changed") once for both modes, and injects its faults
+ * through `injectFaultOn` without knowing how an operation reaches the node; it then runs
+ * unchanged with TEST_PROXMOX_MODE=api.
+ *
+ *     const mark = await operationsMark(h);
+ *     ...
+ *     expect(await operationsOn(h, 'resize', vmid, mark)).toEqual([...]);
+ *     expect((await operations(h, mark)).filter(isMutating)).toEqual([]);
  */
 
-/** One operation the cluster carried out (or refused). */
+/** One operation the cluster carried out, or refused. */
 export interface ProxmoxOperation {
-  /** Where it ran: the node qm ran on, or the node of the API path. */
-  node?: string;
+  /** Where it ran: the node qm ran on, or the node of the API path (cluster-wide paths: the main node). */
+  node: string;
   /**
    * A VM operation in qm's words (`create`, `set`, `importdisk`, `resize`, `migrate`,
-   * `start`, `stop`, `shutdown`, `reboot`, `destroy`, `config`, `status`, `list`); any
-   * other call as its API request, `GET /nodes/pve1/status` (what `pvesh get` sends);
-   * `pvesm` calls as `pvesm status`.
+   * `start`, `stop`, `shutdown`, `reboot`, `destroy`, `config`, `status`, `list`,
+   * `cloudinit dump`); any other call as its API request, `GET /nodes/pve1/status` (what
+   * `pvesh get` sends); `pvesm` calls as `pvesm status`.
    */
   op: string;
   vmid?: number;
   /** Parameters by their API names: `{ disk: 'scsi0', size: '24G' }`, `{ target: 'pve2' }`. */
   params: Record<string, string>;
-  ok: boolean;
+  /**
+   * Whether it succeeded: the exit code of a CLI call, the status of a request, or, for a
+   * request that started a task, the task's exit status; undefined while that task runs.
+   */
+  ok?: boolean;
 }
 
 /** Where both logs stood: `operations(h, mark)` returns what came after. */
@@ -34,18 +47,21 @@ export interface OperationsMark {
   requests: number;
 }
 
-export function proxmoxMode(h: Harness): 'cli' | 'api' {
-  return h.config.proxmoxApi ? 'api' : 'cli';
-}
+const mode = (h: Harness): 'cli' | 'api' => (h.config.proxmoxApi ? 'api' : 'cli');
 
 export async function operationsMark(h: Harness): Promise<OperationsMark> {
   return { calls: (await h.sandbox.calls()).length, requests: readApiRequests(h.sandbox.dir).length };
 }
 
-/** Every operation in the order its log has them (CLI calls, then API requests), or those after `since`. */
+/**
+ * Every operation in the order its log has them (CLI calls, then API requests), or those
+ * after `since`. Both logs are read in either mode: what the cluster saw, however it came.
+ */
 export async function operations(h: Harness, since: OperationsMark = { calls: 0, requests: 0 }): Promise<ProxmoxOperation[]> {
   const calls = (await h.sandbox.calls()).slice(since.calls).map(fromCall);
-  const requests = readApiRequests(h.sandbox.dir).slice(since.requests).map(fromRequest);
+  const requests = readApiRequests(h.sandbox.dir)
+    .slice(since.requests)
+    .map((r) => fromRequest(h, r));
   return [...calls, ...requests];
 }
 
@@ -54,47 +70,49 @@ export async function operationsOn(h: Harness, op: string, vmid?: number, since?
   return (await operations(h, since)).filter((o) => o.op === op && (vmid === undefined || o.vmid === vmid));
 }
 
+const READS = new Set(['config', 'status', 'list', 'cloudinit dump', 'pvesm status']);
+
+/** Whether the operation changed the cluster, or tried to: anything but a read. */
+export const isMutating = (o: ProxmoxOperation): boolean => !READS.has(o.op) && !o.op.startsWith('GET ');
+
 /**
- * A fault on the operation `op` (on `vmid`; on `node`, else wherever the VM is, else the
- * main node): its `qm` command in CLI mode, its API request in API mode. An operation
- * given as an API request (`GET /nodes`) is the `pvesh` call both ways.
+ * A fault on the operation `op` (on `vmid` when given; on `node` when given, else on any
+ * node). In CLI mode it is on the `qm` command. In API mode an operation Proxmox runs as a
+ * task (create, importdisk, resize, migrate, start, stop, shutdown, reboot, destroy) fails
+ * or slows down in its task, as Proxmox reports such a failure, so the fault is on the
+ * task's qm words; a synchronous one (set, config, status, list, cloudinit dump) on its
+ * request, whose path names the node (`node`, else wherever the VM is, else the main
+ * node). An operation given as an API request (`GET /nodes`) is its `pvesh` call both ways.
  */
 export async function injectFaultOn(
   h: Harness,
   target: { op: string; vmid?: number; node?: string },
   fault: Omit<FaultSpec, 'command' | 'node'>,
 ): Promise<void> {
-  const request = /^(GET|POST|PUT|DELETE) (\/\S*)$/.exec(target.op);
-  let command: string;
-  if (request) command = `pvesh ${PVESH_VERB[request[1]]} ${request[2]}`;
-  else if (proxmoxMode(h) === 'cli') command = ['qm', target.op, ...(target.vmid === undefined ? [] : [String(target.vmid)])].join(' ');
-  else command = apiCommand(h, target);
-  await h.sandbox.injectFault({ ...fault, command, ...(target.node ? { node: target.node } : {}) });
+  await h.sandbox.injectFault({ ...fault, command: faultCommand(h, target), ...(target.node ? { node: target.node } : {}) });
 }
 
 const PVESH_VERB: Record<string, string> = { GET: 'get', POST: 'create', PUT: 'set', DELETE: 'delete' };
 const HTTP_METHOD: Record<string, string> = { get: 'GET', create: 'POST', set: 'PUT', delete: 'DELETE' };
 
-/** The `pvesh` form of the request an operation is in API mode, as the sandbox API matches faults. */
-function apiCommand(h: Harness, t: { op: string; vmid?: number; node?: string }): string {
-  const node = t.node ?? (t.vmid === undefined ? undefined : listVms(h.sandbox.dir).find((v) => v.vmid === t.vmid)?.node) ?? h.sandbox.mainNode;
-  if (t.op === 'create') return `pvesh create /nodes/${node}/qemu`;
+function faultCommand(h: Harness, t: { op: string; vmid?: number; node?: string }): string {
+  const request = /^(GET|POST|PUT|DELETE) (\/\S*)$/.exec(t.op);
+  if (request) return `pvesh ${PVESH_VERB[request[1]]} ${request[2]}`;
+  const qm = (words: string) => [`qm ${words}`, ...(t.vmid === undefined ? [] : [String(t.vmid)])].join(' ');
+  if (mode(h) === 'cli') return qm(t.op);
+  // The disk import is the one asynchronous config change (a POST with import-from): a
+  // qmconfig task, which faults match as `qm set`.
+  if (t.op === 'importdisk') return qm('set');
+  if (['create', 'resize', 'migrate', 'start', 'stop', 'shutdown', 'reboot', 'destroy'].includes(t.op)) return qm(t.op);
+  const node = t.node ?? (t.vmid === undefined ? undefined : vmOwner(h.sandbox.dir, t.vmid)) ?? h.sandbox.mainNode;
   if (t.op === 'list') return `pvesh get /nodes/${node}/qemu`;
-  if (t.vmid === undefined) throw new Error(`a fault on '${t.op}' in API mode needs the VMID`);
+  if (t.vmid === undefined) throw new Error(`a fault on '${t.op}' in API mode needs the VMID (it is part of the request path)`);
   const vm = `/nodes/${node}/qemu/${t.vmid}`;
   const byOp: Record<string, string> = {
     set: `set ${vm}/config`,
-    // The product imports with a POST of the disk's `import-from`, and sets everything else with PUT.
-    importdisk: `create ${vm}/config`,
     config: `get ${vm}/config`,
-    resize: `set ${vm}/resize`,
-    migrate: `create ${vm}/migrate`,
-    start: `create ${vm}/status/start`,
-    stop: `create ${vm}/status/stop`,
-    shutdown: `create ${vm}/status/shutdown`,
-    reboot: `create ${vm}/status/reboot`,
     status: `get ${vm}/status/current`,
-    destroy: `delete ${vm}`,
+    'cloudinit dump': `get ${vm}/cloudinit/dump`,
   };
   if (!byOp[t.op]) throw new Error(`no API request known for the operation '${t.op}'`);
   return `pvesh ${byOp[t.op]}`;
@@ -143,9 +161,18 @@ function fromCall(c: SandboxCall): ProxmoxOperation {
   return { node: c.node, op: sub, ...(vmid !== undefined ? { vmid } : {}), params: { ...named, ...options }, ok };
 }
 
-function fromRequest(r: ApiRequestRecord): ProxmoxOperation {
-  const ok = r.status >= 200 && r.status < 300;
-  const base = { ...(r.node !== undefined ? { node: r.node } : {}), ok };
+/** A request's outcome: its task's exit status when it started one (undefined while that runs), else its HTTP status. */
+function requestOk(h: Harness, r: ApiRequestRecord): boolean | undefined {
+  if (r.status < 200 || r.status >= 300) return false;
+  const task = r.upid === undefined ? undefined : decodeUpid(r.upid);
+  if (!task) return true;
+  if (taskRunning(task)) return undefined;
+  const status = readExitStatus(taskLogFile(h.sandbox.dir, r.upid!)!);
+  return status === 'OK' || status.startsWith('WARNINGS');
+}
+
+function fromRequest(h: Harness, r: ApiRequestRecord): ProxmoxOperation {
+  const base = { node: r.node ?? h.sandbox.mainNode, ok: requestOk(h, r) };
   const m = /^\/nodes\/[^/]+\/qemu(?:\/(\d+)(\/.*)?)?$/.exec(r.path);
   if (!m) return { ...base, op: `${r.method} ${r.path}`, params: r.params };
   const [, id, sub = ''] = m;
@@ -162,6 +189,7 @@ function vmOperation(method: string, sub: string, params: Record<string, string>
   if (sub === '' && method === 'DELETE') return 'destroy';
   if (sub === '/config') {
     if (method === 'GET') return 'config';
+    // The product imports with a POST of the disk's `import-from`, and sets everything else with PUT.
     return Object.values(params).some((v) => /(?:^|,)import-from=/.test(v)) ? 'importdisk' : 'set';
   }
   if (sub === '/resize') return 'resize';

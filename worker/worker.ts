@@ -3,6 +3,7 @@ import type { Config } from '../lib/config';
 import type { Metrics } from '../lib/observability/metrics';
 import { activityObservability } from './interceptors';
 import { metricsSinks } from './sinks';
+import { workflowBundlerOptions } from './bundleOptions';
 import type { Workflows } from '../contract';
 import type * as registered from '../workflows';
 
@@ -33,7 +34,7 @@ export async function createWorker({ config, connection, activities, workflowBun
     activities,
     ...(workflowBundlePath
       ? { workflowBundle: { codePath: workflowBundlePath } }
-      : { workflowsPath: require.resolve('../workflows') }),
+      : { workflowsPath: require.resolve('../workflows'), bundlerOptions: workflowBundlerOptions }),
     dataConverter,
     interceptors: { activity: [activityObservability(metrics)] },
     sinks: metricsSinks(metrics),

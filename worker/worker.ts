@@ -38,6 +38,9 @@ export async function createWorker({ config, connection, activities, workflowBun
     dataConverter,
     interceptors: { activity: [activityObservability(metrics)] },
     sinks: metricsSinks(metrics),
+    maxCachedWorkflows: config.worker.maxCachedWorkflows,
+    // The SDK lowers this to the cache size itself, with a warning at every start.
+    ...(config.worker.maxCachedWorkflows > 0 ? { maxConcurrentWorkflowTaskExecutions: Math.max(2, Math.min(40, config.worker.maxCachedWorkflows)) } : {}),
     // A handful of Proxmox nodes: more parallel qm calls than this only queue up on locks.
     maxConcurrentActivityTaskExecutions: 20,
     // On SIGTERM polling stops at once; running activities get this long to finish

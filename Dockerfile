@@ -25,11 +25,12 @@ COPY --from=build /src/dist ./dist
 COPY --from=build /src/init-scripts ./init-scripts
 # The CLI, for `docker compose exec qemurun bin/qemurun.js list` (it runs dist/cli).
 COPY --from=build /src/bin ./bin
-ENV NODE_ENV=production DATA_DIR=/data
+# Two malloc arenas and a 4 MB young generation: what keeps the process small (docs/performance.md).
+ENV NODE_ENV=production DATA_DIR=/data MALLOC_ARENA_MAX=2
 VOLUME /data
 EXPOSE 8080
 # Readiness, not liveness: "healthy" once Temporal, the worker and every node answer.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/api/health/ready').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # Exit 78 is a set-up error (a setting, a port, a key file): restarting will not fix it.
-CMD ["node", "--enable-source-maps", "dist/main.js"]
+CMD ["node", "--enable-source-maps", "--max-semi-space-size=4", "dist/main.js"]

@@ -66,6 +66,7 @@ export const envSchema = z.object({
   PORT: intFrom(8080),
   WORKER_HEALTH_PORT: intFrom(8081),
   WORKER_SHUTDOWN_GRACE: intFrom(20),
+  WORKER_MAX_CACHED_WORKFLOWS: intFrom(50),
   GATEWAY: ipv4.optional(),
   MAIN_NODE: z.string().trim().min(1).optional(),
   ALLOW_IPS: csv,
@@ -247,6 +248,13 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       healthPort: env.WORKER_HEALTH_PORT,
       /** Seconds a stopping worker gives running activities before they are cancelled. */
       shutdownGraceSec: Math.max(0, env.WORKER_SHUTDOWN_GRACE),
+      /**
+       * Workflow runs kept in the worker's memory between their tasks (Temporal's sticky
+       * cache). The SDK's default grows with the heap limit, thousands on a large machine,
+       * each run holding its own copy of the workflow modules: memory the process never
+       * gives back. A run not in the cache is replayed from its history on its next task.
+       */
+      maxCachedWorkflows: Math.max(0, env.WORKER_MAX_CACHED_WORKFLOWS),
     },
     /** True when no Proxmox is configured: the service runs against the sandbox cluster. */
     sandbox: env.MAIN_NODE === undefined,

@@ -20,7 +20,7 @@ import { freePorts } from '../sandbox/testkit';
 import { startImageServer } from '../test/support/imageServer';
 import { activitySpans } from './bench/history';
 import { installBatch, type BatchResult } from './bench/installs';
-import { cpuTimes, rssBytes } from './bench/proc';
+import { cpuTimes, rssBytes, rssParts } from './bench/proc';
 import { Report } from './bench/report';
 import { startBenchService, type BenchService } from './bench/service';
 import { benchVmidAllocation } from './bench/vmidAllocation';
@@ -31,6 +31,13 @@ const root = path.resolve(__dirname, '..');
 const MiB = 1024 * 1024;
 /** Activities whose time is the sandbox guest's (booting, answering SSH, running the init script). */
 const GUEST_ACTIVITIES = ['waitForSsh', 'runInitScript'];
+
+/** `231 MB (anon 170, file 61)` */
+function rssFigure(pid: number): { bytes: number; text: string } {
+  const bytes = rssBytes(pid);
+  const { anon, file } = rssParts(pid);
+  return { bytes, text: `${(bytes / MiB).toFixed(0)} MB (anon ${(anon / MiB).toFixed(0)}, file ${(file / MiB).toFixed(0)})` };
+}
 
 function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -98,8 +105,10 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, 5000));
     const idle = cpuDelta(i0, cpuNow(service));
     const idleRate = (idle.qemurun + idle.temporal) / ((Date.now() - idleStart) / 1000);
-    const idleRss = rssBytes(service.pid);
-    report.add('RSS of the API + worker process, idle', '≤ 200 MB', '—', `${(idleRss / MiB).toFixed(0)} MB`, idleRss <= 200 * MiB);
+    // Before: the compiled service with the SDK's worker defaults, no preloaded modules,
+    // Node's own young generation and malloc arenas (docs/performance.md, memory).
+    const idleRss = rssFigure(service.pid);
+    report.add('RSS of the API + worker process, idle', '≤ 200 MB', '228–233 MB', idleRss.text, idleRss.bytes <= 200 * MiB);
 
     // ---- one install, split into the sandbox's time and ours ----------------------------
     console.log('single install ...');
@@ -225,8 +234,18 @@ async function main(): Promise<void> {
       '—',
       `p50 ${percentile(rtts, 50).toFixed(0)} ms, p99 ${percentile(rtts, 99).toFixed(0)} ms (${rtts.length} probes)`,
     );
-    const loadedRss = rssBytes(service.pid);
-    report.add(`RSS of the API + worker process after ${loadedName} installs`, '≤ 300 MB', '—', `${(loadedRss / MiB).toFixed(0)} MB`, loadedRss <= 300 * MiB);
+    const loadedRss = rssFigure(service.pid);
+    report.add(
+      `RSS of the API + worker process after ${loadedName} installs`,
+      '≤ 300 MB',
+      quick ? '—' : '491–552 MB',
+      loadedRss.text,
+      loadedRss.bytes <= 300 * MiB,
+    );
+    // Right after the batch the heaps may still hold its garbage, which V8 gives back
+    // only once allocation slows down: the same figure a little later tells the two apart.
+    await new Promise((r) => setTimeout(r, 15_000));
+    report.add('  15 s later', '—', '—', rssFigure(service.pid).text);
 
     // ---- the sandbox's own cost -----------------------------------------------------------
     const all = sandboxCalls(service, 0, Date.now());

@@ -54,6 +54,7 @@ async function build() {
   const { bundleWorkflowCode } = require('@temporalio/worker');
   const { code } = await bundleWorkflowCode({
     workflowsPath: path.join(dist, 'workflows', 'index.js'),
+    ...require(path.join(dist, 'worker', 'bundleOptions.js')).workflowBundlerOptions,
     logger: quietLogger(),
   });
   fs.writeFileSync(path.join(dist, 'workflow-bundle.js'), code);

@@ -4,6 +4,7 @@ import type { Metrics } from '../lib/observability/metrics';
 import { activityObservability } from './interceptors';
 import { workerSinks } from './sinks';
 import type { ProgressPushes } from '../lib/progressPushes';
+import { workflowBundlerOptions } from './bundleOptions';
 import type { Workflows } from '../contract';
 import type * as registered from '../workflows';
 
@@ -36,10 +37,13 @@ export async function createWorker({ config, connection, activities, workflowBun
     activities,
     ...(workflowBundlePath
       ? { workflowBundle: { codePath: workflowBundlePath } }
-      : { workflowsPath: require.resolve('../workflows') }),
+      : { workflowsPath: require.resolve('../workflows'), bundlerOptions: workflowBundlerOptions }),
     dataConverter,
     interceptors: { activity: [activityObservability(metrics)] },
     sinks: workerSinks({ metrics, pushes }),
+    maxCachedWorkflows: config.worker.maxCachedWorkflows,
+    // The SDK lowers this to the cache size itself, with a warning at every start.
+    ...(config.worker.maxCachedWorkflows > 0 ? { maxConcurrentWorkflowTaskExecutions: Math.max(2, Math.min(40, config.worker.maxCachedWorkflows)) } : {}),
     // A handful of Proxmox nodes: more parallel qm calls than this only queue up on locks.
     maxConcurrentActivityTaskExecutions: 20,
     // On SIGTERM polling stops at once; running activities get this long to finish

@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { X509Certificate } from 'node:crypto';
-import { generate } from 'selfsigned';
 
 /**
  * The API server's TLS certificate, like a node's self-signed pve-ssl.pem: made on the
@@ -15,10 +14,16 @@ export interface ApiCertificate {
   fingerprint: string;
 }
 
+const certFile = (apiDir: string) => path.join(apiDir, 'pve-ssl.pem');
+const keyFile = (apiDir: string) => path.join(apiDir, 'pve-ssl.key');
+
+/**
+ * Made by the API server process itself (./server.ts): the X.509 library it takes is a
+ * few MB of memory that a process which only reads the certificate need not hold.
+ */
 export async function ensureCertificate(apiDir: string, hostName: string): Promise<ApiCertificate> {
-  const certFile = path.join(apiDir, 'pve-ssl.pem');
-  const keyFile = path.join(apiDir, 'pve-ssl.key');
-  if (!fs.existsSync(certFile) || !fs.existsSync(keyFile)) {
+  if (!fs.existsSync(certFile(apiDir)) || !fs.existsSync(keyFile(apiDir))) {
+    const { generate } = await import('selfsigned');
     const now = new Date();
     const pems = await generate([{ name: 'commonName', value: hostName }, { name: 'organizationName', value: 'PVE Cluster Node' }, { shortName: 'OU', value: 'PVE Cluster Node' }], {
       keyType: 'ec',
@@ -34,9 +39,13 @@ export async function ensureCertificate(apiDir: string, hostName: string): Promi
       ],
     });
     fs.mkdirSync(apiDir, { recursive: true });
-    fs.writeFileSync(keyFile, pems.private, { mode: 0o600 });
-    fs.writeFileSync(certFile, pems.cert);
+    fs.writeFileSync(keyFile(apiDir), pems.private, { mode: 0o600 });
+    fs.writeFileSync(certFile(apiDir), pems.cert);
   }
-  const certPem = fs.readFileSync(certFile, 'utf8');
-  return { certPem, keyPem: fs.readFileSync(keyFile, 'utf8'), fingerprint: new X509Certificate(certPem).fingerprint256 };
+  return readCertificate(apiDir);
+}
+
+export function readCertificate(apiDir: string): ApiCertificate {
+  const certPem = fs.readFileSync(certFile(apiDir), 'utf8');
+  return { certPem, keyPem: fs.readFileSync(keyFile(apiDir), 'utf8'), fingerprint: new X509Certificate(certPem).fingerprint256 };
 }

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { clusterPaths } from '../state/paths';
-import { ensureCertificate } from './cert';
+import { readCertificate } from './cert';
 import { authHeader, ensureDefaultToken, type ApiToken } from './access';
 
 export interface SandboxApiOptions {
@@ -32,10 +32,9 @@ export interface SandboxApi {
 
 /** Starts the REST API server of the cluster in `dir` (sandbox/api/server.ts) as a child process. */
 export async function startApiServer(srcDir: string, dir: string, hostName: string, o: SandboxApiOptions = {}): Promise<SandboxApi> {
-  const cert = await ensureCertificate(clusterPaths(dir).apiDir, hostName);
   const token = ensureDefaultToken(dir);
   const host = o.host ?? '127.0.0.1';
-  const child = spawn(process.execPath, [path.join(srcDir, 'tsrun.js'), path.join(srcDir, 'api', 'server.ts'), dir, host, String(o.port ?? 0), String(o.authFailureDelayMs ?? 3000)], {
+  const child = spawn(process.execPath, [path.join(srcDir, 'tsrun.js'), path.join(srcDir, 'api', 'server.ts'), dir, host, String(o.port ?? 0), String(o.authFailureDelayMs ?? 3000), hostName], {
     env: { ...process.env, PVE_SANDBOX_DIR: dir },
     stdio: ['pipe', 'pipe', 'inherit'],
   });
@@ -44,6 +43,8 @@ export async function startApiServer(srcDir: string, dir: string, hostName: stri
     child.stdout!.once('data', (d: Buffer) => resolve(Number(/ready (\d+)/.exec(d.toString())?.[1])));
     child.once('exit', (code) => reject(new Error(`sandbox API server exited with ${code} before listening`)));
   });
+  // The server made it before listening, when missing.
+  const cert = readCertificate(clusterPaths(dir).apiDir);
   return {
     url: `https://${host}:${port}`,
     port,

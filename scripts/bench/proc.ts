@@ -38,6 +38,21 @@ export function rssBytes(pid: number): number {
   }
 }
 
+/**
+ * VmRSS split as the kernel counts it: anonymous memory (the V8 heaps, malloc, the
+ * Temporal core's) and file pages (the node binary and native addons, shared with every
+ * other process that maps them).
+ */
+export function rssParts(pid: number): { anon: number; file: number } {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
+    return { anon: kb('RssAnon'), file: kb('RssFile') + kb('RssShmem') };
+  } catch {
+    return { anon: 0, file: 0 };
+  }
+}
+
 export function commandName(pid: number): string {
   try {
     return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();

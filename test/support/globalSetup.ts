@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
+import { workflowBundlerOptions } from '../../worker/bundleOptions';
 import { freePort, startDevServer, DevServer } from '../../lib/temporal/devServer';
 import { ensureSandboxTools } from '../../sandbox/requirements';
 import { API_MODE_NAMESPACE } from './apiMode';
@@ -17,6 +18,7 @@ export default async function globalSetup(): Promise<void> {
   const server = await startOnFreePorts(dir);
   const bundle = await bundleWorkflowCode({
     workflowsPath: require.resolve('../../workflows'),
+    ...workflowBundlerOptions,
     logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error },
   });
   const bundlePath = path.join(dir, 'workflow-bundle.js');

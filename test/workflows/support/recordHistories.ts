@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
+import { workflowBundlerOptions } from '../../../worker/bundleOptions';
 import { execa } from 'execa';
 import { findTemporalCli } from '../../../lib/temporal/devServer';
 import { historyScenarios } from './historyScenarios';
@@ -26,6 +27,7 @@ async function main(): Promise<void> {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-histories-'));
   const bundle = await bundleWorkflowCode({
     workflowsPath: require.resolve('../../../workflows'),
+    ...workflowBundlerOptions,
     logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error },
   });
   process.env.WORKFLOW_TEST_BUNDLE = path.join(tmp, 'workflow-bundle.js');

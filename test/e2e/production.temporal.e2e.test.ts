@@ -76,13 +76,14 @@ test('a schedule fires on the server by itself and rebuilds the VM', async () =>
   const created = await call('POST', '/schedules', { vmid: VMID, interval: '10s' });
   expect(created.status).toBe(201);
   // No trigger: the server's own scheduler starts the run.
-  const run = await waitFor('a finished scheduled run', async () => {
-    const s = (await call('GET', `/schedules/${SCHEDULE}`)).json.schedule;
-    const done = (s.recentRuns as Array<Record<string, string>>).find((r) => r.outcome !== 'running');
-    return done;
-  }, 120_000);
-  expect(run).toMatchObject({ outcome: 'rebuilt', status: 'COMPLETED', rebuildWorkflowId: `vm-${VMID}` });
+  const runs = async () => (await call('GET', `/schedules/${SCHEDULE}`)).json.schedule.recentRuns as Array<Record<string, string>>;
+  await waitFor('the first scheduled run', async () => (await runs()).length > 0, 60_000);
+  // Paused as soon as it has fired: on a busy machine the rebuild can outlast the 10 s
+  // interval, and a second fire would rebuild the VM again under the next test.
   expect((await call('POST', `/schedules/${SCHEDULE}/pause`, { reason: 'test over' })).status).toBe(200);
+  const run = await waitFor('the scheduled run to finish', async () => (await runs()).find((r) => r.outcome !== 'running'), 120_000);
+  expect(run).toMatchObject({ outcome: 'rebuilt', status: 'COMPLETED', rebuildWorkflowId: `vm-${VMID}` });
+  expect(await runs()).toHaveLength(1);
   const rebuild = await h.service.client.workflow.getHandle(`vm-${VMID}`).describe();
   expect(rebuild.typedSearchAttributes.get(VM_OPERATION)).toBe('rebuild');
   expect(await canSsh()).toBe(true);

@@ -1,7 +1,8 @@
 import { constants } from 'node:os';
-import { execa } from 'execa';
+import { spawner } from './spawner';
 import {
   ExecutorTimeoutError,
+  ExecutorUnreachableError,
   OutputCollector,
   abortReason,
   displayCommand,
@@ -12,7 +13,7 @@ import {
 
 export interface LocalExecutorOptions {
   /**
-   * Merged over this process's environment for every command. The sandbox uses it to put
+   * Merged over this process's environment (as it was at the first local command) for every command. The sandbox uses it to put
    * its bin dir (fake qm, pvesh, pvesm) first on PATH for the main node.
    */
   env?: Record<string, string>;
@@ -34,29 +35,20 @@ export class LocalExecutor implements NodeExecutor {
     const stdout = new OutputCollector('stdout', opts.onLine);
     const stderr = new OutputCollector('stderr', opts.onLine);
 
-    const child = execa(argv[0], argv.slice(1), {
-      shell: false,
+    // Started by the spawner process, not forked from this one (spawnerProcess.ts says why).
+    const child = spawner().run(argv[0], argv.slice(1), {
       env: this.options.env,
-      extendEnv: true,
-      // Without input the child gets /dev/null, as an SSH command gets EOF: nothing waits.
-      ...(opts.stdin === undefined ? { stdin: 'ignore' as const } : { input: opts.stdin }),
-      // Output is collected here, line by line, instead of by execa.
-      buffer: false,
-      reject: false,
-      // Its own process group, so that aborting also kills what it started (qemu-img
-      // under qm importdisk), as the SSH executor does.
-      detached: true,
+      stdin: opts.stdin,
+      onData: (fd, chunk) => (fd === 1 ? stdout : stderr).push(chunk),
     });
-    child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
-    child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
 
     // An abort or timeout settles at once: output pipes may stay open in grandchildren.
     let stopped: ((why: unknown) => void) | undefined;
     const stoppedEarly = new Promise<never>((_, reject) => (stopped = reject));
     const stop = (why: unknown) => {
-      killGroup(child.pid, 'SIGTERM');
-      const force = setTimeout(() => killGroup(child.pid, 'SIGKILL'), 2000).unref();
-      void child.finally(() => clearTimeout(force));
+      child.kill('SIGTERM');
+      const force = setTimeout(() => child.kill('SIGKILL'), 2000).unref();
+      void child.exited.finally(() => clearTimeout(force)).catch(() => undefined);
       stopped?.(why);
     };
     const onAbort = () => stop(abortReason(opts.signal));
@@ -65,37 +57,30 @@ export class LocalExecutor implements NodeExecutor {
       opts.timeoutMs === undefined
         ? undefined
         : setTimeout(() => stop(new ExecutorTimeoutError(this.node, displayCommand(argv), opts.timeoutMs!)), opts.timeoutMs);
-    let result: Awaited<typeof child>;
+    let result: Awaited<typeof child.exited>;
     try {
-      result = await Promise.race([child, stoppedEarly]);
+      result = await Promise.race([child.exited, stoppedEarly]);
+    } catch (err) {
+      // The spawner died under the command: like a dropped SSH connection, worth a retry.
+      if (err instanceof Error && !(err instanceof ExecutorTimeoutError) && !opts.signal?.aborted) throw new ExecutorUnreachableError(this.node, err.message, { cause: err });
+      throw err;
     } finally {
       opts.signal?.removeEventListener('abort', onAbort);
       clearTimeout(timer);
     }
     const out = { stdout: stdout.end(), stderr: stderr.end() };
 
-    if (typeof result.exitCode === 'number') return { ...out, exitCode: result.exitCode };
-    if (result.signal) return { ...out, exitCode: 128 + (constants.signals[result.signal] ?? 0) };
     // The program could not be started (not found, not executable). A shell reports the
     // same situation as exit 127 or 126; do so too, so both executors agree.
-    const code = (result as { code?: string }).code;
-    return {
-      stdout: out.stdout,
-      stderr: `${out.stderr}${argv[0]}: ${code === 'ENOENT' ? 'not found' : result.shortMessage}\n`,
-      exitCode: code === 'ENOENT' ? 127 : 126,
-    };
+    if (result.error) {
+      const notFound = result.error.code === 'ENOENT';
+      return { stdout: out.stdout, stderr: `${out.stderr}${argv[0]}: ${notFound ? 'not found' : result.error.message}\n`, exitCode: notFound ? 127 : 126 };
+    }
+    if (typeof result.code === 'number') return { ...out, exitCode: result.code };
+    return { ...out, exitCode: 128 + (result.signal ? (constants.signals[result.signal] ?? 0) : 0) };
   }
 
   async close(): Promise<void> {
     // Nothing is pooled locally.
-  }
-}
-
-function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
-  if (pid === undefined) return;
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // already gone
   }
 }

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, promises as fs } from 'node:fs';
+import { existsSync, readFileSync, promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { LocalExecutor } from '../../lib/executor/local';
@@ -193,6 +193,27 @@ describe('LocalExecutor', () => {
     const exec = new LocalExecutor('pve1', { env: { PVE_SANDBOX_NODE: 'pve1' } });
     const result = await exec.run(['sh', '-c', 'echo "$PVE_SANDBOX_NODE $HOME"']);
     expect(result.stdout).toBe(`pve1 ${process.env.HOME}\n`);
+  });
+
+  it('starts commands from the spawner process, not by forking this one', async () => {
+    const exec = new LocalExecutor('pve1');
+    const parent = Number((await exec.run(['sh', '-c', 'echo $PPID'])).stdout);
+    expect(parent).not.toBe(process.pid);
+    // The spawner is a child of this process, and one spawner serves every command.
+    expect(readFileSync(`/proc/${parent}/stat`, 'utf8').split(') ')[1].split(' ')[1]).toBe(String(process.pid));
+    expect(readFileSync(`/proc/${parent}/cmdline`, 'utf8')).toContain('spawnerProcess');
+    expect(Number((await new LocalExecutor('pve1').run(['sh', '-c', 'echo $PPID'])).stdout)).toBe(parent);
+  });
+
+  it('fails a command whose spawner dies as unreachable, and starts a new spawner for the next', async () => {
+    const exec = new LocalExecutor('pve1');
+    const spawnerPid = Number((await exec.run(['sh', '-c', 'echo $PPID'])).stdout);
+    const running = exec.run(['sleep', '5']);
+    await new Promise((r) => setTimeout(r, 200));
+    process.kill(spawnerPid, 'SIGKILL');
+    await expect(running).rejects.toBeInstanceOf(ExecutorUnreachableError);
+    const next = Number((await exec.run(['sh', '-c', 'echo $PPID'])).stdout);
+    expect(next).not.toBe(spawnerPid);
   });
 });
 

@@ -14,8 +14,10 @@ import type { ProgressPush, ProgressPushes } from '../lib/progressPushes';
  * When the worker runs in this process too (role all), the workflow's progress sink pushes
  * each event as it is recorded: the reader takes a pushed event only when it is exactly
  * the next one, and reads at once on a gap, so every stream still gets each event once
- * and in order. The query stays the record: it fills gaps, sees runs pushed by other
- * processes, and while pushes come it is sent only every `pushedSlowMs` or so.
+ * and in order. The query stays the record: it fills gaps and sees runs whose worker is in
+ * another process. While pushes bring a run's events (the last event a query found was
+ * pushed before) it is sent only every `pushedSlowMs`; as soon as a query finds an event
+ * no push brought, the reader polls as if there were no pushes.
  * docs/performance.md compares the query, an Update used as a long poll, and the push.
  */
 
@@ -30,10 +32,18 @@ export interface ReaderTiming {
   pushedSlowMs: number;
 }
 
-export const DEFAULT_TIMING: ReaderTiming = { fastMs: 100, slowMs: 500, stalledMs: 1000, pushedSlowMs: 2000 };
+/**
+ * Each query is a task for the worker that holds the run, beside the run's own workflow
+ * tasks: with 50 installs watched, 2 s between queries made them half of the worker's
+ * tasks and slowed the pushes themselves. So 10 s while pushes bring the events.
+ */
+export const DEFAULT_TIMING: ReaderTiming = { fastMs: 100, slowMs: 500, stalledMs: 1000, pushedSlowMs: 10_000 };
 
-/** A quiet workflow is described every this many empty reads: a terminated one stays 'running'. */
-const DESCRIBE_EVERY = 20;
+/**
+ * A quiet workflow is described this often: terminated or timed out from outside, no
+ * handler set a final state, and only its status tells.
+ */
+const DESCRIBE_EVERY_MS = 10_000;
 
 export type ReaderEnd = 'closed' | 'not-found';
 
@@ -51,6 +61,8 @@ export class ProgressReader {
   reads = 0;
   /** Events taken from pushes, for tests and diagnostics. */
   pushedEvents = 0;
+  /** Pushes bring this run's events: a push was taken, and no query has found one since. */
+  private pushesCover = false;
   /** Ends the pause between two reads early (a push showed a gap). */
   private wakeReader: (() => void) | undefined;
   /** A push showed a gap while a read was out: the next pause is skipped. */
@@ -104,6 +116,7 @@ export class ProgressReader {
       if (push.event.seq > next) return this.readSoon();
       this.events.push(push.event);
       this.pushedEvents++;
+      this.pushesCover = true;
       this.notify();
     } else if (push.ended.lastSeq === this.events.length) {
       this.state = push.ended.state;
@@ -137,7 +150,7 @@ export class ProgressReader {
 
   private async run(): Promise<void> {
     let pause = this.timing.fastMs;
-    let emptyReads = 0;
+    let lastDescribe = Date.now();
     let closedSeen = false;
     let unsubscribe: (() => void) | undefined;
     try {
@@ -148,7 +161,6 @@ export class ProgressReader {
       const runId = pinned?.runId;
       // Before the first read: what is pushed meanwhile is either in its answer or after it.
       if (handle && this.pushes) unsubscribe = this.pushes.subscribe(this.workflowId, (p) => p.runId === runId && this.pushed(p));
-      const slowMs = unsubscribe ? this.timing.pushedSlowMs : this.timing.slowMs;
       while (handle && this.watchers.size > 0 && this.end === undefined) {
         const sent = Date.now();
         try {
@@ -160,10 +172,15 @@ export class ProgressReader {
           this.stalledSince = undefined;
           // A page starts right after the last event read; anything else is dropped rather
           // than risk a gap or a repeat in what clients see.
+          const known = this.events.length;
           for (const e of page.events) if (e.seq === this.events.length + 1) this.events.push(e);
+          // Events only the query brought (pushes already brought the rest while it was out).
+          const found = this.events.length > known;
+          // An event no push brought (a worker in another process, a missed push): poll.
+          if (found) this.pushesCover = false;
+          const slowMs = this.pushesCover ? this.timing.pushedSlowMs : this.timing.slowMs;
           // An end pushed while this read was out is newer than its answer.
           if (this.end === undefined) this.state = page.state;
-          const found = page.events.length > 0;
           if (page.state !== 'running' && this.events.length >= page.lastSeq) this.end = 'closed';
           // Terminated or timed out from outside: no handler set a final state, so once it
           // is seen closed, the first read that finds nothing more is the last.
@@ -171,12 +188,15 @@ export class ProgressReader {
           if (found || wasStalled || this.end) this.notify();
           if (this.end) break;
           if (found) {
-            emptyReads = 0;
             pause = Math.max(this.timing.fastMs, Math.min(slowMs, roundTrip));
             if (this.events.length < page.lastSeq) continue; // more pages waiting
           } else {
-            pause = Math.max(Math.min(slowMs, Math.round(pause * 1.5)), Math.min(slowMs, roundTrip));
-            if (++emptyReads % DESCRIBE_EVERY === 0) closedSeen = (await handle.describe()).status.name !== 'RUNNING';
+            // Covered by pushes, a read only checks for one that went missing: no need to ease in.
+            pause = this.pushesCover ? slowMs : Math.max(Math.min(slowMs, Math.round(pause * 1.5)), Math.min(slowMs, roundTrip));
+            if (Date.now() - lastDescribe >= DESCRIBE_EVERY_MS) {
+              lastDescribe = Date.now();
+              closedSeen = (await handle.describe()).status.name !== 'RUNNING';
+            }
           }
         } catch (err) {
           if (err instanceof WorkflowNotFoundError) {

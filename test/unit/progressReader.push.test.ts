@@ -189,3 +189,37 @@ test('without pushes (an API process with no worker) the reader polls as before'
   expect(wf.queries).toBeGreaterThan(1);
   leave();
 });
+
+test('reads stretch to the long pause only while pushes bring the events, and shrink when a read finds one they did not', async () => {
+  const wf = fakeWorkflow();
+  const pushes = new ProgressPushes();
+  const readers = new ProgressReaders(wf.client, { fastMs: 10, slowMs: 20, stalledMs: 20, pushedSlowMs: MINUTE });
+  readers.pushes = pushes;
+  const reader = readers.reader(ID, 'run-1');
+  const leave = reader.watch(() => undefined);
+  const push = (event: ProgressEvent) => pushes.publish({ workflowId: ID, runId: 'run-1', event });
+
+  // Subscribed, but nothing pushed yet (the worker may be in another process): polls.
+  wf.record('recorded where no push comes from');
+  await until(() => reader.lastSeq === 1);
+  const polled = wf.queries;
+  await new Promise((r) => setTimeout(r, 200));
+  expect(wf.queries).toBeGreaterThan(polled + 3);
+
+  // Pushes bring the events: the next read waits the long pause.
+  push(wf.record('pushed'));
+  await new Promise((r) => setTimeout(r, 100)); // the read out when the push came ends
+  const covered = wf.queries;
+  await new Promise((r) => setTimeout(r, 300));
+  expect(wf.queries).toBe(covered);
+
+  // An event no push brought (missed): found by the read a later push's gap asks for, and
+  // from then on the reader polls again.
+  wf.record('never pushed');
+  push(wf.record('pushed after a gap'));
+  await until(() => reader.lastSeq === 4);
+  const after = wf.queries;
+  await new Promise((r) => setTimeout(r, 200));
+  expect(wf.queries).toBeGreaterThan(after + 3);
+  leave();
+});

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { lowerPriority } from './priority';
 
 /**
  * Starts the cluster's resident CLI server (sandbox/cli/server.ts) and resolves once it
@@ -10,6 +11,7 @@ export async function startCliServer(srcDir: string, dir: string, env: Record<st
     env: { ...process.env, ...env },
     stdio: ['pipe', 'pipe', 'inherit'],
   });
+  lowerPriority(child.pid);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
     child.stdout!.once('data', () => resolve());

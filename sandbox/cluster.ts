@@ -10,6 +10,7 @@ import { clearVmProcess, runningVmids, signalVm } from './state/runtime';
 import { startNodeSshd, type NodeSshd } from './nodeSshd';
 import { sandboxSourceDir } from './location';
 import { startCliServer } from './cliServer';
+import { sandboxNiceness } from './priority';
 import { startApiServer, type SandboxApi, type SandboxApiOptions } from './api/start';
 import { addToken, authHeader, type AclEntry } from './api/access';
 import { killRunningTasks } from './api/tasks';
@@ -168,6 +169,8 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
       PVE_SANDBOX_DIR: dir,
       PVE_SANDBOX_NODE: node,
       PVE_SANDBOX_NODEJS: process.execPath,
+      // What a VM started by a CLI that runs as its caller's child (qm reboot) is lowered to.
+      PVE_SANDBOX_NICENESS: String(sandboxNiceness()),
     };
   };
 

@@ -4,6 +4,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { StartupError } from '../lib/startupError';
+import { lowerPriority } from './priority';
 
 /*
  * A real OpenSSH server standing in for one Proxmox node's management SSH. The sandbox
@@ -83,6 +84,7 @@ export async function startNodeSshd(opts: NodeSshdOptions): Promise<NodeSshd> {
 
   // -D: stay in the foreground so this process owns it; -E: log to a file in stateDir.
   const child = spawn(sshd, ['-D', '-f', configPath, '-E', logFile], { stdio: 'ignore' });
+  lowerPriority(child.pid);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   // A test run that dies without stop() must not leave the port taken.
   const killOnExit = () => child.kill('SIGKILL');

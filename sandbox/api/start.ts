@@ -3,6 +3,7 @@ import path from 'node:path';
 import { clusterPaths } from '../state/paths';
 import { readCertificate } from './cert';
 import { authHeader, ensureDefaultToken, type ApiToken } from './access';
+import { lowerPriority } from '../priority';
 
 export interface SandboxApiOptions {
   /** Default 127.0.0.1. */
@@ -38,6 +39,7 @@ export async function startApiServer(srcDir: string, dir: string, hostName: stri
     env: { ...process.env, PVE_SANDBOX_DIR: dir },
     stdio: ['pipe', 'pipe', 'inherit'],
   });
+  lowerPriority(child.pid);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout!.once('data', (d: Buffer) => resolve(Number(/ready (\d+)/.exec(d.toString())?.[1])));

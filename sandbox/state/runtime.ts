@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import { clusterPaths } from './paths';
 import { readIfExists, sleepSync, writeFileAtomic } from './files';
 import { sandboxSourceDir } from '../location';
+import { lowerPriority } from '../priority';
 
 /**
  * The "QEMU" process of each running VM: a detached node process (sandbox/vm/main.ts)
@@ -52,6 +53,10 @@ export function spawnVm(dir: string, vmid: number): VmProcess {
     env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', PVE_SANDBOX_DIR: p.root },
   });
   child.unref();
+  // Started by the CLI server or an API task it inherits their niceness; started by a CLI
+  // run as the service's own child (`qm reboot`) it is lowered here (../priority.ts).
+  const niceness = Number(process.env.PVE_SANDBOX_NICENESS);
+  if (Number.isInteger(niceness)) lowerPriority(child.pid, niceness);
   fs.closeSync(out);
   const pid = child.pid!;
   let starttime = procStartTime(pid);

@@ -4,6 +4,7 @@ import { execa } from 'execa';
 import { startTestCluster, sshExec, type TestCluster } from '../../sandbox/testkit';
 import { readCalls } from '../../sandbox/state/callLog';
 import { sandboxSourceDir } from '../../sandbox/location';
+import { clusterPaths } from '../../sandbox/state/paths';
 
 /**
  * The CLIs on PATH hand their call to the cluster's resident CLI server; what a caller sees
@@ -93,4 +94,33 @@ test('when the server is gone the CLIs start Node themselves, with the same answ
   } finally {
     fs.writeFileSync(port, saved);
   }
+});
+
+test('the sandbox runs at a lower CPU priority than its caller: it stands for other machines', async () => {
+  const niceness = (pid: string) => Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[16]);
+  const server = fs.readdirSync('/proc').find((pid) => {
+    try {
+      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      return cmd.includes(path.join('cli', 'server.ts')) && cmd.includes(t.cluster.dir);
+    } catch {
+      return false;
+    }
+  });
+  expect(server).toBeDefined();
+  expect(niceness(server!)).toBe(niceness(String(process.pid)) + 10);
+  // A session on a node's sshd (where the CLIs of non-main nodes run) inherits it.
+  const addr = t.cluster.nodeAddresses.pve2;
+  const r = await sshExec({ host: addr.host, port: addr.port, username: 'root', privateKey: t.rootKey.privateKey, command: 'nice' });
+  expect(Number(r.stdout)).toBe(niceness(String(process.pid)) + 10);
+  // A VM, whether `qm start` ran in the server or `qm reboot` as this process's child.
+  const vmPid = () => String((JSON.parse(fs.readFileSync(clusterPaths(t.cluster.dir).pidFile(310), 'utf8')) as { pid: number }).pid);
+  expect((await onPath('pve1', ['qm', 'create', '310', '--name', 'nice', '--memory', '512'])).exitCode).toBe(0);
+  expect((await onPath('pve1', ['qm', 'start', '310'])).exitCode).toBe(0);
+  expect(niceness(vmPid())).toBe(niceness(String(process.pid)) + 10);
+  const before = vmPid();
+  expect((await onPath('pve1', ['qm', 'reboot', '310'])).exitCode).toBe(0);
+  expect(vmPid()).not.toBe(before);
+  expect(niceness(vmPid())).toBe(niceness(String(process.pid)) + 10);
+  await onPath('pve1', ['qm', 'stop', '310']);
+  await onPath('pve1', ['qm', 'destroy', '310']);
 });

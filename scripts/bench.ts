@@ -153,7 +153,7 @@ async function main(): Promise<void> {
     console.log('10 concurrent installs ...');
     const c0 = cpuNow(service);
     const tenProbe = probeQueries(client);
-    const ten = await installBatch({ url, client, count: 10, onStart: tenProbe.add });
+    const ten = await installBatch({ url, client, count: 10, onStart: tenProbe.add, onEnd: tenProbe.remove });
     const tenCpu = cpuDelta(c0, cpuNow(service));
     const tenRtts = await tenProbe.stop();
     const batchLine = (b: BatchResult, n: number) => `${b.wallSeconds.toFixed(1)} s wall, ${n - b.failures}/${n} ok, ${b.distinctVmids} distinct VMIDs`;
@@ -212,7 +212,7 @@ async function main(): Promise<void> {
     if (!quick) {
       console.log('50 concurrent installs ...');
       const probe = probeQueries(client);
-      const fifty = await installBatch({ url, client, count: 50, onStart: probe.add });
+      const fifty = await installBatch({ url, client, count: 50, onStart: probe.add, onEnd: probe.remove });
       rtts = await probe.stop();
       report.add('50 concurrent installs', '50/50 ok, 50 VMIDs', '119 s, 50/50 ok, 50 VMIDs', batchLine(fifty, 50), fifty.failures === 0 && fifty.distinctVmids === 50);
       loaded = fifty;

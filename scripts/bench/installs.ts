@@ -68,11 +68,12 @@ export async function installBatch(opts: {
   watchers?: number;
   node?: string;
   osIndex?: number;
-  /** Told each install's workflow id as soon as it starts. */
+  /** Told each install's workflow id as soon as it starts, and when its stream has closed. */
   onStart?: (workflowId: string) => void;
+  onEnd?: (workflowId: string) => void;
 }): Promise<BatchResult> {
   const t0 = Date.now();
-  const runs = await Promise.all(
+  const watched = await Promise.all(
     Array.from({ length: opts.count }, async (_, i) => {
       const [os, version] = OSES[((opts.osIndex ?? 0) + i) % OSES.length];
       const started = Date.now();
@@ -85,23 +86,31 @@ export async function installBatch(opts: {
         },
       });
       const seconds = (Date.now() - started) / 1000;
+      opts.onEnd?.(own.workflowId);
       const others = await Promise.all(extra);
-      const at = (await patiently(() => recordedAt(opts.client, own.workflowId))) ?? new Map<number, number>();
-      const latenciesMs = own.arrivals.flatMap((e) => (at.has(e.id) ? [e.at - at.get(e.id)!] : []));
-      const history = await patiently(() => opts.client.workflow.getHandle(own.workflowId).fetchHistory());
-      const vmid = Number(/^\[\*\] VMID: (\d+)$/.exec(own.arrivals.find((e) => e.message.startsWith('[*] VMID: '))?.message ?? '')?.[1]);
-      const run: InstallRun = {
-        workflowId: own.workflowId,
-        ok: succeeded(own) && others.every(succeeded),
-        vmid: Number.isFinite(vmid) ? vmid : undefined,
-        seconds,
-        latenciesMs,
-        historyEvents: history?.events?.length ?? 0,
-        scheduleToStartMs: history ? spansOf(history).map((a) => a.start - a.scheduled) : [],
-      };
-      return run;
+      return { own, others, seconds };
     }),
   );
+  const wallSeconds = (Date.now() - t0) / 1000;
+  // Read back only once every stream has closed: each read of a finished install replays
+  // its history in the worker, which would slow the installs still running.
+  const runs: InstallRun[] = [];
+  for (const { own, others, seconds } of watched) {
+    const at = (await patiently(() => recordedAt(opts.client, own.workflowId))) ?? new Map<number, number>();
+    const latenciesMs = own.arrivals.flatMap((e) => (at.has(e.id) ? [e.at - at.get(e.id)!] : []));
+    const history = await patiently(() => opts.client.workflow.getHandle(own.workflowId).fetchHistory());
+    const vmid = Number(/^\[\*\] VMID: (\d+)$/.exec(own.arrivals.find((e) => e.message.startsWith('[*] VMID: '))?.message ?? '')?.[1]);
+    const run: InstallRun = {
+      workflowId: own.workflowId,
+      ok: succeeded(own) && others.every(succeeded),
+      vmid: Number.isFinite(vmid) ? vmid : undefined,
+      seconds,
+      latenciesMs,
+      historyEvents: history?.events?.length ?? 0,
+      scheduleToStartMs: history ? spansOf(history).map((a) => a.start - a.scheduled) : [],
+    };
+    runs.push(run);
+  }
   const vmids = new Set(runs.filter((r) => r.ok && r.vmid !== undefined).map((r) => r.vmid));
-  return { wallSeconds: (Date.now() - t0) / 1000, runs, failures: runs.filter((r) => !r.ok).length, distinctVmids: vmids.size };
+  return { wallSeconds, runs, failures: runs.filter((r) => !r.ok).length, distinctVmids: vmids.size };
 }

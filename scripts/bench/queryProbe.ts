@@ -3,10 +3,11 @@ import { progressQuery } from '../../contract';
 
 /**
  * Round trips of the progress query (client → Temporal → worker → back) while installs
- * run: the floor under the event latency a polling reader can reach.
+ * run: the floor under the event latency a polling reader can reach. Only running installs
+ * are asked, as a stream's reader would: a finished one is answered by replaying its history.
  */
 export function probeQueries(client: Client, everyMs = 250) {
-  const ids: string[] = [];
+  let ids: string[] = [];
   const rtts: number[] = [];
   let running = true;
   const done = (async () => {
@@ -23,6 +24,7 @@ export function probeQueries(client: Client, everyMs = 250) {
   })();
   return {
     add: (id: string) => ids.push(id),
+    remove: (id: string) => (ids = ids.filter((i) => i !== id)),
     async stop(): Promise<number[]> {
       running = false;
       await done;

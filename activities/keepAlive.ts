@@ -17,7 +17,9 @@ export async function keepAlive<T>(work: () => Promise<T>): Promise<T> {
   // beat must not look like a dead worker.
   const timeoutMs = ctx.info.heartbeatTimeoutMs;
   const every = timeoutMs ? Math.min(EVERY_MS, Math.max(500, Math.floor(timeoutMs / 4))) : EVERY_MS;
-  beat(ctx);
+  // No beat at the start: Temporal counts the heartbeat timeout from the attempt's start
+  // anyway, and most activities end in well under a second, so a first beat was a server
+  // write per activity (~15 per install) that told Temporal nothing.
   const timer = setInterval(() => beat(ctx), every);
   try {
     return await work();

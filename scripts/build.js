@@ -57,7 +57,8 @@ async function build() {
     ...require(path.join(dist, 'worker', 'bundleOptions.js')).workflowBundlerOptions,
     logger: quietLogger(),
   });
-  fs.writeFileSync(path.join(dist, 'workflow-bundle.js'), code);
+  const { slimWorkflowBundle } = require(path.join(dist, 'worker', 'bundleOptions.js'));
+  fs.writeFileSync(path.join(dist, 'workflow-bundle.js'), slimWorkflowBundle(code));
   fs.writeFileSync(stamp, new Date().toISOString() + '\n');
   console.log(`built dist/ in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }

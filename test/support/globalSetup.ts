@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { workflowBundlerOptions } from '../../worker/bundleOptions';
+import { slimWorkflowBundle, workflowBundlerOptions } from '../../worker/bundleOptions';
 import { freePort, startDevServer, DevServer } from '../../lib/temporal/devServer';
 import { ensureSandboxTools } from '../../sandbox/requirements';
 import { API_MODE_NAMESPACE } from './apiMode';
@@ -22,7 +22,8 @@ export default async function globalSetup(): Promise<void> {
     logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error },
   });
   const bundlePath = path.join(dir, 'workflow-bundle.js');
-  fs.writeFileSync(bundlePath, bundle.code);
+  // As `npm run build` writes it: what the service runs is what is tested.
+  fs.writeFileSync(bundlePath, slimWorkflowBundle(bundle.code));
 
   process.env.TEST_TEMPORAL_ADDRESS = server.address;
   process.env.TEST_TEMPORAL_UI_URL = server.uiUrl ?? '';

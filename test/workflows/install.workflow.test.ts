@@ -148,4 +148,20 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     expect(page.state).toBe('cancelled');
     expect(page.events.at(-1)).toMatchObject({ status: 'error', message: '[-] install cancelled' });
   });
+
+  test('a running install\'s stack trace (the Temporal UI\'s) points into workflows/install.ts', async () => {
+    // The bundle the worker runs is the slimmed one (worker/bundleOptions.ts): its source
+    // map has lost the sources' text, not the positions.
+    const cluster = new FakeCluster();
+    const acts = cluster.activities({ waitForSsh: untilCancelled });
+    const trace = await t.withActivities(acts, async () => {
+      const handle = await t.env.client.workflow.start(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input()] });
+      await cluster.called('waitForSsh');
+      const stack = await handle.query<string>('__stack_trace');
+      await handle.cancel();
+      await handle.result().catch(() => undefined);
+      return stack;
+    });
+    expect(trace).toMatch(/workflows\/install\.ts:\d+:\d+/);
+  });
 });

@@ -71,6 +71,8 @@ export async function installBatch(opts: {
   /** Told each install's workflow id as soon as it starts, and when its stream has closed. */
   onStart?: (workflowId: string) => void;
   onEnd?: (workflowId: string) => void;
+  /** Runs once every stream has closed, before the installs are read back. */
+  beforeReadBack?: () => void | Promise<void>;
 }): Promise<BatchResult> {
   const t0 = Date.now();
   const watched = await Promise.all(
@@ -92,6 +94,7 @@ export async function installBatch(opts: {
     }),
   );
   const wallSeconds = (Date.now() - t0) / 1000;
+  await opts.beforeReadBack?.();
   // Read back only once every stream has closed: each read of a finished install replays
   // its history in the worker, which would slow the installs still running.
   const runs: InstallRun[] = [];

@@ -117,6 +117,7 @@ async function main(): Promise<void> {
       config,
       temporalAddress,
       mainNodeEnv: sandbox?.envFor(config.mainNode),
+      mainNodeNiceness: sandbox?.niceness,
       workflowBundlePath: prebuiltWorkflowBundle(),
       logger,
     });

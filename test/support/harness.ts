@@ -114,6 +114,7 @@ export async function startHarness(
     config,
     temporalAddress,
     mainNodeEnv: sandbox.envFor(config.mainNode),
+    mainNodeNiceness: sandbox.niceness,
     mainNodeOverSsh: sandboxOptions.mainNodeOverSsh,
     worker: sandboxOptions.worker,
     workflowBundlePath: process.env.TEST_WORKFLOW_BUNDLE,

@@ -44,11 +44,15 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
-/** CPU seconds of the service process, of Temporal, and of the sandbox CLIs (local and over SSH). */
+/** CPU seconds of the service process (and its spawner), of Temporal, and of the sandbox CLIs (local and over SSH). */
 function cpuNow(service: BenchService) {
   const self = cpuTimes(service.pid);
   const sandboxOverSsh = service.sshdPids().reduce((sum, p) => sum + cpuTimes(p).children, 0);
-  return { qemurun: self.self, temporal: cpuTimes(service.temporalPid).self, sandbox: self.children + sandboxOverSsh };
+  // The spawner is QemuRun's; the local CLIs it started (and reaped) are the sandbox's.
+  const spawner = service.spawnerPids().map(cpuTimes);
+  const spawnerSelf = spawner.reduce((sum, c) => sum + c.self, 0);
+  const spawnerChildren = spawner.reduce((sum, c) => sum + c.children, 0);
+  return { qemurun: self.self + spawnerSelf, temporal: cpuTimes(service.temporalPid).self, sandbox: self.children + spawnerChildren + sandboxOverSsh };
 }
 
 type Cpu = ReturnType<typeof cpuNow>;

@@ -53,6 +53,14 @@ export function rssParts(pid: number): { anon: number; file: number } {
   }
 }
 
+export function cmdline(pid: number): string {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
 export function commandName(pid: number): string {
   try {
     return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { commandName, descendants } from './proc';
+import { cmdline, commandName, descendants } from './proc';
 
 /**
  * The service as an operator runs it: `npm start` in the project directory, configured by
@@ -20,6 +20,8 @@ export interface BenchService {
   clusterDir: string;
   /** The sandbox nodes' sshd processes (they run the CLIs of non-main nodes). */
   sshdPids(): number[];
+  /** The service's spawner (lib/executor/spawner.ts), which starts its local commands. */
+  spawnerPids(): number[];
   stop(): Promise<void>;
 }
 
@@ -64,6 +66,7 @@ export async function startBenchService(opts: {
     dataDir,
     clusterDir: path.join(dataDir, 'sandbox'),
     sshdPids: () => descendants(pid!).filter((p) => commandName(p) === 'sshd'),
+    spawnerPids: () => descendants(pid!).filter((p) => cmdline(p).includes('spawnerProcess')),
     async stop() {
       // The service stops its sandbox and dev server itself on SIGTERM.
       process.kill(pid!, 'SIGTERM');

@@ -117,7 +117,6 @@ async function main(): Promise<void> {
       config,
       temporalAddress,
       mainNodeEnv: sandbox?.envFor(config.mainNode),
-      mainNodeNiceness: sandbox?.niceness,
       workflowBundlePath: prebuiltWorkflowBundle(),
       logger,
     });

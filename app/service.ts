@@ -21,8 +21,6 @@ export interface ServiceOptions {
   temporalAddress: string;
   /** Environment for commands run on the main node (the sandbox puts its qm first on PATH). */
   mainNodeEnv?: Record<string, string>;
-  /** The niceness of commands run on the main node locally (the sandbox's CLIs). */
-  mainNodeNiceness?: number;
   /** Reach the main node over SSH even in sandbox mode, as an off-cluster deployment does. */
   mainNodeOverSsh?: boolean;
   workflowBundlePath?: string;
@@ -65,7 +63,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   // API mode reaches no node over SSH: no executors at all.
   const executors = config.proxmoxApi
     ? {}
-    : createExecutors(config, opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv, mainNodeNiceness: opts.mainNodeNiceness });
+    : createExecutors(config, opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv });
   const proxmox = connectCluster(config, executors, (message) => logger.warn(message));
   let worker: RunningWorker | undefined;
   const closeAll = async () => {

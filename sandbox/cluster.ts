@@ -78,8 +78,6 @@ export interface SandboxCluster {
   mainNode: string;
   /** env to give a local process so that qm/pvesh/pvesm resolve to the sandbox for `node` */
   envFor(node: string): Record<string, string>;
-  /** The niceness its processes run at, and the CLI calls of its main node should (priority.ts). */
-  niceness: number;
   /**
    * Management address of each node: its sshd (`127.0.0.1:<sshPortBase + index>`). The main
    * node has one too, so a deployment off the cluster can reach it; a service running "on"
@@ -219,7 +217,6 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     binDir,
     mainNode,
     envFor,
-    niceness: sandboxNiceness(),
     nodeAddresses,
     sshdPids: Object.fromEntries(model.nodes.map((n, i) => [n.name, sshds[i].pid])),
     api,

@@ -15,8 +15,6 @@ export interface ExecutorsOptions {
    * makes the main node local (the sandbox puts its bin dir with qm first on PATH).
    */
   mainNodeEnv?: Record<string, string>;
-  /** The niceness of main-node commands run locally (the sandbox's, see LocalExecutor). */
-  mainNodeNiceness?: number;
   /**
    * Whether main-node commands run on this machine. Default: yes in sandbox mode or with
    * `mainNodeEnv`; otherwise when this machine is the main node (its hostname is the node
@@ -38,7 +36,7 @@ export function createExecutors(config: ExecutorConfig, opts: ExecutorsOptions =
   const executors: Record<string, NodeExecutor> = {};
   for (const node of new Set([config.mainNode, ...Object.keys(config.nodes)])) {
     if (node === config.mainNode && mainLocal) {
-      executors[node] = new LocalExecutor(node, { env: opts.mainNodeEnv, niceness: opts.mainNodeNiceness });
+      executors[node] = new LocalExecutor(node, { env: opts.mainNodeEnv });
       continue;
     }
     const address = config.nodes[node];

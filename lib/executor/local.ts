@@ -17,12 +17,6 @@ export interface LocalExecutorOptions {
    * its bin dir (fake qm, pvesh, pvesm) first on PATH for the main node.
    */
   env?: Record<string, string>;
-  /**
-   * The niceness commands run at (default: this process's), set right after they start.
-   * The sandbox's CLIs stand for another machine's work and run as nice as the rest of the
-   * sandbox.
-   */
-  niceness?: number;
 }
 
 /**
@@ -45,7 +39,6 @@ export class LocalExecutor implements NodeExecutor {
     const child = spawner().run(argv[0], argv.slice(1), {
       env: this.options.env,
       stdin: opts.stdin,
-      niceness: this.options.niceness,
       onData: (fd, chunk) => (fd === 1 ? stdout : stderr).push(chunk),
     });
 

@@ -33,13 +33,13 @@ export class Spawner {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
 
-  run(file: string, args: readonly string[], opts: { env?: Record<string, string>; stdin?: string; niceness?: number; onData: Pending['onData'] }): Spawned {
+  run(file: string, args: readonly string[], opts: { env?: Record<string, string>; stdin?: string; onData: Pending['onData'] }): Spawned {
     const child = this.started();
     const id = this.nextId++;
     const exited = new Promise<SpawnedExit>((resolve, reject) => this.pending.set(id, { onData: opts.onData, resolve, reject }));
     // While a command runs the channel keeps this process alive, as the command itself would.
     if (this.pending.size === 1) child.channel?.ref();
-    this.send(child, { t: 'run', id, file, args: [...args], env: opts.env, stdin: opts.stdin, niceness: opts.niceness });
+    this.send(child, { t: 'run', id, file, args: [...args], env: opts.env, stdin: opts.stdin });
     return { exited, kill: (signal) => this.pending.has(id) && this.send(child, { t: 'kill', id, signal }) };
   }
 

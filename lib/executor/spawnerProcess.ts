@@ -10,10 +10,9 @@
  * (a chunk of stdout or stderr) and `exit`. Nothing here knows what a command means.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import os from 'node:os';
 
 export type SpawnRequest =
-  | { t: 'run'; id: number; file: string; args: string[]; env?: Record<string, string>; stdin?: string; niceness?: number }
+  | { t: 'run'; id: number; file: string; args: string[]; env?: Record<string, string>; stdin?: string }
   | { t: 'kill'; id: number; signal: NodeJS.Signals };
 
 export type SpawnReply =
@@ -44,13 +43,6 @@ function run(req: Extract<SpawnRequest, { t: 'run' }>): void {
     return;
   }
   children.set(req.id, child);
-  if (req.niceness !== undefined && child.pid !== undefined) {
-    try {
-      os.setPriority(child.pid, req.niceness);
-    } catch {
-      // Not permitted, or gone already: it runs at ours.
-    }
-  }
   let error: { code?: string; message: string } | undefined;
   child.on('error', (err: NodeJS.ErrnoException) => (error = { code: err.code, message: err.message }));
   child.stdout!.on('data', (data: Buffer) => send({ t: 'out', id: req.id, fd: 1, data }));

@@ -114,7 +114,6 @@ export async function startHarness(
     config,
     temporalAddress,
     mainNodeEnv: sandbox.envFor(config.mainNode),
-    mainNodeNiceness: sandbox.niceness,
     mainNodeOverSsh: sandboxOptions.mainNodeOverSsh,
     worker: sandboxOptions.worker,
     workflowBundlePath: process.env.TEST_WORKFLOW_BUNDLE,

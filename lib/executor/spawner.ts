@@ -87,9 +87,15 @@ export class Spawner {
   }
 }
 
-let shared: Spawner | undefined;
+/**
+ * Kept on the global object, not in this module: a test runner that loads the module
+ * afresh for each test file would otherwise fork a spawner per file, each idle until the
+ * runner exits.
+ */
+const SHARED = Symbol.for('qemurun.spawner');
 
 /** The process's one spawner, shared by every local executor. */
 export function spawner(): Spawner {
-  return (shared ??= new Spawner());
+  const global = globalThis as { [SHARED]?: Spawner };
+  return (global[SHARED] ??= new Spawner());
 }

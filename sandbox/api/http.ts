@@ -194,7 +194,8 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
   const extra: Record<string, unknown> = {};
   let sent: Record<string, string> = {};
   const answer = (status: number, reason: string | undefined, body: string | undefined, data?: unknown) => {
-    send(res, status, reason, body);
+    // Logged before it is sent: a caller that reads the log once it has its answer finds
+    // the request there, however late this (nicer) process gets the CPU back.
     const node = /^\/nodes\/([^/]+)/.exec(relPath)?.[1];
     appendApiRequest(o.dir, {
       ...(node !== undefined ? { node } : {}),
@@ -206,6 +207,7 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
       startedAt: new Date(started).toISOString(),
       durationMs: Date.now() - started,
     });
+    send(res, status, reason, body);
   };
   try {
     const route = o.routes.find((r) => r.method === method && r.re.test(relPath));

@@ -16,14 +16,26 @@ import { downloadUrl } from './download';
  */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * A task stopped through the API (DELETE .../tasks/<upid>) ends as PVE's do. The handler is
+ * set before the job is read: the task is listed as running from the moment its UPID
+ * exists, and a stop may come before this process has read which task it is.
+ */
+let interrupt: (() => void) | undefined;
+let interrupted = false;
+process.once('SIGTERM', () => {
+  if (interrupt) interrupt();
+  else interrupted = true;
+});
+
 async function run(input: { dir: string; node: string; upid: string; job: TaskJob }): Promise<void> {
   const log = taskLogFile(input.dir, input.upid)!;
   const write = (line: string) => appendTaskLine(log, line);
-  // A task stopped through the API (DELETE .../tasks/<upid>) ends as PVE's do.
-  process.once('SIGTERM', () => {
+  interrupt = () => {
     write('TASK ERROR: received interrupt');
     process.exit(0);
-  });
+  };
+  if (interrupted) return interrupt();
   const ctx = makeCtx(input.dir, input.node, { out: write, err: write });
   const { job } = input;
   try {

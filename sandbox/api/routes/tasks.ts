@@ -1,6 +1,6 @@
 import type { Req, Route } from '../http';
 import { ApiError, paramExc } from '../errors';
-import { listTasks, readExitStatus, readTaskLog, taskLogFile, taskRunning, type TaskEntry } from '../tasks';
+import { appendTaskLine, listTasks, readExitStatus, readTaskLog, taskLogFile, taskRunning, type TaskEntry } from '../tasks';
 import { decodeUpid } from '../upid';
 import fs from 'node:fs';
 
@@ -113,8 +113,8 @@ export const taskRoutes: Route[] = [
   {
     method: 'DELETE',
     path: '/nodes/{node}/tasks/{upid}',
-    handle: (r) => {
-      const { u } = taskOf(r);
+    handle: async (r) => {
+      const { u, file } = taskOf(r);
       if (u.user !== r.user) r.check(`/nodes/${r.params.node}`, ['Sys.Modify']);
       if (taskRunning(u)) {
         try {
@@ -122,6 +122,12 @@ export const taskRoutes: Route[] = [
         } catch {
           // ended meanwhile
         }
+        // A worker stopped while it was still starting (a spare not yet through its
+        // start-up) dies of the signal without writing its end: write it for it, as
+        // PVE's task ends with this line however it was stopped.
+        for (let i = 0; i < 40 && taskRunning(u); i++) await new Promise((res) => setTimeout(res, 50));
+        const last = fs.readFileSync(file, 'utf8').trimEnd().split('\n').pop() ?? '';
+        if (!taskRunning(u) && !last.startsWith('TASK ')) appendTaskLine(file, 'TASK ERROR: received interrupt');
       }
       return null;
     },

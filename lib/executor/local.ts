@@ -13,8 +13,9 @@ import {
 
 export interface LocalExecutorOptions {
   /**
-   * Merged over this process's environment (as it was at the first local command) for every command. The sandbox uses it to put
-   * its bin dir (fake qm, pvesh, pvesm) first on PATH for the main node.
+   * Merged over this process's environment (as it was at the first local command, when
+   * the spawner started) for every command. The sandbox uses it to put its bin dir (fake
+   * qm, pvesh, pvesm) first on PATH for the main node.
    */
   env?: Record<string, string>;
 }

@@ -43,12 +43,6 @@ export class Spawner {
     return { exited, kill: (signal) => this.pending.has(id) && this.send(child, { t: 'kill', id, signal }) };
   }
 
-  /** Stops the spawner; commands it started run on (their own process groups). */
-  close(): void {
-    this.child?.disconnect();
-    this.child = undefined;
-  }
-
   private send(child: ChildProcess, req: SpawnRequest): void {
     if (child.connected) child.send(req);
   }

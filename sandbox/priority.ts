@@ -1,8 +1,8 @@
 import os from 'node:os';
 
 /**
- * How much nicer than their starter the sandbox's processes are: its CLI and API servers, its node sshds and,
- * inheriting it, its VMs. They stand for other machines (Proxmox nodes, guests booting and
+ * How much nicer than their starter the sandbox's processes are: its CLI and API servers,
+ * its node sshds and, inheriting it, its VMs. They stand for other machines (Proxmox nodes, guests booting and
  * running init scripts), which in a real cluster do not take CPU from QemuRun and its
  * Temporal server. On one machine they do: with 50 installs, 50 guests and the cluster's
  * commands wanted as much CPU as the service itself, and every event waited behind them.

@@ -126,8 +126,7 @@ export const taskRoutes: Route[] = [
         // start-up) dies of the signal without writing its end: write it for it, as
         // PVE's task ends with this line however it was stopped.
         for (let i = 0; i < 40 && taskRunning(u); i++) await new Promise((res) => setTimeout(res, 50));
-        const last = fs.readFileSync(file, 'utf8').trimEnd().split('\n').pop() ?? '';
-        if (!taskRunning(u) && !last.startsWith('TASK ')) appendTaskLine(file, 'TASK ERROR: received interrupt');
+        if (!taskRunning(u) && readExitStatus(file) === 'unexpected status') appendTaskLine(file, 'TASK ERROR: received interrupt');
       }
       return null;
     },

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import os from 'node:os';
 
 /**
@@ -22,5 +23,25 @@ export function lowerPriority(pid: number | undefined, to = sandboxNiceness()): 
     os.setPriority(pid, to);
   } catch {
     // Not permitted here, or already gone: the sandbox runs as it is, only less politely.
+  }
+}
+
+/**
+ * Lowers a process that leads its own session (spawned detached: a VM, a task worker).
+ * With the kernel's autogroup scheduling (on by default) every session is scheduled as
+ * one group against every other, and a process's own niceness only ranks it within its
+ * group: 50 guests in 50 sessions would each weigh as much as the service and its
+ * Temporal server together. The session's own niceness (/proc/<pid>/autogroup) ranks the
+ * group. Never call it for a process of the caller's own session: that would lower the
+ * caller too.
+ */
+export function lowerSessionPriority(pid: number | undefined, to = sandboxNiceness()): void {
+  if (pid === undefined) return;
+  lowerPriority(pid, to);
+  try {
+    fs.writeFileSync(`/proc/${pid}/autogroup`, String(to));
+  } catch {
+    // No autogroup scheduling in this kernel, or (unprivileged) more than ten such
+    // changes in a second: this session keeps the default weight.
   }
 }

@@ -1,10 +1,12 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { clusterPaths } from '../state/paths';
 import { readIfExists, sleepSync } from '../state/files';
 import { procStartTime } from '../state/runtime';
 import { sandboxSourceDir } from '../location';
+import { lowerSessionPriority } from '../priority';
 import { decodeUpid, encodeUpid, type Upid } from './upid';
 
 /**
@@ -44,6 +46,8 @@ function spawnWorker(dir: string): ChildProcess {
     env: { ...process.env, PVE_SANDBOX_DIR: dir },
   });
   fs.closeSync(errFd);
+  // It has this server's niceness; its session is lowered the same (../priority.ts).
+  lowerSessionPriority(child.pid, os.getPriority());
   child.unref();
   child.stdin!.on('error', () => undefined);
   return child;

@@ -4,7 +4,8 @@ import { spawn } from 'node:child_process';
 import { clusterPaths } from './paths';
 import { readIfExists, sleepSync, writeFileAtomic } from './files';
 import { sandboxSourceDir } from '../location';
-import { lowerPriority } from '../priority';
+import os from 'node:os';
+import { lowerSessionPriority } from '../priority';
 
 /**
  * The "QEMU" process of each running VM: a detached node process (sandbox/vm/main.ts)
@@ -53,10 +54,11 @@ export function spawnVm(dir: string, vmid: number): VmProcess {
     env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', PVE_SANDBOX_DIR: p.root },
   });
   child.unref();
-  // Started by the CLI server or an API task it inherits their niceness; started by a CLI
-  // run as the service's own child (`qm reboot`) it is lowered here (../priority.ts).
+  // Started by the CLI server or an API task it has their niceness; started by a CLI run
+  // as the service's own child (`qm reboot`) it gets the sandbox's, which the cluster
+  // passes down (../priority.ts). Its session is lowered the same: it is one of its own.
   const niceness = Number(process.env.PVE_SANDBOX_NICENESS);
-  if (Number.isInteger(niceness)) lowerPriority(child.pid, niceness);
+  lowerSessionPriority(child.pid, Number.isInteger(niceness) ? Math.max(niceness, os.getPriority()) : os.getPriority());
   fs.closeSync(out);
   const pid = child.pid!;
   let starttime = procStartTime(pid);

@@ -1,10 +1,10 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { clusterPaths } from './paths';
 import { readIfExists, sleepSync, writeFileAtomic } from './files';
 import { sandboxSourceDir } from '../location';
-import os from 'node:os';
 import { lowerSessionPriority } from '../priority';
 
 /**

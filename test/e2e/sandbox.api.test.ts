@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import { execa } from 'execa';
 import { apiRequest, makeKeyPair, sshExec, eventually, startTestCluster, type ApiAnswer, type TestCluster } from '../../sandbox/testkit';
 import { startApiServer, type SandboxApi } from '../../sandbox/api/start';
@@ -312,6 +313,11 @@ describe('tasks', () => {
     await t.cluster.injectFault({ command: 'qm migrate', latencyMs: 1500, times: 1 });
     const started = await call('POST', '/nodes/pve1/qemu/190/migrate', { target: 'pve2' });
     const upid = data<string>(started);
+    // Its process leads a session of its own, lowered like the API server (sandbox/priority.ts).
+    if (fs.existsSync('/proc/self/autogroup')) {
+      const worker = parseInt(UPID.exec(upid)![2], 16);
+      expect(fs.readFileSync(`/proc/${worker}/autogroup`, 'utf8')).toMatch(new RegExp(` nice ${os.getPriority() + 10}$`, 'm'));
+    }
     await api.stop();
     const second = await startApiServer(sandboxSourceDir(), t.cluster.dir, 'pve1', { authFailureDelayMs: 0 });
     try {

@@ -1,10 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
-import { startTestCluster, sshExec, type TestCluster } from '../../sandbox/testkit';
+import { eventually, startTestCluster, sshExec, type TestCluster } from '../../sandbox/testkit';
 import { readCalls } from '../../sandbox/state/callLog';
 import { sandboxSourceDir } from '../../sandbox/location';
 import { clusterPaths } from '../../sandbox/state/paths';
+import { vmProcess } from '../../sandbox/state/runtime';
 
 /**
  * The CLIs on PATH hand their call to the cluster's resident CLI server; what a caller sees
@@ -100,9 +101,12 @@ test('the sandbox runs at a lower CPU priority than its caller: it stands for ot
   const niceness = (pid: string) => Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[16]);
   // A VM leads a session of its own, which autogroup scheduling weighs as a whole: the
   // session's niceness must be lowered too (`/autogroup-42 nice 10`, where the kernel has it).
+  // The kernel prints nothing there for a process it is releasing: say so, not "null".
   const autogroup = (pid: string) => {
-    const m = /^(\S+) nice (-?\d+)/.exec(fs.readFileSync(`/proc/${pid}/autogroup`, 'utf8'));
-    return { group: m![1], nice: Number(m![2]) };
+    const text = fs.readFileSync(`/proc/${pid}/autogroup`, 'utf8');
+    const m = /^(\S+) nice (-?\d+)/.exec(text);
+    if (!m) throw new Error(`/proc/${pid}/autogroup reads ${JSON.stringify(text)}`);
+    return { group: m[1], nice: Number(m[2]) };
   };
   const hasAutogroup = fs.existsSync('/proc/self/autogroup');
   const lowered = (pid: string) => {
@@ -126,14 +130,28 @@ test('the sandbox runs at a lower CPU priority than its caller: it stands for ot
   const r = await sshExec({ host: addr.host, port: addr.port, username: 'root', privateKey: t.rootKey.privateKey, command: 'nice' });
   expect(Number(r.stdout)).toBe(niceness(String(process.pid)) + 10);
   // A VM, whether `qm start` ran in the server or `qm reboot` as this process's child.
+  // It is looked at once it has booted (a VM without a disk says so on its console), and
+  // a VM that has ended meanwhile fails the test with its console, not with a misreading.
   const vmPid = () => String((JSON.parse(fs.readFileSync(clusterPaths(t.cluster.dir).pidFile(310), 'utf8')) as { pid: number }).pid);
+  const consoleText = () => fs.readFileSync(clusterPaths(t.cluster.dir).guestConsole(310), 'utf8');
+  const boots = () => (fs.existsSync(clusterPaths(t.cluster.dir).guestConsole(310)) ? consoleText().split('No bootable device').length - 1 : 0);
+  const loweredOnceBooted = async (bootsBefore: number) => {
+    const pid = vmPid();
+    const running = () => vmProcess(t.cluster.dir, 310)?.pid === Number(pid);
+    await eventually(async () => {
+      if (!running()) throw new Error(`VM 310 (pid ${pid}) is not running; its console:\n${consoleText()}`);
+      if (boots() <= bootsBefore) throw new Error('still booting');
+    });
+    lowered(pid);
+    expect(running()).toBe(true);
+  };
   expect((await onPath('pve1', ['qm', 'create', '310', '--name', 'nice', '--memory', '512'])).exitCode).toBe(0);
   expect((await onPath('pve1', ['qm', 'start', '310'])).exitCode).toBe(0);
-  lowered(vmPid());
+  await loweredOnceBooted(0);
   const before = vmPid();
   expect((await onPath('pve1', ['qm', 'reboot', '310'])).exitCode).toBe(0);
   expect(vmPid()).not.toBe(before);
-  lowered(vmPid());
+  await loweredOnceBooted(1);
   await onPath('pve1', ['qm', 'stop', '310']);
   await onPath('pve1', ['qm', 'destroy', '310']);
 });

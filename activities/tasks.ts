@@ -13,9 +13,19 @@ interface TaskCheckpoint {
 /** Details of this attempt's heartbeats, so every heartbeat keeps carrying them. */
 const checkpoints = new WeakMap<Context, TaskCheckpoint>();
 
-/** A heartbeat that keeps what was checkpointed: a heartbeat without details erases them. */
+/**
+ * A heartbeat that keeps what was checkpointed: a heartbeat without details erases them.
+ * Until this attempt records a task, that is the earlier attempt's: a retry that beats
+ * while it still reads that task's status must not leave the next attempt without it.
+ */
 export function beat(ctx: Context = Context.current()): void {
-  ctx.heartbeat(checkpoints.get(ctx));
+  ctx.heartbeat(checkpoints.get(ctx) ?? earlierTask(ctx));
+}
+
+/** The task the attempt before this one recorded, if any. */
+function earlierTask(ctx: Context): TaskCheckpoint | undefined {
+  const before = ctx.info.heartbeatDetails as Partial<TaskCheckpoint> | undefined;
+  return typeof before?.upid === 'string' ? { upid: before.upid } : undefined;
 }
 
 /**
@@ -25,10 +35,8 @@ export function beat(ctx: Context = Context.current()): void {
  */
 export function recordedTask(): { resumeTask?: string; onTask: (upid: string) => void; stopTaskOnAbort: (reason: unknown) => boolean } {
   const ctx = Context.current();
-  const before = ctx.info.heartbeatDetails as Partial<TaskCheckpoint> | undefined;
-  const resumeTask = typeof before?.upid === 'string' ? before.upid : undefined;
   return {
-    resumeTask,
+    resumeTask: earlierTask(ctx)?.upid,
     onTask: (upid) => {
       checkpoints.set(ctx, { upid });
       beat(ctx);

@@ -14,20 +14,30 @@ export interface GuestTarget {
 export function connectGuest(target: GuestTarget, timeoutMs = 10_000): Promise<SshClient> {
   return new Promise((resolve, reject) => {
     const conn = new SshClient();
-    conn
-      .once('ready', () => resolve(conn))
-      .once('error', (err) => {
-        conn.end();
-        reject(err);
-      })
-      .connect({
-        host: target.host,
-        port: target.port,
-        username: target.username,
-        privateKey: target.privateKey,
-        readyTimeout: timeoutMs,
-        hostVerifier: () => true,
-      });
+    let settled = false;
+    // ssh2 can emit 'error' more than once for one connection (a forwarded port that
+    // accepts and then drops, as QEMU's user network does while the guest's sshd is not
+    // up yet, gives a timeout and then "Connection lost before handshake"). An 'error'
+    // with no listener would crash the process, so one stays for the connection's life;
+    // after the first, a failure shows as the session's channel closing.
+    conn.on('error', (err) => {
+      if (settled) return;
+      settled = true;
+      conn.end();
+      reject(err);
+    });
+    conn.once('ready', () => {
+      settled = true;
+      resolve(conn);
+    });
+    conn.connect({
+      host: target.host,
+      port: target.port,
+      username: target.username,
+      privateKey: target.privateKey,
+      readyTimeout: timeoutMs,
+      hostVerifier: () => true,
+    });
   });
 }
 

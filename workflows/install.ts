@@ -1,5 +1,4 @@
 import {
-  DEFAULT_USER,
   failure,
   type InstallInput,
   type InstallResult,
@@ -97,7 +96,9 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     }
     await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid }));
     await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip}`, () =>
-      guest.waitForSsh({ ip: vm.ip, user: DEFAULT_USER[spec.os] }),
+      // The account cloud-init made: with a custom user, the OS's own account exists only
+      // once the init script has made it.
+      guest.waitForSsh({ ip: vm.ip, user: spec.user }),
     );
     await step('VM initialization > init script', `running the ${spec.os} ${spec.version} init script`, () =>
       guest.runInitScript({
@@ -110,7 +111,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     );
     await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid }));
     await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip} after reboot`, () =>
-      guest.waitForSsh({ ip: vm.ip, user: DEFAULT_USER[spec.os] }),
+      guest.waitForSsh({ ip: vm.ip, user: spec.user }),
     );
 
     const elapsedSec = (Date.now() - started) / 1000;

@@ -100,12 +100,15 @@ export function vmService({ config, client, proxmox }: VmServiceDeps) {
       return vm;
     },
 
-    /** The OS default user SSH readiness logs in as, from the VM's OS tag (as the seed did). */
+    /**
+     * The account SSH readiness logs in as: the VM's cloud-init user, which cloud-init made
+     * on first boot, else the OS default user from its OS tag (as the seed did).
+     */
     async sshUser(vm: VmFacts): Promise<string> {
-      const os = vm.tags.find((t): t is OsName => Object.hasOwn(OS_VERSIONS, t));
-      if (os) return DEFAULT_USER[os];
       const conf = await onNode(vm.node).config(vm.vmid).catch(() => undefined);
-      return conf?.entries.ciuser ?? 'root';
+      if (conf?.entries.ciuser) return conf.entries.ciuser;
+      const os = vm.tags.find((t): t is OsName => Object.hasOwn(OS_VERSIONS, t));
+      return os ? DEFAULT_USER[os] : 'root';
     },
 
     start(vm: VmFacts, op: Operation): Promise<WorkflowHandle> {

@@ -227,6 +227,45 @@ qr_wait_for_cloud_init() {
   fi
 }
 
+# The OS's own account (debian, ubuntu, rocky) accepts the same keys as the account the
+# install logs in with. cloud-init's `user: <name>` (what Proxmox writes for `ciuser`)
+# renames the OS's default account instead of adding one, so on a real guest with a custom
+# user the OS account does not exist: create it as cloud-init makes its default user (its
+# groups, passwordless sudo) with the login user's authorized keys. Nothing to do when
+# the install logs in as the OS account itself.
+qr_ensure_os_account() {
+  local login=${SUDO_USER:-} home group
+  local groups=() args=(--create-home --shell /bin/bash)
+  if [[ -z $login || $login == root || $login == "$QR_OS_USER" ]]; then
+    return 0
+  fi
+  if ! id -u "$QR_OS_USER" >/dev/null 2>&1; then
+    qr_info "creating the $QR_OS account $QR_OS_USER beside $login"
+    for group in "${QR_OS_USER_GROUPS[@]}"; do
+      if getent group "$group" >/dev/null; then
+        groups+=("$group")
+      fi
+    done
+    if ((${#groups[@]} > 0)); then
+      args+=(--groups "$(IFS=,; printf '%s' "${groups[*]}")")
+    fi
+    useradd "${args[@]}" "$QR_OS_USER"
+  fi
+  # Where useradd is only recorded (the process guests of QemuRun's sandbox) there is no
+  # account to give keys to.
+  if id -u "$QR_OS_USER" >/dev/null 2>&1; then
+    home=$(getent passwd "$login" | cut -d: -f6)
+    if [[ -f $home/.ssh/authorized_keys ]]; then
+      qr_info "giving $QR_OS_USER the keys of $login"
+      install -d -m 700 -o "$QR_OS_USER" -g "$(id -gn "$QR_OS_USER")" "$(getent passwd "$QR_OS_USER" | cut -d: -f6)/.ssh"
+      install -m 600 -o "$QR_OS_USER" -g "$(id -gn "$QR_OS_USER")" "$home/.ssh/authorized_keys" \
+        "$(getent passwd "$QR_OS_USER" | cut -d: -f6)/.ssh/authorized_keys"
+    fi
+    qr_put_file /etc/sudoers.d/90-qemurun-os-account 440 "# Managed by the QemuRun init script: the OS account, as cloud-init makes it.
+$QR_OS_USER ALL=(ALL) NOPASSWD:ALL"
+  fi
+}
+
 qr_set_root_password() {
   if [[ -z $QR_ROOT_PASSWORD ]]; then
     # No well-known default: a password everyone can read in this script is no password.
@@ -355,6 +394,7 @@ qr_main() {
   qr_require_root
   qr_check_os
   qr_wait_for_cloud_init
+  qr_ensure_os_account
   qr_set_root_password
   qr_lock_password_changes
   qr_pkg_prepare

@@ -8,6 +8,14 @@ export DEBIAN_FRONTEND=noninteractive
 export NEEDRESTART_MODE=a NEEDRESTART_SUSPEND=1
 export APT_LISTCHANGES_FRONTEND=none
 
+# The OS account and its groups, as Debian's and Ubuntu's cloud.cfg define the default user.
+QR_OS_USER=$QR_OS
+if [[ $QR_OS == ubuntu ]]; then
+  QR_OS_USER_GROUPS=(adm cdrom dip lxd sudo)
+else
+  QR_OS_USER_GROUPS=(adm audio cdrom dialout dip floppy netdev plugdev sudo video)
+fi
+
 QR_BASE_PACKAGES=(
   ca-certificates curl wget gnupg vim git htop jq unzip rsync tmux lsof bash-completion
   bind9-dnsutils net-tools tzdata locales qemu-guest-agent

@@ -2,6 +2,10 @@
 # QemuRun init scripts: Rocky Linux (dnf). Needs common.sh first. Adds EPEL, as the seed
 # did; with a mirror set, EPEL comes from <mirror>/epel and Rocky from <mirror>/rocky.
 
+# The OS account and its groups, as Rocky's cloud.cfg defines the default user.
+QR_OS_USER=rocky
+QR_OS_USER_GROUPS=(adm systemd-journal wheel)
+
 # No curl: the images ship curl-minimal, which conflicts with the curl package.
 QR_BASE_PACKAGES=(
   wget vim-enhanced git jq unzip rsync tmux lsof bash-completion bind-utils tar htop

@@ -68,7 +68,9 @@ function cloudInit(conf: VmConf, users: string[]): CloudInit | undefined {
   const ciuser = conf.props.ciuser;
   return {
     hostname: (conf.props.name ?? `VM${vmid}`).split('.')[0],
-    users: [...new Set([...(ciuser ? [ciuser] : []), ...users])],
+    // cloud-init's `user: <ciuser>` renames the OS's default account: with a ciuser there
+    // is that account only (cloud-init 22.4 on Debian 12, seen on a real guest).
+    users: ciuser ? [ciuser] : users,
     keys: uriUnescape(conf.props.sshkeys ?? '')
       .split('\n')
       .map((k) => k.trim())

@@ -67,6 +67,12 @@ module.exports = {
     },
     {
       ...endToEnd,
+      // Real guests (SANDBOX_GUESTS=qemu): QEMU machines booting real Debian images.
+      displayName: 'guests',
+      roots: ['<rootDir>/test/guests'],
+    },
+    {
+      ...endToEnd,
       displayName: 'api-mode',
       roots: ['<rootDir>/test/e2e'],
       testMatch: apiModeSuites.map((name) => `<rootDir>/test/e2e/${name}.test.ts`),

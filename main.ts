@@ -15,7 +15,7 @@ import type { DevServer } from './lib/temporal/devServer';
 import type { SshKeyPair } from './lib/sshKey';
 import { StartupError, EXIT_CRASH } from './lib/startupError';
 import { startService } from './app/service';
-import { startSandbox, startImages } from './app/sandbox';
+import { realGuests, sandboxTools, startSandbox, startImages } from './app/sandbox';
 import { embeddedDevServer } from './app/devServer';
 import { serviceSshKey } from './app/sshKey';
 import { startRole } from './app/role';
@@ -76,7 +76,7 @@ async function main(): Promise<void> {
     // After the port check: the SDK's metrics exporter listens from here on.
     installTemporalRuntime({ logger, level: config.logLevel, metricsAddress: config.temporalMetricsAddress });
     // The sandbox's tools before anything is made: a missing sshd leaves no key behind.
-    tools = config.sandbox ? await (await import('./sandbox/requirements')).ensureSandboxTools({ toolsPath: config.sandboxOptions.toolsPath }) : undefined;
+    tools = config.sandbox ? await sandboxTools(config) : undefined;
     key = serviceSshKey(config);
   } catch (err) {
     run.release();
@@ -89,7 +89,8 @@ async function main(): Promise<void> {
     run.release();
   };
   try {
-    const sandbox = config.sandbox && tools ? await startSandbox(config, key, run, tools) : undefined;
+    const guests = config.sandbox ? await realGuests(config) : undefined;
+    const sandbox = config.sandbox && tools ? await startSandbox(config, key, run, tools, guests) : undefined;
     if (sandbox) {
       // VMs keep running across restarts of the service, as on a real cluster (docs/sandbox.md).
       stops.unshift(async () => {
@@ -98,7 +99,7 @@ async function main(): Promise<void> {
       });
     }
 
-    const mirror = await startImages(config);
+    const mirror = await startImages(config, guests);
     if (mirror) stops.push(() => mirror.stop());
 
     let devServer: DevServer | undefined;
@@ -137,8 +138,13 @@ async function main(): Promise<void> {
         : `Temporal:    ${temporalAddress}, namespace ${config.temporal.namespace}`,
       ...(devServer?.uiUrl ? [`Temporal UI: ${devServer.uiUrl}`] : []),
       mirror
-        ? `Images:      built-in mirror at ${mirror.origin}: small stand-in images of every OS version, served locally (set IMAGE_BASE_* for real ones)`
+        ? guests?.files.length
+          ? `Images:      built-in mirror at ${mirror.origin}: real Debian ${guests.files.map((f) => f.version).join(', ')} images built on this machine, stand-ins of the other OS versions`
+          : `Images:      built-in mirror at ${mirror.origin}: small stand-in images of every OS version, served locally (set IMAGE_BASE_* for real ones)`
         : `Images:      ${config.imageBase.debian}, ${config.imageBase.ubuntu}, ${config.imageBase.rockylinux}`,
+      ...(guests
+        ? [`Guests:      real QEMU machines under ${guests.accel.toUpperCase()} (SANDBOX_GUESTS=qemu); their apt-get reaches ${config.sandboxOptions.guestArchive} through the sandbox only`]
+        : []),
       `Task queue:  ${config.temporal.taskQueue}`,
     ];
     console.log(lines.join('\n'));

@@ -177,6 +177,22 @@ export const envSchema = z.object({
   SANDBOX_SSH_PORT_BASE: intFrom(2200),
   SANDBOX_TOOLS_PATH: z.string().optional(),
   SANDBOX_API_PORT: intFrom(0).refine((p) => p >= 0 && p <= 65535, 'must be a port number (0 = any free port)'),
+  SANDBOX_GUESTS: z
+    .string()
+    .trim()
+    .pipe(z.enum(['process', 'qemu'], { error: 'must be process (light stand-ins, the default) or qemu (real Debian guests in QEMU)' }))
+    .default('process'),
+  SANDBOX_QEMU_IMAGES: z
+    .string()
+    .trim()
+    .regex(/^((11|12|13)(\s*,\s*|$))*$/, 'must list Debian versions among 11, 12, 13, comma-separated')
+    .default('11,12,13')
+    .transform((v) => [...new Set(v.split(',').map((x) => x.trim()).filter(Boolean))]),
+  SANDBOX_GUEST_ARCHIVE: z
+    .string()
+    .trim()
+    .regex(/^http:\/\/[A-Za-z0-9.-]+(:\d{1,5})?\/?$/, 'must be an http:// URL of a host that serves /debian and /debian-security, e.g. http://deb.debian.org')
+    .default('http://deb.debian.org'),
   SANDBOX_PVE_VERSIONS: z
     .string()
     .trim()
@@ -184,6 +200,9 @@ export const envSchema = z.object({
     .optional()
     .transform((v) => Object.fromEntries((v ?? '').split(',').filter((p) => p.trim()).map((p) => p.split('=').map((x) => x.trim())))),
 });
+
+/** The package mirror real sandbox guests see: the sandbox's archive proxy (sandbox/qemu/network.ts). */
+export const SANDBOX_GUEST_ARCHIVE_URL = 'http://10.0.2.100';
 
 /** Where the cloud images come from unless IMAGE_BASE_* say otherwise. */
 export const UPSTREAM_IMAGE_BASES = {
@@ -327,7 +346,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
         ? env.CODEC_UI_ORIGINS
         : [`http://127.0.0.1:${env.TEMPORAL_UI_PORT}`, `http://localhost:${env.TEMPORAL_UI_PORT}`],
     initScript: {
-      mirror: env.INIT_MIRROR || undefined,
+      // Real sandbox guests reach Debian's archive only through the sandbox's proxy.
+      mirror: env.INIT_MIRROR || (env.MAIN_NODE === undefined && env.SANDBOX_GUESTS === 'qemu' ? SANDBOX_GUEST_ARCHIVE_URL : undefined),
       timezone: env.INIT_TIMEZONE,
       locale: env.INIT_LOCALE,
       packages: env.INIT_PACKAGES.split(/[\s,]+/).filter(Boolean),
@@ -356,6 +376,12 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       apiPort: env.SANDBOX_API_PORT,
       /** Nodes reporting another Proxmox VE version than the cluster's (an upgrade in progress). */
       pveVersions: env.SANDBOX_PVE_VERSIONS as Record<string, string>,
+      /** What a started VM runs: a light process (default) or a real QEMU guest. */
+      guests: env.SANDBOX_GUESTS,
+      /** Debian versions the sandbox builds real cloud images of (with real guests). */
+      qemuImages: env.SANDBOX_QEMU_IMAGES,
+      /** Where real guests' apt-get is proxied to. */
+      guestArchive: env.SANDBOX_GUEST_ARCHIVE,
     },
   };
 }

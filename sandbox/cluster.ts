@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { clusterPaths } from './state/paths';
-import { DEFAULT_PVE_VERSION, defaultModel, loadModel, saveModel, type ClusterModel } from './state/model';
+import { DEFAULT_PVE_VERSION, defaultModel, loadModel, saveModel, type ClusterModel, type GuestKind } from './state/model';
+import { startArchiveProxy, type ArchiveProxy } from './qemu/archiveProxy';
 import { addFault, clearFaults, type FaultSpec } from './state/faults';
 import { readCalls } from './state/callLog';
 import { listVms } from './state/vmlist';
@@ -56,6 +57,15 @@ export interface SandboxClusterOptions {
    * `{ pve2: '7.4-3' }`: a node left behind by an upgrade. Applied at every start.
    */
   pveVersions?: Record<string, string>;
+  /**
+   * What a started VM runs: `process` (default) or `qemu`, a real QEMU booting the VM's
+   * disk (sandbox/qemu/). With `qemu` the storages keep real volume contents.
+   */
+  guests?: GuestKind;
+  /** Real guests' package archive, reached through the archive proxy; default http://deb.debian.org. */
+  guestArchive?: string;
+  /** Real guests' accelerator: `kvm` only where a probe booted a guest (qemu/accel.ts); default tcg. */
+  accel?: 'kvm' | 'tcg';
 }
 
 /** A token `createApiToken` made: its id, secret and the header that sends it. */
@@ -146,13 +156,15 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     packageSilenceMs: opts.packageSilenceMs ?? 0,
     // The release is the code's, not the state's: a restart over an older directory plays it.
     pveVersion: opts.pveVersion ?? DEFAULT_PVE_VERSION,
+    guests: opts.guests ?? 'process',
+    accel: opts.accel ?? 'tcg',
   };
   if (!/^pve-manager\/\d+\.\d+\.\d+\/[0-9a-f]+$/.test(settings.pveVersion)) throw new Error(`pveVersion must look like pve-manager/8.4.1/2a5fa54a8503f96d, got '${settings.pveVersion}'`);
   let model: ClusterModel;
   if (fs.existsSync(paths.clusterJson)) {
     model = { ...loadModel(dir), ...settings };
   } else {
-    model = defaultModel({ ...settings, nodes, nodeHost: NODE_HOST });
+    model = { ...defaultModel({ ...settings, nodes, nodeHost: NODE_HOST }), guests: settings.guests, accel: settings.accel };
   }
   for (const n of model.nodes) {
     const version = opts.pveVersions?.[n.name];
@@ -161,6 +173,9 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
   }
   saveModel(dir, model);
   for (const n of model.nodes) fs.mkdirSync(paths.qemuDir(n.name), { recursive: true });
+  fs.mkdirSync(paths.runDir, { recursive: true });
+  const archive: ArchiveProxy | undefined =
+    model.guests === 'qemu' ? await startArchiveProxy(paths.archiveSocket, opts.guestArchive ?? 'http://deb.debian.org') : undefined;
 
   const envFor = (node: string): Record<string, string> => {
     if (!model.nodes.some((n) => n.name === node)) throw new Error(`no sandbox node '${node}'`);
@@ -195,6 +210,7 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
   } catch (err) {
     await Promise.all(sshds.map((s) => s.stop()));
     await cliServer.stop();
+    await archive?.stop();
     throw err;
   }
   let api: SandboxApi | undefined;
@@ -204,6 +220,7 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     } catch (err) {
       await Promise.all(sshds.map((s) => s.stop()));
       await cliServer.stop();
+      await archive?.stop();
       throw err;
     }
     // /nodes reports each node's certificate fingerprint: the one this server presents.
@@ -240,6 +257,7 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
       await Promise.all(sshds.map((s) => s.stop()));
       await cliServer.stop();
       await api?.stop();
+      await archive?.stop();
       // Tasks outlive the API server, as PVE's workers outlive pveproxy, except when the
       // cluster goes away for good.
       if (!keepVms) killRunningTasks(dir);

@@ -25,6 +25,15 @@ export const SANDBOX_TOOLS: readonly SandboxTool[] = [
   { command: 'setpriv', package: 'util-linux', use: "the guests' login users" },
 ];
 
+/** What real guests (SANDBOX_GUESTS=qemu) need besides: QEMU and the tools of their disks and images. */
+export const QEMU_GUEST_TOOLS: readonly SandboxTool[] = [
+  { command: 'qemu-system-x86_64', package: 'qemu-system-x86', use: 'the real guests' },
+  { command: 'qemu-img', package: 'qemu-utils', use: "the guests' volumes" },
+  { command: 'genisoimage', package: 'genisoimage', use: 'the cloud-init drives' },
+  { command: 'socat', package: 'socat', use: "the guests' way to the package archive" },
+  { command: 'mmdebstrap', package: 'mmdebstrap', use: 'building the Debian cloud images' },
+];
+
 /** sshd lives in an sbin directory, which a non-root PATH usually lacks. */
 const SYSTEM_DIRS = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
 
@@ -44,6 +53,8 @@ export interface EnsureToolsOptions {
   install?: (aptGet: string, packages: string[]) => Promise<void>;
   /** Where the one "installing" line goes. Default console.log. */
   log?: (line: string) => void;
+  /** Default SANDBOX_TOOLS; real guests add QEMU_GUEST_TOOLS. */
+  tools?: readonly SandboxTool[];
 }
 
 function executable(file: string): boolean {
@@ -67,10 +78,10 @@ function splitPath(p: string | undefined): string[] {
   return (p ?? '').split(':').filter((d) => d !== '' && path.isAbsolute(d));
 }
 
-export function findSandboxTools(dirs: string[]): { found: SandboxToolPaths; missing: SandboxTool[] } {
+export function findSandboxTools(dirs: string[], tools: readonly SandboxTool[] = SANDBOX_TOOLS): { found: SandboxToolPaths; missing: SandboxTool[] } {
   const found: SandboxToolPaths = {};
   const missing: SandboxTool[] = [];
-  for (const tool of SANDBOX_TOOLS) {
+  for (const tool of tools) {
     const file = which(tool.command, dirs);
     if (file) found[tool.command] = file;
     else missing.push(tool);
@@ -109,7 +120,7 @@ export async function ensureSandboxTools(o: EnsureToolsOptions = {}): Promise<Sa
   const searchPath = o.path ?? process.env.PATH;
   const systemDirs = o.systemDirs ?? SYSTEM_DIRS;
   const dirs = o.toolsPath !== undefined ? splitPath(o.toolsPath) : [...new Set([...splitPath(searchPath), ...systemDirs])];
-  const first = findSandboxTools(dirs);
+  const first = findSandboxTools(dirs, o.tools);
   if (first.missing.length === 0) return first.found;
 
   const packages = packagesOf(first.missing);
@@ -131,7 +142,7 @@ export async function ensureSandboxTools(o: EnsureToolsOptions = {}): Promise<Sa
   } catch (err) {
     throw new StartupError(`${needs}; \`apt-get install\` failed (${reason(err)}): install ${packages.join(' ')} by hand, then start again.`);
   }
-  const second = findSandboxTools(dirs);
+  const second = findSandboxTools(dirs, o.tools);
   if (second.missing.length > 0) {
     throw new StartupError(`${commandsOf(second.missing)} still missing after \`apt-get install ${packages.join(' ')}\`: install by hand, then start again.`);
   }

@@ -9,16 +9,14 @@
  * SANDBOX_*, IMAGE_BASE_*) and ignores MAIN_NODE and NODE_*, which it prints.
  */
 import 'dotenv/config';
-import { sandboxClusterOptions } from '../app/sandbox';
+import { realGuests, sandboxClusterOptions, sandboxTools, startImages } from '../app/sandbox';
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../lib/config';
 import { ensureSshKey } from '../lib/sshKey';
 import { RunRecords } from '../lib/run/records';
 import { StartupError, EXIT_CRASH } from '../lib/startupError';
-import { ensureSandboxTools } from './requirements';
 import { startSandboxCluster } from './cluster';
-import { startImageMirror } from './mirror/server';
 
 function sandboxSettings(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
@@ -40,15 +38,16 @@ async function main(): Promise<void> {
   };
   try {
     for (const line of await run.stopLeftovers()) console.error(line);
-    const tools = await ensureSandboxTools({ toolsPath: config.sandboxOptions.toolsPath });
+    const tools = await sandboxTools(config);
     const key = ensureSshKey(config.sshKeyPath);
-    const cluster = await startSandboxCluster(sandboxClusterOptions(config, key, tools));
+    const guests = await realGuests(config, (line) => console.error(line));
+    const cluster = await startSandboxCluster(sandboxClusterOptions(config, key, tools, guests));
     for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
     stops.push(async () => {
       await cluster.stop({ keepVms: true });
       for (const node of Object.keys(cluster.sshdPids)) run.forget(`sandbox-sshd-${node}`);
     });
-    const mirror = config.imageMirror ? await startImageMirror() : undefined;
+    const mirror = await startImages(config, guests);
     if (mirror) stops.push(() => mirror.stop());
 
     const settings: Record<string, string> = {
@@ -63,6 +62,8 @@ async function main(): Promise<void> {
       ...(mirror
         ? mirror.env
         : { IMAGE_BASE_DEBIAN: config.imageBase.debian, IMAGE_BASE_UBUNTU: config.imageBase.ubuntu, IMAGE_BASE_ROCKYLINUX: config.imageBase.rockylinux }),
+      // Real guests' apt-get goes through the sandbox's archive proxy.
+      ...(config.initScript.mirror ? { INIT_MIRROR: config.initScript.mirror } : {}),
       // Callers on this machine may install: the API refuses everyone else by default.
       ALLOW_IPS: '127.0.0.1,::1',
     };

@@ -37,7 +37,7 @@ export async function runTool(dir: string, node: string, tool: Tool, args: strin
         throw new CliError(fault.stderr ?? '', fault.exitCode ?? 255);
       }
     }
-    return TOOLS[tool](ctx, args);
+    return await TOOLS[tool](ctx, args);
   } catch (e) {
     if (e instanceof CliError) {
       if (e.message) ctx.err(e.message.replace(/\n$/, ''));

@@ -1,9 +1,11 @@
+import fs from 'node:fs';
 import http from 'node:http';
+import { pipeline } from 'node:stream/promises';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OS_VERSIONS, type OsName } from '../../contract';
 import { fakeQcow2 } from './qcow2';
-import { checksumFile, describeImage, layout, perImageChecksum, perImageChecksumPath, PREFIX, type MirrorImage } from './upstream';
+import { checksumFile, describeImage, describeImageFile, layout, perImageChecksum, perImageChecksumPath, PREFIX, type MirrorImage } from './upstream';
 
 /**
  * A local stand-in for the three upstream image mirrors: every supported OS version as a
@@ -38,6 +40,16 @@ export interface ImageMirrorOptions {
   /** Sees every request first; returns true when it has answered it. */
   onRequest?(req: http.IncomingMessage, res: http.ServerResponse, path: string): boolean;
   bodyShape?(img: MirrorImage): BodyShape;
+  /** Real images to serve instead of the stand-ins (SANDBOX_GUESTS=qemu). */
+  files?: RealImage[];
+}
+
+/** A real image file and the SHA-512 its build recorded. */
+export interface RealImage {
+  os: OsName;
+  version: string;
+  file: string;
+  sha512: string;
 }
 
 export interface ImageMirror {
@@ -121,7 +133,7 @@ export async function startImageMirror(options: ImageMirrorOptions = {}): Promis
     const header = (h: string) => (typeof req.headers[h] === 'string' ? (req.headers[h] as string) : undefined);
     const range = header('range');
     const ifRange = header('if-range');
-    const size = img.content.length;
+    const size = img.size;
     const common = { 'content-type': 'application/octet-stream', 'accept-ranges': 'bytes', etag: img.etag };
     let start = 0;
     let end = size - 1;
@@ -140,11 +152,15 @@ export async function startImageMirror(options: ImageMirrorOptions = {}): Promis
     let body = img.content.subarray(start, end + 1);
     res.writeHead(status, {
       ...common,
-      'content-length': body.length,
+      'content-length': end - start + 1,
       ...(status === 206 ? { 'content-range': `bytes ${start}-${end}/${size}` } : {}),
     });
     if (req.method === 'HEAD') {
       res.end();
+      return;
+    }
+    if (img.file) {
+      await pipeline(fs.createReadStream(img.file, { start, end }), res).catch(() => res.destroy());
       return;
     }
     const shape = options.bodyShape?.(img) ?? {};
@@ -179,7 +195,8 @@ export async function startImageMirror(options: ImageMirrorOptions = {}): Promis
   origin = `http://${host}:${(server.address() as AddressInfo).port}`;
   for (const os of Object.keys(OS_VERSIONS) as OsName[]) {
     for (const version of OS_VERSIONS[os]) {
-      const img = make(os, version);
+      const real = options.files?.find((f) => f.os === os && f.version === version);
+      const img = real ? describeImageFile(os, version, real.file, real.sha512, fs.statSync(real.file).size, origin) : make(os, version);
       images.set(img.path, img);
     }
   }

@@ -15,7 +15,11 @@ export interface MirrorImage {
   path: string;
   url: string;
   checksumPath: string;
+  /** The stand-in image's bytes; empty for a real image, which is served from `file`. */
   content: Buffer;
+  /** A real image (SANDBOX_GUESTS=qemu), served from disk. */
+  file?: string;
+  size: number;
   sha256: string;
   sha512: string;
   etag: string;
@@ -42,12 +46,30 @@ export function describeImage(os: OsName, version: string, content: Buffer, orig
   const { dir, fileName, checksumFile } = layout(os, version);
   const sha256 = createHash('sha256').update(content).digest('hex');
   return {
-    os, version, fileName, content, sha256,
+    os, version, fileName, content, sha256, size: content.length,
     sha512: createHash('sha512').update(content).digest('hex'),
     path: `${dir}/${fileName}`,
     url: `${origin}${dir}/${fileName}`,
     checksumPath: `${dir}/${checksumFile}`,
     etag: `"${sha256.slice(0, 16)}"`,
+  };
+}
+
+/**
+ * A real image built on this machine (scripts/build-guest-image.sh), in the same place
+ * upstream has it. Only Debian's are built: the archives of the others are not reachable
+ * from here. Its SHA512SUMS line comes from the build; no SHA-256 is published for it.
+ */
+export function describeImageFile(os: OsName, version: string, file: string, sha512: string, size: number, origin: string): MirrorImage {
+  const { dir, fileName, checksumFile } = layout(os, version);
+  return {
+    os, version, fileName, file, size, sha512,
+    content: Buffer.alloc(0),
+    sha256: '',
+    path: `${dir}/${fileName}`,
+    url: `${origin}${dir}/${fileName}`,
+    checksumPath: `${dir}/${checksumFile}`,
+    etag: `"${sha512.slice(0, 16)}"`,
   };
 }
 
@@ -74,7 +96,7 @@ export function checksumFile(img: MirrorImage): string {
         `Rocky-${v}-EC2-Base.latest.x86_64.qcow2`,
         `Rocky-${v}-GenericCloud.latest.x86_64.qcow2`,
       ];
-      return others.map((n) => rockyEntry(n, fake(n, 'sha256'), 645988352)).join('') + rockyEntry(img.fileName, img.sha256, img.content.length);
+      return others.map((n) => rockyEntry(n, fake(n, 'sha256'), 645988352)).join('') + rockyEntry(img.fileName, img.sha256, img.size);
     }
   }
 }
@@ -85,7 +107,7 @@ export function perImageChecksumPath(img: MirrorImage): string | undefined {
 }
 
 export function perImageChecksum(img: MirrorImage): string {
-  return rockyEntry(img.fileName, img.sha256, img.content.length);
+  return rockyEntry(img.fileName, img.sha256, img.size);
 }
 
 function rockyEntry(name: string, hex: string, size: number): string {

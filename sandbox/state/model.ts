@@ -57,6 +57,13 @@ export interface ClusterModel {
    * metadata download): lets tests run an init script with a long silent phase. 0 = none.
    */
   packageSilenceMs?: number;
+  /**
+   * What a started VM runs: `process` (default) a light stand-in that serves SSH, `qemu`
+   * a real QEMU booting the VM's disk (SANDBOX_GUESTS=qemu, sandbox/qemu/).
+   */
+  guests?: GuestKind;
+  /** With real guests: the accelerator a probe found working on this machine. */
+  accel?: 'kvm' | 'tcg';
   macPrefix: string;
   qemuVersion: string;
   pveVersion: string;
@@ -66,6 +73,8 @@ export interface ClusterModel {
   nodes: NodeDef[];
   storages: StorageDef[];
 }
+
+export type GuestKind = 'process' | 'qemu';
 
 const GiB = 1024 ** 3;
 

@@ -36,6 +36,17 @@ export function clusterPaths(dir: string) {
     guestLog: (vmid: number) => path.join(root, 'guests', String(vmid), 'privileged.log'),
     guestConsole: (vmid: number) => path.join(root, 'guests', String(vmid), 'console.log'),
     guestHostKey: (vmid: number) => path.join(root, 'guests', String(vmid), 'ssh_host_ed25519_key'),
+    /**
+     * Real guests (SANDBOX_GUESTS=qemu): a volume's contents, as a storage plugin's path()
+     * answers it (`images/<vmid>/vm-<vmid>-disk-0.qcow2` on dir, a device-like file on lvmthin).
+     */
+    volumeData: (node: string, storage: string, volname: string) => path.join(side, 'disks', node, storage, volname),
+    /** QEMU's sockets, as /var/run/qemu-server/<vmid>.qmp, .qga and .serial0. */
+    qmpSocket: (vmid: number) => path.join(side, 'run', `${vmid}.qmp`),
+    qgaSocket: (vmid: number) => path.join(side, 'run', `${vmid}.qga`),
+    serialSocket: (vmid: number) => path.join(side, 'run', `${vmid}.serial0`),
+    /** The archive proxy real guests reach Debian's package archive through. */
+    archiveSocket: path.join(side, 'run', 'archive.sock'),
   };
 }
 

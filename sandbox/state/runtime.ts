@@ -39,13 +39,16 @@ export function vmProcess(dir: string, vmid: number): VmProcess | undefined {
   return state === 'Z' || state === 'X' ? undefined : rec;
 }
 
-export function spawnVm(dir: string, vmid: number): VmProcess {
+/** What stands for a running VM: a process guest, or a real guest's QEMU supervisor. */
+export type VmEntry = 'vm/main.ts' | 'qemu/supervisor.ts';
+
+export function spawnVm(dir: string, vmid: number, entry: VmEntry = 'vm/main.ts'): VmProcess {
   const p = clusterPaths(dir);
   fs.mkdirSync(p.guestDir(vmid), { recursive: true });
   fs.mkdirSync(p.runDir, { recursive: true });
   const out = fs.openSync(p.guestConsole(vmid), 'a');
   const src = sandboxSourceDir();
-  const child = spawn(process.execPath, [path.join(src, 'tsrun.js'), path.join(src, 'vm', 'main.ts'), p.root, String(vmid)], {
+  const child = spawn(process.execPath, [path.join(src, 'tsrun.js'), path.join(src, ...entry.split('/')), p.root, String(vmid)], {
     // Its own session: the VM outlives the `qm start` that launched it, and the SSH
     // session that ran that `qm start`.
     detached: true,

@@ -3,10 +3,11 @@ import path from 'node:path';
 import { clusterPaths } from './paths';
 import { createExclusive, readIfExists, writeFileAtomic } from './files';
 import type { StorageDef } from './model';
+import { keepsContents, moveVolumeFile, removeVolume, volumeFile, writeVolume } from './volumeData';
 
 /**
- * Disk volumes on a node's storage. Only metadata is kept (no disk contents): what a
- * storage plugin would answer for volume_size_info, list and free. Volume names follow
+ * Disk volumes on a node's storage: the metadata a storage plugin would answer for
+ * volume_size_info, list and free, and with real guests their contents too (./volumeData.ts). Volume names follow
  * the plugins' conventions: `vm-<vmid>-disk-<n>` on block storages, and
  * `<vmid>/vm-<vmid>-disk-<n>.<fmt>` on file storages.
  */
@@ -80,7 +81,17 @@ export function allocVolume(
       dataBytes: opts.cloudinit ? allocatedSize(storage, sizeBytes) : opts.source ? fileBytes(opts.source) : 0,
       ...(opts.source ? { source: opts.source } : {}),
     };
-    if (createExclusive(recordPath(dir, node, storage.id, volname), JSON.stringify(vol))) return vol;
+    if (createExclusive(recordPath(dir, node, storage.id, volname), JSON.stringify(vol))) {
+      if (keepsContents(dir)) {
+        try {
+          writeVolume(volumeFile(dir, node, storage.id, volname), format, vol.sizeBytes, opts.source);
+        } catch (err) {
+          fs.rmSync(recordPath(dir, node, storage.id, volname), { force: true });
+          throw err;
+        }
+      }
+      return vol;
+    }
     if (opts.cloudinit) throw new Error(`volume '${vol.volid}' already exists`);
   }
 }
@@ -106,7 +117,9 @@ export function saveVolume(dir: string, node: string, vol: Volume): void {
 
 export function freeVolume(dir: string, node: string, volid: string): void {
   const v = splitVolid(volid);
-  if (v) fs.rmSync(recordPath(dir, node, v.storage, v.volname), { force: true });
+  if (!v) return;
+  removeVolume(volumeFile(dir, node, v.storage, v.volname));
+  fs.rmSync(recordPath(dir, node, v.storage, v.volname), { force: true });
 }
 
 export function listVolumes(dir: string, node: string, storage: string): Volume[] {
@@ -127,5 +140,6 @@ export function moveVolume(dir: string, from: string, to: string, volid: string)
   const vol = getVolume(dir, from, volid);
   if (!vol) return;
   saveVolume(dir, to, vol);
+  moveVolumeFile(volumeFile(dir, from, vol.storage, vol.volname), volumeFile(dir, to, vol.storage, vol.volname));
   freeVolume(dir, from, volid);
 }

@@ -7,6 +7,7 @@ import { ensureSshKey, SshKeyPair } from '../../lib/sshKey';
 import { startService, RunningService } from '../../app/service';
 import { startSandboxCluster, SandboxCluster } from '../../sandbox/cluster';
 import { startImageServer } from './imageServer';
+import { prepareRealGuests } from '../../sandbox/qemu/images';
 import { freePorts } from '../../sandbox/testkit';
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { resolveEncryptionKeys } from '../../lib/temporal/encryptionKeys';
@@ -52,7 +53,10 @@ export async function startHarness(
   // TEST_PROXMOX_MODE=api runs a suite written for CLI mode in API mode.
   const apiMode = sandboxOptions.proxmoxApi ?? process.env.TEST_PROXMOX_MODE === 'api';
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-e2e-'));
-  const images = await startImageServer();
+  // SANDBOX_GUESTS=qemu: real Debian guests, from real images built (once) on this machine.
+  const realGuests = env.SANDBOX_GUESTS === 'qemu';
+  const guests = realGuests ? await prepareRealGuests(loadConfig({ ...env }).sandboxOptions.qemuImages, () => {}) : undefined;
+  const images = await startImageServer({ files: guests?.files });
   const vmSshPort = await freePort();
   // One sshd per sandbox node on consecutive ports (pve1, pve2, and any set in env).
   const sshPortBase = await freePorts((env.SANDBOX_NODES ?? 'pve1,pve2').split(',').length);
@@ -94,6 +98,9 @@ export async function startHarness(
     packageOutputLines: sandboxOptions.packageOutputLines,
     packageSilenceMs: sandboxOptions.packageSilenceMs,
     api: apiMode,
+    guests: config.sandboxOptions.guests,
+    guestArchive: config.sandboxOptions.guestArchive,
+    accel: guests?.accel,
   });
   config.nodes = sandbox.nodeAddresses;
   if (apiMode) {

@@ -1,5 +1,5 @@
 import type http from 'node:http';
-import { startImageMirror, type ImageMirror, type MirrorImage } from '../../sandbox/mirror/server';
+import { startImageMirror, type ImageMirror, type MirrorImage, type RealImage } from '../../sandbox/mirror/server';
 
 /**
  * The sandbox's image mirror (sandbox/mirror) with a flaky-mirror remote control and a
@@ -42,6 +42,8 @@ export interface ImageServerOptions {
   imageBytes?: number;
   /** Body chunk size; small enough that truncation and delays hit mid-body. Default 8 KiB. */
   chunkBytes?: number;
+  /** Real images to serve instead of the stand-ins (real guests). */
+  files?: RealImage[];
 }
 
 export async function startImageServer(options: ImageServerOptions = {}): Promise<ImageServer> {

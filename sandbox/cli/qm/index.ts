@@ -9,8 +9,9 @@ import { qmReboot, qmShutdown, qmStart, qmStop } from './power';
 import { qmDestroy } from './destroy';
 import { qmConfig, qmList, qmStatus, qmUnlock } from './read';
 import { qmCloudinitDump } from './cloudinit';
+import { qmGuestCmd } from './guest';
 
-type Handler = (ctx: Ctx, argv: string[]) => number;
+type Handler = (ctx: Ctx, argv: string[]) => number | Promise<number>;
 
 const COMMANDS: Record<string, Handler> = {
   create: qmCreate,
@@ -28,6 +29,7 @@ const COMMANDS: Record<string, Handler> = {
   list: qmList,
   unlock: qmUnlock,
   'cloudinit dump': qmCloudinitDump,
+  'guest cmd': qmGuestCmd,
 };
 
 /** qm.pm's aliases of the `disk` command group. */
@@ -40,11 +42,11 @@ function usage(reason: string): CliError {
   return new CliError(`ERROR: ${reason}\nUSAGE: qm <COMMAND> [ARGS] [OPTIONS]\n\n${lines.join('\n')}\n`);
 }
 
-export function qm(ctx: Ctx, argv: string[]): number {
+export function qm(ctx: Ctx, argv: string[]): number | Promise<number> {
   if (argv.length === 0) throw usage('no command specified');
   let [cmd, ...rest] = argv;
   cmd = ALIASES[cmd] ?? cmd;
-  if (cmd === 'disk' || cmd === 'cloudinit') {
+  if (cmd === 'disk' || cmd === 'cloudinit' || cmd === 'guest') {
     if (rest.length === 0) throw usage(`incomplete command '${cmd}'`);
     cmd = `${cmd} ${rest[0]}`;
     rest = rest.slice(1);

@@ -4,6 +4,12 @@ import type { Ctx } from '../context';
 import { VMID } from '../vmOptions';
 import { clearVmProcess, signalVm, spawnVm, vmProcess } from '../../state/runtime';
 import { checkLock, confExists, isCloudinit, loadVm, parseDrive, withVmLock } from './vm';
+import { isDriveName } from '../vmOptions';
+import type { VmConf } from '../../state/vmconf';
+import { bootDisk } from '../../state/boot';
+import { getVolume } from '../../state/volumes';
+import { holdsData, keepsContents, volumeFile } from '../../state/volumeData';
+import { writeCloudinitDrive } from '../../qemu/cloudinitDrive';
 
 /**
  * Power commands. Each is a worker task in PVE: exit 0 on success, 255 when the task
@@ -32,9 +38,29 @@ export function startVm(ctx: Ctx, vmid: number, skiplock = false): void {
     if (!skiplock) checkLock(conf);
     if (conf.props.template === '1') throw new CliError("you can't start a vm if it's a template");
     if (vmProcess(ctx.dir, vmid)) throw new CliError(`VM ${vmid} already running`);
-    if (Object.values(conf.props).some((v) => isCloudinit(parseDrive(v)))) ctx.out('generating cloud-init ISO');
-    spawnVm(ctx.dir, vmid);
+    const real = realGuest(ctx, conf);
+    for (const [key, value] of Object.entries(conf.props)) {
+      const drive = parseDrive(value);
+      if (!isDriveName(key) || !isCloudinit(drive)) continue;
+      ctx.out('generating cloud-init ISO');
+      const vol = real ? getVolume(ctx.dir, ctx.node, drive.volid) : undefined;
+      if (vol) writeCloudinitDrive(conf, vmid, { file: volumeFile(ctx.dir, ctx.node, vol.storage, vol.volname), format: vol.format, sizeBytes: vol.sizeBytes });
+    }
+    spawnVm(ctx.dir, vmid, real ? 'qemu/supervisor.ts' : 'vm/main.ts');
   });
+}
+
+/**
+ * Whether the VM boots as a real guest: the cluster runs real guests and the boot disk
+ * holds something to boot (the process guests' stand-in images hold nothing, and a VM
+ * made from one still runs as a process guest, e.g. Ubuntu and Rocky, whose archives
+ * are not reachable to build real images from).
+ */
+function realGuest(ctx: Ctx, conf: VmConf): boolean {
+  if (!keepsContents(ctx.dir)) return false;
+  const disk = bootDisk(conf);
+  const vol = disk ? getVolume(ctx.dir, ctx.node, parseDrive(conf.props[disk]).volid) : undefined;
+  return !!vol && holdsData(volumeFile(ctx.dir, ctx.node, vol.storage, vol.volname), vol.format);
 }
 
 export function qmStart(ctx: Ctx, argv: string[]): number {

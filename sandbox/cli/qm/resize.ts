@@ -4,6 +4,7 @@ import type { Ctx } from '../context';
 import { DRIVE_NAMES, VMID } from '../vmOptions';
 import { DISK_SIZE } from '../formats';
 import { allocatedSize, getVolume, saveVolume } from '../../state/volumes';
+import { growVolume, keepsContents, volumeFile } from '../../state/volumeData';
 import { storageFor } from '../storage';
 import { checkLock, formatSize, isCdrom, loadVm, parseDrive, printDrive, withVmLock, writeVm } from './vm';
 
@@ -72,6 +73,7 @@ export function resizeDisk(ctx: Ctx, p: Params): void {
 
     if (storage.type === 'lvmthin') for (const l of lvmLines(vol.volname, vol.sizeBytes, allocatedSize(storage, newSize))) ctx.out(l);
     else ctx.out('Image resized.');
+    if (keepsContents(ctx.dir)) growVolume(volumeFile(ctx.dir, ctx.node, vol.storage, vol.volname), vol.format, allocatedSize(storage, newSize));
     saveVolume(ctx.dir, ctx.node, { ...vol, sizeBytes: allocatedSize(storage, newSize) });
     drive.opts.size = formatSize(newSize);
     conf.props[p.disk] = printDrive(drive);

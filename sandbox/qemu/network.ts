@@ -1,0 +1,62 @@
+import fs from 'node:fs';
+import { parseResolvConf, type Resolv } from '../state/cloudinit';
+
+/**
+ * The network of a real guest, and the one translation the sandbox makes.
+ *
+ * A Proxmox VM sits on a bridge and owns the address its `ipconfig0` gives it. The
+ * sandbox's VM addresses are loopback ones (`127.0.0.<vmid>`, so that tests never send a
+ * packet off the machine), and no guest kernel can use a 127/8 address on a NIC. So each
+ * guest gets QEMU's user network (slirp) in restricted mode, which routes nothing off the
+ * machine, and:
+ *   - the address QemuRun uses, `<ipconfig0 address>:<VM_SSH_PORT>`, is forwarded to the
+ *     guest's port 22 (`hostfwd`): `ssh user@127.0.0.<vmid>` from the host reaches the guest;
+ *   - cloud-init's network-config carries qemu-server's text with a loopback address
+ *     replaced by slirp's (GUEST_ADDRESS, its gateway and DNS): the one line that differs
+ *     from what Proxmox would write;
+ *   - the one way out is ARCHIVE_ADDRESS:80 (`guestfwd`), the sandbox's proxy to Debian's
+ *     package archive (./archiveProxy.ts), so the init script's apt-get works and no other
+ *     traffic leaves the machine.
+ */
+export const GUEST_ADDRESS = '10.0.2.15';
+export const GUEST_GATEWAY = '10.0.2.2';
+export const GUEST_DNS = '10.0.2.3';
+export const ARCHIVE_ADDRESS = '10.0.2.100';
+/** What QEMURUN_MIRROR is in sandbox mode with real guests. */
+export const GUEST_ARCHIVE_URL = `http://${ARCHIVE_ADDRESS}`;
+
+/** The node's /etc/resolv.conf, which qemu-server's get_dns_conf falls back to. */
+export function nodeResolv(file = '/etc/resolv.conf'): Resolv {
+  try {
+    return parseResolvConf(fs.readFileSync(file, 'utf8'));
+  } catch {
+    return { nameservers: [] };
+  }
+}
+
+const isLoopback = (ip: string) => /^127\./.test(ip.split('/')[0]);
+
+/** The ipconfig a real guest gets: a loopback address becomes slirp's. */
+export function guestIpconfig(_id: string, cfg: Record<string, string>): Record<string, string> {
+  if (!cfg.ip || cfg.ip === 'dhcp' || !isLoopback(cfg.ip)) return cfg;
+  return { ...cfg, ip: `${GUEST_ADDRESS}/24`, gw: GUEST_GATEWAY };
+}
+
+/** With the guest on slirp, its resolver is slirp's (the node's would be unreachable). */
+export const GUEST_RESOLV: Resolv = { nameservers: [GUEST_DNS] };
+
+/** The loopback address a VM's SSH is forwarded from: the gateway's /24 plus the VMID. */
+export function forwardAddress(gateway: string, vmid: number): string | undefined {
+  const octets = gateway.split('.');
+  if (octets.length !== 4 || octets[0] !== '127' || vmid > 255) return undefined;
+  return [...octets.slice(0, 3), String(vmid)].join('.');
+}
+
+/** `-netdev` for netN: restricted slirp, the SSH forward and the archive's one way out. */
+export function userNetdev(id: string, opts: { sshFrom?: { host: string; port: number }; archiveSocket: string }): string {
+  const parts = [`user`, `id=${id}`, 'restrict=on', `net=10.0.2.0/24`];
+  if (opts.sshFrom) parts.push(`hostfwd=tcp:${opts.sshFrom.host}:${opts.sshFrom.port}-:22`);
+  // One socat per connection (a chardev would carry a single connection for the VM's life).
+  parts.push(`guestfwd=tcp:${ARCHIVE_ADDRESS}:80-cmd:socat STDIO UNIX-CONNECT:${opts.archiveSocket}`);
+  return parts.join(',');
+}

@@ -1,0 +1,145 @@
+import { createHash } from 'node:crypto';
+import type { VmConf } from './vmconf';
+import { uriUnescape } from './escape';
+
+/**
+ * What qemu-server puts on a NoCloud cloud-init drive, line for line as
+ * `PVE::QemuServer::Cloudinit` writes it (qemu-server src/PVE/QemuServer/Cloudinit.pm):
+ * `cloudinit_userdata`, `nocloud_network` (version 1), `nocloud_gen_metadata`. `qm
+ * cloudinit dump` prints these; real guests (sandbox/qemu/) boot with them.
+ */
+
+/** `get_hostname_fqdn`: the name up to the first dot; the fqdn from the name or searchdomain. */
+export function hostnameFqdn(conf: VmConf, vmid: number): { hostname: string; fqdn: string } {
+  const name = conf.props.name ?? `VM${vmid}`;
+  if (name.includes('.')) return { hostname: name.replace(/\..*$/, ''), fqdn: name };
+  const search = conf.props.searchdomain;
+  return { hostname: name, fqdn: search ? `${name}.${search}` : name };
+}
+
+/** `cloudinit_userdata`. */
+export function cloudinitUserdata(conf: VmConf, vmid: number): string {
+  const p = conf.props;
+  const { hostname, fqdn } = hostnameFqdn(conf, vmid);
+  let out = `#cloud-config\nhostname: ${hostname}\nmanage_etc_hosts: true\nfqdn: ${fqdn}\n`;
+  if (p.ciuser !== undefined) out += `user: ${p.ciuser}\n`;
+  if (p.ciuser === 'root') out += 'disable_root: False\n';
+  if (p.cipassword !== undefined) out += `password: ${p.cipassword}\n`;
+  if (p.sshkeys !== undefined) {
+    out += 'ssh_authorized_keys:\n';
+    for (const k of uriUnescape(p.sshkeys).split('\n').filter((l) => /\S/.test(l))) out += `  - ${k}\n`;
+  }
+  out += 'chpasswd:\n  expire: False\n';
+  if (p.ciuser !== 'root') out += 'users:\n  - default\n';
+  if (p.ciupgrade === undefined || p.ciupgrade === '1') out += 'package_upgrade: true\n';
+  return out;
+}
+
+/** The node's resolver settings, as PVE::INotify reads /etc/resolv.conf (`resolvconf`). */
+export interface Resolv {
+  search?: string;
+  nameservers: string[];
+}
+
+export function parseResolvConf(text: string): Resolv {
+  const out: Resolv = { nameservers: [] };
+  for (const line of text.split('\n')) {
+    const m = /^\s*(search|domain|nameserver)\s+(.+?)\s*$/.exec(line);
+    if (!m) continue;
+    if (m[1] === 'nameserver') {
+      if (out.nameservers.length < 3) out.nameservers.push(m[2].split(/\s+/)[0]);
+    } else out.search = m[2];
+  }
+  return out;
+}
+
+/** `PVE::QemuServer::Network::parse_ipconfig`, the parts cloud-init uses. */
+export function parseIpconfig(value: string): Record<string, string> {
+  return Object.fromEntries(
+    value
+      .split(',')
+      .map((kv) => kv.split('='))
+      .filter((kv) => kv.length === 2)
+      .map(([k, v]) => [k, v]),
+  );
+}
+
+/** The MAC address of `netN` (`virtio=BC:24:11:…,bridge=…`, or `macaddr=`). */
+export function netMac(value: string): string | undefined {
+  for (const part of value.split(',')) {
+    const [k, v] = part.split('=');
+    if (v && /^(virtio|e1000|e1000e|rtl8139|vmxnet3|macaddr)$/.test(k) && /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(v)) return v;
+  }
+  return undefined;
+}
+
+/** `$PVE::Network::ipv4_reverse_mask`: prefix length to dotted netmask. */
+function netmask(prefix: number): string {
+  const bits = prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
+  return [24, 16, 8, 0].map((s) => (bits >>> s) & 0xff).join('.');
+}
+
+export class CloudinitError extends Error {}
+
+/**
+ * `nocloud_network`. `ipconfig` may rewrite an interface's settings before they are
+ * written (real guests use it for the one translation the sandbox makes, see
+ * sandbox/qemu/network.ts); `resolv` stands for the node's /etc/resolv.conf.
+ */
+export function nocloudNetwork(conf: VmConf, resolv: Resolv, ipconfig: (id: string, cfg: Record<string, string>) => Record<string, string> = (_, c) => c): string {
+  let out = 'version: 1\nconfig:\n';
+  // Perl's `sort keys`: string order (net10 before net2).
+  const ifaces = Object.keys(conf.props)
+    .filter((k) => /^net\d+$/.test(k))
+    .sort();
+  for (const iface of ifaces) {
+    const id = iface.slice(3);
+    const raw = conf.props[`ipconfig${id}`];
+    if (!raw) continue;
+    const cfg = ipconfig(id, parseIpconfig(raw));
+    const mac = netMac(conf.props[iface])?.toLowerCase();
+    if (!mac) throw new CloudinitError(`network interface '${iface}' has no mac address`);
+    out += `    - type: physical\n      name: eth${id}\n      mac_address: '${mac}'\n      subnets:\n`;
+    const i = '        ';
+    if (cfg.ip !== undefined) {
+      if (cfg.ip === 'dhcp') out += `${i}- type: dhcp4\n`;
+      else {
+        const [addr, mask] = cfg.ip.split('/');
+        if (mask === undefined) throw new CloudinitError(`not a CIDR: ${cfg.ip}`);
+        out += `${i}- type: static\n${i}  address: '${addr}'\n${i}  netmask: '${netmask(Number(mask))}'\n`;
+        if (cfg.gw !== undefined) out += `${i}  gateway: '${cfg.gw}'\n`;
+      }
+    }
+    if (cfg.ip6 !== undefined) {
+      if (cfg.ip6 === 'dhcp') out += `${i}- type: dhcp6\n`;
+      else if (cfg.ip6 === 'auto') out += `${i}- type: ipv6_slaac\n`;
+      else {
+        out += `${i}- type: static6\n${i}  address: '${cfg.ip6}'\n`;
+        if (cfg.gw6 !== undefined) out += `${i}  gateway: '${cfg.gw6}'\n`;
+      }
+    }
+  }
+  // get_dns_conf: the VM's own settings, else the node's resolv.conf. Both come back as
+  // array references, which Perl counts as true, so the entry is always written.
+  const search = (conf.props.searchdomain ?? resolv.search ?? '').split(/\s+/).filter(Boolean);
+  const nameservers = conf.props.nameserver !== undefined ? conf.props.nameserver.split(/\s+/).filter(Boolean) : resolv.nameservers;
+  out += '    - type: nameserver\n';
+  if (nameservers.length) out += '      address:\n' + nameservers.map((n) => `      - '${n}'\n`).join('');
+  if (search.length) out += '      search:\n' + search.map((s) => `      - '${s}'\n`).join('');
+  return out;
+}
+
+/** `nocloud_gen_metadata`: the instance id changes whenever user-data or network-config does. */
+export function nocloudMetadata(userData: string, networkConfig: string): string {
+  return `instance-id: ${createHash('sha1').update(userData + networkConfig).digest('hex')}\n`;
+}
+
+/** `generate_nocloud`'s four files (no `cicustom` snippets: QemuRun sets none). */
+export function nocloudFiles(conf: VmConf, vmid: number, resolv: Resolv, ipconfig?: Parameters<typeof nocloudNetwork>[2]): Record<string, string> {
+  const user = cloudinitUserdata(conf, vmid);
+  const network = nocloudNetwork(conf, resolv, ipconfig);
+  const files = { 'user-data': user, 'network-config': network, 'meta-data': nocloudMetadata(user, network), 'vendor-data': '' };
+  const sum = Object.values(files).reduce((n, t) => n + Buffer.byteLength(t), 0);
+  if (sum > 3 * 1024 * 1024) throw new CloudinitError('Cloud-Init sum of snippets too big (> 3 MiB)');
+  return files;
+}

@@ -1,0 +1,162 @@
+import { connectGuest, execOnGuest } from '../../lib/guestSsh';
+import { userKeyPair } from '../support/guest';
+import { startHarness, type Harness } from '../support/harness';
+import { requestSse, type SseResponse } from '../support/sse';
+import { apiCall } from '../support/api';
+
+/**
+ * Real guests (SANDBOX_GUESTS=qemu): the service installs VMs that are real QEMU
+ * machines booting real Debian cloud images built on this machine, with qemu-server's
+ * cloud-init drive, real cloud-init, sshd and systemd. Installs run side by side; the
+ * figures of a run are in docs/performance.md (`npm run bench`).
+ */
+
+let h: Harness;
+const key = userKeyPair('user@laptop');
+const MINUTES = 60_000;
+
+beforeAll(async () => {
+  h = await startHarness({ SANDBOX_GUESTS: 'qemu', SSH_WAIT_TIMEOUT: '900', SANDBOX_BOOT_DELAY_MS: '0' });
+}, 30 * MINUTES);
+
+afterAll(async () => {
+  await h?.stop();
+});
+
+/** Runs a command in a guest; its stdout, or a rejection with the exit code and stderr. */
+async function inGuest(ip: string, user: string, command: string, privateKey: Buffer = key.privateKey): Promise<string> {
+  const conn = await connectGuest({ host: ip, port: h.config.vmSshPort, username: user, privateKey }, 20_000);
+  try {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await execOnGuest(conn, command, { onLine: (l, s) => (s === 'stdout' ? out : err).push(l) });
+    if (code !== 0) throw new Error(`${command} exited ${code}: ${err.join('\n')}`);
+    return out.join('\n');
+  } finally {
+    conn.end();
+  }
+}
+
+interface Installed {
+  res: SseResponse;
+  vmid: number;
+  ip: string;
+  user: string;
+}
+
+async function install(body: Record<string, unknown>): Promise<Installed> {
+  const res = await requestSse(`${h.api}/vm/install`, { body: { ram: 1024, disk: '8G', pubkey: key.publicKey, ...body }, timeoutMs: 30 * MINUTES });
+  const errors = res.events.filter((e) => e.status === 'error');
+  if (errors.length) throw new Error(`install failed: ${errors.map((e) => `${e.step}: ${e.message}`).join('; ')}`);
+  const last = res.events.slice(-4);
+  expect(last.map((e) => e.step)).toEqual(Array(4).fill('VM initialization > finalizing'));
+  expect(last[0].message).toMatch(/^\[\+\] VM installation completed in \d+\.\d{2}s$/);
+  const vmid = Number(/^\[\*\] VMID: (\d+)$/.exec(last[1].message)?.[1]);
+  const ip = /^\[\*\] IP: (\S+)$/.exec(last[2].message)?.[1] ?? '';
+  const user = /^\[\*\] User: (\S+)$/.exec(last[3].message)?.[1] ?? '';
+  expect(ip).toBe(`127.0.0.${vmid}`);
+  return { res, vmid, ip, user };
+}
+
+/** What the Debian init script promises, read inside the guest. */
+async function expectInitScriptApplied(vm: Installed): Promise<void> {
+  const facts = await inGuest(
+    vm.ip,
+    vm.user,
+    [
+      'ps -p 1 -o comm=',
+      'swapon --show=NAME --noheadings',
+      'timedatectl show -p Timezone --value',
+      '. /etc/default/locale; echo $LANG',
+      'systemctl is-active qemu-guest-agent',
+      'cat /var/lib/qemurun/init-done',
+    ].join('; '),
+  );
+  const [init, swap, tz, lang, agent, marker] = facts.split('\n');
+  expect({ init, swap, tz, lang, agent }).toEqual({ init: 'systemd', swap: '/swapfile', tz: 'UTC', lang: 'en_US.UTF-8', agent: 'active' });
+  expect(marker).toMatch(/\S/);
+}
+
+const bootId = (vm: Installed) => inGuest(vm.ip, vm.user, 'cat /proc/sys/kernel/random/boot_id');
+
+let plain: Installed;
+let custom: Installed;
+
+test(
+  'Debian 12 with the default user and with a custom user, side by side: real systemd, the init script applied, both accounts take the key',
+  async () => {
+    [plain, custom] = await Promise.all([
+      install({ os: 'debian', version: '12', name: 'real-plain' }),
+      install({ os: 'debian', version: '12', name: 'real-custom', user: 'alice' }),
+    ]);
+    expect(plain.user).toBe('debian');
+    expect(custom.user).toBe('alice');
+    await expectInitScriptApplied(plain);
+    await expectInitScriptApplied(custom);
+    // The host key was made on the guest's first boot, not baked into the image.
+    const hostKeys = await Promise.all([plain, custom].map((vm) => inGuest(vm.ip, vm.user, 'cat /etc/ssh/ssh_host_ed25519_key.pub')));
+    expect(hostKeys[0]).not.toBe(hostKeys[1]);
+    // cloud-init renamed the default account to alice; the init script made `debian` beside it.
+    expect(await inGuest(custom.ip, 'alice', 'id -un; sudo -n id -un')).toBe('alice\nroot');
+    expect(await inGuest(custom.ip, 'debian', 'id -un; sudo -n id -un')).toBe('debian\nroot');
+    // The main node's key works for both too.
+    expect(await inGuest(custom.ip, 'debian', 'true', h.key.privateKey)).toBe('');
+    await expect(inGuest(custom.ip, 'debian', 'true', userKeyPair().privateKey)).rejects.toThrow(/authentication/);
+    // The install's reboot was a real one.
+    expect(await inGuest(plain.ip, plain.user, 'journalctl --list-boots --no-pager | wc -l')).not.toBe('1');
+  },
+  40 * MINUTES,
+);
+
+test(
+  'stop, start and reboot through the API boot the real guest again',
+  async () => {
+    const vm = plain;
+    const before = await bootId(vm);
+    const reboot = await requestSse(`${h.api}/vm/${vm.vmid}/reboot`, { body: {}, timeoutMs: 15 * MINUTES });
+    expect(reboot.events.filter((e) => e.status === 'error')).toEqual([]);
+    const afterReboot = await bootId(vm);
+    expect(afterReboot).not.toBe(before);
+
+    expect(await apiCall(h.api, 'POST', `/vm/${vm.vmid}/stop`, {})).toMatchObject({ status: 200 });
+    expect((await apiCall(h.api, 'GET', `/vm/${vm.vmid}/status`)).json ?? '').toBeDefined();
+    const start = await requestSse(`${h.api}/vm/${vm.vmid}/start`, { body: {}, timeoutMs: 15 * MINUTES });
+    expect(start.events.filter((e) => e.status === 'error')).toEqual([]);
+    expect(await bootId(vm)).not.toBe(afterReboot);
+    // The swap file and the settings survive reboots: they are in the guest's own files.
+    await expectInitScriptApplied(vm);
+  },
+  30 * MINUTES,
+);
+
+test(
+  'a rebuild makes a new real guest from the recorded spec',
+  async () => {
+    const vm = custom;
+    const before = await inGuest(vm.ip, 'alice', 'cat /etc/ssh/ssh_host_ed25519_key.pub');
+    const res = await requestSse(`${h.api}/vm/${vm.vmid}/rebuild`, { body: {}, timeoutMs: 30 * MINUTES });
+    expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+    expect(res.events.at(-4)!.message).toMatch(/^\[\+\] VM rebuild completed/);
+    const vmid = Number(/^\[\*\] VMID: (\d+)$/.exec(res.events.at(-3)!.message)?.[1]);
+    const rebuilt: Installed = { res, vmid, ip: `127.0.0.${vmid}`, user: 'alice' };
+    await expectInitScriptApplied(rebuilt);
+    expect(await inGuest(rebuilt.ip, 'alice', 'cat /etc/ssh/ssh_host_ed25519_key.pub')).not.toBe(before);
+    expect(await inGuest(rebuilt.ip, 'debian', 'id -un')).toBe('debian');
+  },
+  40 * MINUTES,
+);
+
+test(
+  'Debian 11 and 13 install side by side',
+  async () => {
+    const vms = await Promise.all([
+      install({ os: 'debian', version: '11', name: 'real-bullseye' }),
+      install({ os: 'debian', version: '13', name: 'real-trixie' }),
+    ]);
+    for (const [vm, version] of [[vms[0], '11'], [vms[1], '13']] as const) {
+      expect(await inGuest(vm.ip, vm.user, '. /etc/os-release; echo $VERSION_ID')).toBe(version);
+      await expectInitScriptApplied(vm);
+    }
+  },
+  40 * MINUTES,
+);

@@ -1,3 +1,4 @@
+import { decodeUpid } from '../../sandbox/api/upid';
 import net from 'node:net';
 import { ApiNode } from '../../lib/proxmox/api/node';
 import { ApiUnreachableError, PveApi, type ApiSettings } from '../../lib/proxmox/api/http';
@@ -223,6 +224,22 @@ describe('tasks', () => {
   test('UPIDs carry their node', () => {
     expect(parseUpid('UPID:pve2:0000ABCD:0001E240:6751A2B3:qmigrate:120:root@pam:')).toEqual({ node: 'pve2', type: 'qmigrate', id: '120' });
     expect(parseUpid('not-a-upid')).toBeUndefined();
+  });
+
+  test("a UPID's pstart has 8 or 9 hex digits, as PVE::Tools::upid_decode allows; pid and starttime 8", () => {
+    // A node up for more than 497 days: pstart (clock ticks since boot) outgrows 32 bits.
+    const long = 'UPID:pve1:002F2C7D:1A2B3C4D5:6751A2B3:download:debian-12.qcow2:qemurun@pve!service:';
+    expect(parseUpid(long)).toEqual({ node: 'pve1', type: 'download', id: 'debian-12.qcow2' });
+    expect(decodeUpid(long)?.pstart).toBe(0x1a2b3c4d5);
+    for (const bad of [
+      'UPID:pve1:002F2C7D:1A2B3C4D56:6751A2B3:download:x:root@pam:', // pstart of 10 digits
+      'UPID:pve1:002F2C7D:1A2B3C4D:6751A2B30:download:x:root@pam:', // starttime of 9
+      'UPID:pve1:02F2C7D:1A2B3C4D:6751A2B3:download:x:root@pam:', // pid of 7
+      'UPID:pve1:002F2C7D:1A2B3C4D:6751A2B3:download:x::', // no user
+    ]) {
+      expect([bad, parseUpid(bad)]).toEqual([bad, undefined]);
+      expect([bad, decodeUpid(bad)]).toEqual([bad, undefined]);
+    }
   });
 });
 

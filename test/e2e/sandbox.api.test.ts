@@ -242,6 +242,25 @@ describe('images by the node: download-url and import-from', () => {
     }
   });
 
+  test("in a mixed cluster each node answers /nodes/{node}/version with its own, and download-url follows the node's", async () => {
+    const file = `${t.cluster.dir}/sandbox/cluster.json`;
+    const saved = fs.readFileSync(file, 'utf8');
+    const model = JSON.parse(saved) as { nodes: Array<{ name: string; pveVersion?: string }> };
+    model.nodes.find((n) => n.name === 'pve2')!.pveVersion = '8.3.2';
+    fs.writeFileSync(file, JSON.stringify(model));
+    try {
+      expect(data(await call('GET', '/version'))).toMatchObject({ release: '8.4', version: '8.4.1' });
+      expect(data(await call('GET', '/nodes/pve2/version'))).toMatchObject({ release: '8.3', version: '8.3.2' });
+      expect(data(await call('GET', '/nodes/pve1/version'))).toMatchObject({ release: '8.4', version: '8.4.1' });
+      const img = mirror.image('debian', '12');
+      const old = await call('POST', '/nodes/pve2/storage/local/download-url', { url: img.url, content: 'import', filename: 'old.qcow2' });
+      expect([old.status, old.body?.errors]).toEqual([400, { content: "value 'import' does not have a value in the enumeration 'iso, vztmpl'" }]);
+      expect((await call('GET', '/nodes/pve9/version')).status).toBe(500);
+    } finally {
+      fs.writeFileSync(file, saved);
+    }
+  });
+
   test('a wrong checksum fails the task and leaves no file; a non-file storage and a bad name fail the request', async () => {
     const img = mirror.image('ubuntu', '24.04');
     const { status, log } = await task(await call('POST', '/nodes/pve1/storage/local/download-url', { url: img.url, content: 'import', filename: 'noble.qcow2', checksum: '0'.repeat(64), 'checksum-algorithm': 'sha256' }));

@@ -35,6 +35,7 @@ async function closedPort(): Promise<number> {
 beforeAll(async () => {
   stub = await startPveApiStub();
   stub.route('GET /version', () => ({ data: { version: '8.4.1', release: '8.4', repoid: '2a5fa54a' } }));
+  stub.route('GET /nodes/pve1/version', () => ({ data: { version: '8.4.1', release: '8.4', repoid: '2a5fa54a' } }));
 });
 
 afterEach(() => {
@@ -322,16 +323,18 @@ describe('images fetched by the node', () => {
     expect(stub.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
   });
 
-  test('a node older than 8.4 is refused, naming its version and what to do', async () => {
+  test('a node older than 8.4 is refused, naming it, its version and what to do, whatever node serves the API', async () => {
     const old = new PveApi({ urls: [stub.url], token: TOKEN, fingerprint: stub.fingerprint });
     apis.push(old);
-    stub.route('GET /version', () => ({ data: { version: '8.3.2', release: '8.3' } }));
+    // The node behind PROXMOX_API_URL runs 8.4 (/version); pve1, where the image goes, 8.3.
+    stub.route('GET /nodes/pve1/version', () => ({ data: { version: '8.3.2', release: '8.3' } }));
     try {
       const err = await ensureImageOnNode(new ApiNode(old, 'pve1'), 'local', source()).catch((e: Error) => e);
       expect(err).toBeInstanceOf(NodeTooOldError);
-      expect((err as Error).message).toMatch(/8\.3\.2.*8\.4 or later.*CLI mode/);
+      expect((err as Error).message).toMatch(/node 'pve1' runs Proxmox VE 8\.3\.2.*8\.4 or later.*CLI mode/);
+      expect(stub.requests.map((r) => `${r.method} ${r.path}`)).toContain('GET /nodes/pve1/version');
     } finally {
-      stub.route('GET /version', () => ({ data: { version: '8.4.1', release: '8.4' } }));
+      stub.route('GET /nodes/pve1/version', () => ({ data: { version: '8.4.1', release: '8.4' } }));
     }
   });
 

@@ -244,3 +244,16 @@ export function modifyAcl(dir: string, a: { path: string; roles: string[]; users
     }
   });
 }
+
+/**
+ * `pveum user token remove <userid> <tokenid>` (API2/User.pm remove_token): the token and
+ * its ACL entries go; a request with it then fails as a wrong one does.
+ */
+export function removeToken(dir: string, tokenid: string): void {
+  updateAccess(dir, (_cfg, tokens) => {
+    const i = tokens.findIndex((t) => t.tokenid === tokenid);
+    const m = /^(.*)!(.*)$/.exec(tokenid);
+    if (i < 0) throw new Error(`no such token '${m?.[2] ?? tokenid}' for user '${m?.[1] ?? ''}'`);
+    tokens.splice(i, 1);
+  });
+}

@@ -2,11 +2,11 @@ import { parseArgs, type CommandDef } from './args';
 import { CliError } from './errors';
 import type { Ctx } from './context';
 import { toText } from './output';
-import { addRole, addToken, addUser, modifyAcl } from '../api/access';
+import { addRole, addToken, addUser, modifyAcl, removeToken } from '../api/access';
 
 /**
  * The part of `pveum` (pve-access-control's PVE/CLI/pveum.pm) that sets up an API token:
- * `role add`, `user add`, `user token add` and `acl modify`, writing what the sandbox's
+ * `role add`, `user add`, `user token add|remove` and `acl modify`, writing what the sandbox's
  * REST API checks (sandbox/api/access.ts). So the recipe of docs/proxmox-api.md can be run
  * as written, on a node, and the token it prints is the one the API then judges.
  */
@@ -45,6 +45,12 @@ const TOKEN_ADD: CommandDef = {
     privsep: { type: 'boolean', optional: true },
     'output-format': { type: 'string', optional: true, enum: ['text', 'json', 'json-pretty', 'yaml'] },
   },
+};
+
+const TOKEN_REMOVE: CommandDef = {
+  name: 'pveum user token remove',
+  args: ['userid', 'tokenid'],
+  props: { userid: { type: 'string' }, tokenid: { type: 'string' } },
 };
 
 const ACL_MODIFY: CommandDef = {
@@ -87,6 +93,11 @@ export function pveum(ctx: Ctx, argv: string[]): number {
     ctx.out(p['output-format']?.startsWith('json') ? JSON.stringify(res) : toText(res, true, true));
     return 0;
   }
+  if (words === 'user token remove') {
+    const p = parseArgs(TOKEN_REMOVE, argv.slice(3));
+    failing('deleting token failed', () => removeToken(ctx.dir, `${p.userid}!${p.tokenid}`));
+    return 0;
+  }
   if (words.startsWith('user add')) {
     const p = parseArgs(USER_ADD, argv.slice(2));
     failing('create user failed', () => addUser(ctx.dir, { userid: p.userid }));
@@ -103,6 +114,6 @@ export function pveum(ctx: Ctx, argv: string[]): number {
   throw new CliError(
     `ERROR: ${argv.length ? `unknown command 'pveum ${argv.join(' ')}'` : 'no command specified'}\nUSAGE: pveum <COMMAND> [ARGS] [OPTIONS]\n\n` +
       '       pveum acl modify <path> --roles <string> [OPTIONS]\n       pveum role add <roleid> [OPTIONS]\n' +
-      '       pveum user add <userid> [OPTIONS]\n       pveum user token add <userid> <tokenid> [OPTIONS]\n',
+      '       pveum user add <userid> [OPTIONS]\n       pveum user token add <userid> <tokenid> [OPTIONS]\n       pveum user token remove <userid> <tokenid>\n',
   );
 }

@@ -3,7 +3,7 @@ import net from 'node:net';
 import { ApiNode } from '../../lib/proxmox/api/node';
 import { ApiUnreachableError, PveApi, type ApiSettings } from '../../lib/proxmox/api/http';
 import { parseUpid } from '../../lib/proxmox/api/tasks';
-import { PermissionDeniedError, ParameterError, VmLockedError, VmNotFoundError, VmidTakenError } from '../../lib/proxmox/errors';
+import { PermissionDeniedError, ParameterError, StorageError, VmLockedError, VmNotFoundError, VmidTakenError } from '../../lib/proxmox/errors';
 import { nodeImageName, versionAtLeast, ensureImageOnNode, NodeTooOldError } from '../../lib/images/onNode';
 import { fakeUpid, startPveApiStub, stubTask, type PveApiStub } from '../support/pveApiStub';
 import { startImageServer } from '../support/imageServer';
@@ -113,6 +113,42 @@ describe('errors map to the CLI mode failure types', () => {
   test('401: a bad token is PermissionDeniedError too', async () => {
     stub.route('GET /cluster/nextid', () => ({ status: 401, message: 'authentication failure' }));
     await expect(node().nextId()).rejects.toBeInstanceOf(PermissionDeniedError);
+  });
+
+  test('what no retry heals fails at once, with what to do: a revoked token, a storage without import, an unknown storage', async () => {
+    // As pveproxy answers a token verify_token refuses: the reason phrase, no body.
+    stub.route('GET /cluster/nextid', () => ({ status: 401, message: 'Authentication failed!' }));
+    const revoked = await node().nextId().catch((e: Error) => e);
+    expect(revoked).toBeInstanceOf(PermissionDeniedError);
+    expect((revoked as PermissionDeniedError).retryable).toBe(false);
+    expect((revoked as Error).message).toMatch(/HTTP 401.*Authentication failed!.*to fix: .*PROXMOX_API_TOKEN/);
+
+    stub.route('POST /nodes/pve1/storage/local/download-url', () => ({ status: 500, message: "storage 'local' is not configured for content-type 'import'" }));
+    const noImport = await node()
+      .downloadUrl('local', { url: 'https://example.invalid/x.qcow2', filename: 'x.qcow2', content: 'import' })
+      .catch((e: Error) => e);
+    expect(noImport).toBeInstanceOf(StorageError);
+    expect((noImport as StorageError).retryable).toBe(false);
+    expect((noImport as Error).message).toMatch(/to fix: allow content 'import' on storage 'local'.*PROXMOX_IMAGE_STORAGE/);
+
+    stub.route('GET /nodes/pve1/storage/nope/status', () => ({ status: 400, message: 'Parameter verification failed.', errors: { storage: 'No such storage.' } }));
+    const unknown = await node().storageStatus({ storage: 'nope' }).catch((e: Error) => e);
+    expect(unknown).toBeInstanceOf(StorageError);
+    expect((unknown as Error).message).toMatch(/storage: No such storage\..*to fix: storage 'nope' does not exist on that node: check ASSIGN_STORAGE/);
+  });
+
+  test('a task that ends WARNINGS: n succeeded (PVE::Tools::upid_status_is_error)', async () => {
+    const upid = fakeUpid('pve1', 'qmstart', '120');
+    stub.route('POST /nodes/pve1/qemu/120/status/start', () => ({ data: upid }));
+    stubTask(stub, upid, ['WARN: no efidisk configured! Using temporary efivars disk.', 'TASK WARNINGS: 1'], 'WARNINGS: 1', 1);
+    await expect(node().start(120)).resolves.not.toThrow();
+  });
+
+  test('a resize refused with no privilege named: both privileges it needs are named', async () => {
+    stub.route('PUT /nodes/pve1/qemu/120/resize', () => ({ status: 403, message: 'Permission check failed' }));
+    const err = await node().resize(120, 'scsi0', '+2G').catch((e: Error) => e);
+    expect(err).toBeInstanceOf(PermissionDeniedError);
+    expect((err as Error).message).toMatch(/VM\.Config\.Disk.*Datastore\.AllocateSpace/);
   });
 
   test('VMID taken, locked, not found, bad parameter', async () => {

@@ -4,6 +4,7 @@ import tls from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { classifyFailure } from '../errors';
 import { requiredPrivilege } from './privileges';
+import { fixFor } from './hints';
 
 /** How to reach and trust the Proxmox VE API. The token is a secret: it stays in here. */
 export interface ApiSettings {
@@ -170,6 +171,8 @@ export class PveApi {
     // Some checks name no privilege; the call tells which one it was.
     const needed = res.status === 403 && !/\(.+, .+\)/.test(message) ? requiredPrivilege(method, path, params) : undefined;
     if (needed) errors.unshift(`the token lacks ${needed.privilege} on ${needed.path}`);
+    const fix = fixFor(res.status, [message, ...errors].join('\n'), path);
+    if (fix) errors.push(`to fix: ${fix}`);
     throw classifyFailure({
       node: node ?? nodeOfPath(path) ?? 'cluster',
       command: `${method} ${path}`,

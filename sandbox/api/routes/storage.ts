@@ -50,8 +50,11 @@ export const storageRoutes: Route[] = [
     path: '/nodes/{node}/storage/{storage}/status',
     handle: (r) => {
       auditable(r);
-      storageOnNode(r);
-      const { storage, ...rest } = nodeStorages(r.ctx(), r.params.node).find((x) => x.storage === r.params.storage)!;
+      // pve-storage PVE/API2/Storage/Status.pm, read_status: a storage storage_info does
+      // not list for the node is a parameter error.
+      const found = nodeStorages(r.ctx(), r.params.node).find((x) => x.storage === r.params.storage);
+      if (!found) throw paramExc({ storage: 'No such storage.' });
+      const { storage, ...rest } = found;
       void storage;
       return rest;
     },

@@ -63,6 +63,30 @@ describe('trust', () => {
     expect(stub.requests).toHaveLength(0);
   });
 
+  test('one pin per URL: each node is checked against its own, and a renewed one is named with what to do', async () => {
+    const second = await startPveApiStub();
+    try {
+      second.route('GET /nodes/pve1/version', () => ({ data: { version: '8.4.1', release: '8.4' } }));
+      const renewed = 'AB:'.repeat(31) + 'AB';
+      // The first node's certificate changed (its pin is stale); the second's pin holds.
+      const api = new PveApi({ urls: [stub.url, second.url], token: TOKEN, fingerprint: [renewed, stub.fingerprint] });
+      apis.push(api);
+      await expect(new ApiNode(api, 'pve1').version()).resolves.toMatchObject({ version: '8.4.1' });
+      expect(stub.requests).toEqual([]);
+      expect(second.requests).toHaveLength(1);
+      // Both stale: each refusal names its URL, its place in the list, and the way out.
+      const stale = new PveApi({ urls: [stub.url, second.url], token: TOKEN, fingerprint: [renewed, renewed] });
+      apis.push(stale);
+      const err = await new ApiNode(stale, 'pve1').version().catch((e: Error) => e);
+      expect((err as Error).message).toContain(`PROXMOX_API_FINGERPRINT for ${new URL(stub.url).origin} (1st of 2)`);
+      expect((err as Error).message).toContain(`PROXMOX_API_FINGERPRINT for ${new URL(second.url).origin} (2nd of 2)`);
+      expect((err as Error).message).toMatch(/certificate fingerprint [0-9A-F:]{95} .*pin the new one \(pvenode cert info\) or trust the cluster's CA \(PROXMOX_API_CA_FILE\)/);
+      expect(() => new PveApi({ urls: [stub.url, second.url, stub.url], token: TOKEN, fingerprint: [renewed, renewed] })).toThrow(/2 fingerprints for 3 URLs/);
+    } finally {
+      await second.close();
+    }
+  });
+
   test('the CA file trusts the certificate; without it (system CAs) a self-signed one is refused', async () => {
     await expect(node({ fingerprint: undefined, ca: stub.certPem }).version()).resolves.toMatchObject({ version: '8.4.1' });
     await expect(node({ fingerprint: undefined }).version()).rejects.toThrow(/self-signed|self signed/);

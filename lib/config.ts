@@ -106,10 +106,15 @@ export const envSchema = z.object({
   PROXMOX_API_TOKEN: z.string().trim().regex(API_TOKEN_FORMAT, 'must be user@realm!tokenid=secret').optional(),
   PROXMOX_API_TOKEN_FILE: z.string().trim().min(1).optional(),
   PROXMOX_API_CA_FILE: z.string().trim().min(1).optional(),
+  // One SHA-256 pin for every URL, or one per URL in PROXMOX_API_URL's order (each node
+  // has a certificate of its own), comma-separated.
   PROXMOX_API_FINGERPRINT: z
     .string()
     .trim()
-    .regex(/^(?:[0-9A-Fa-f]{2}:){31}[0-9A-Fa-f]{2}$|^[0-9A-Fa-f]{64}$/, 'must be a SHA-256 fingerprint (AA:BB:... as pvenode cert info prints it)')
+    .regex(
+      /^(?:(?:[0-9A-Fa-f]{2}:){31}[0-9A-Fa-f]{2}|[0-9A-Fa-f]{64})(?:\s*,\s*(?:(?:[0-9A-Fa-f]{2}:){31}[0-9A-Fa-f]{2}|[0-9A-Fa-f]{64}))*$/,
+      'must be a SHA-256 fingerprint (AA:BB:... as pvenode cert info prints it), or one per URL, comma-separated',
+    )
     .optional(),
   PROXMOX_API_INSECURE: z
     .string()
@@ -245,7 +250,8 @@ export interface ProxmoxApiConfig {
   urls: string[];
   token: string;
   ca?: string;
-  fingerprint?: string;
+  /** One pin for every URL, or one per URL (same order as `urls`). */
+  fingerprint?: string | string[];
   insecure: boolean;
   /** Storage the nodes download cloud images to (content `import`). */
   imageStorage: string;
@@ -467,12 +473,16 @@ function readApiSettings(env: z.infer<typeof envSchema>, problems: string[]): Pr
       problems.push(`PROXMOX_API_CA_FILE: cannot read ${env.PROXMOX_API_CA_FILE} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
     }
   }
+  const pins = env.PROXMOX_API_FINGERPRINT?.split(',').map((f) => f.trim());
+  if (pins && pins.length > 1 && pins.length !== env.PROXMOX_API_URL.length) {
+    problems.push(`PROXMOX_API_FINGERPRINT: ${pins.length} fingerprints for ${env.PROXMOX_API_URL.length} URLs in PROXMOX_API_URL; give one for all, or one per URL in the same order`);
+  }
   if (token === undefined) return undefined;
   return {
     urls: env.PROXMOX_API_URL,
     token,
     ca,
-    fingerprint: env.PROXMOX_API_FINGERPRINT,
+    fingerprint: pins && pins.length > 1 ? pins : pins?.[0],
     insecure: env.PROXMOX_API_INSECURE,
     imageStorage: env.PROXMOX_IMAGE_STORAGE,
   };

@@ -13,7 +13,7 @@ import { sandboxSourceDir } from './location';
 import { startCliServer } from './cliServer';
 import { sandboxNiceness } from './priority';
 import { startApiServer, type SandboxApi, type SandboxApiOptions } from './api/start';
-import { addToken, authHeader, type AclEntry } from './api/access';
+import { addToken, addUser, authHeader, type AclEntry } from './api/access';
 import { killRunningTasks } from './api/tasks';
 
 /**
@@ -99,8 +99,15 @@ export interface SandboxCluster {
   /** The REST API server, when started with `api`. */
   api?: SandboxApi;
   /**
-   * Adds an API token (privilege-separated unless `privsep: false`) with these ACL
-   * entries, e.g. `{ tokenid: 'qemurun@pve!ci', acl: [{ path: '/', privs: ['VM.Audit'] }] }`.
+   * Adds a user (`pveum user add`) with these ACL entries, e.g.
+   * `{ userid: 'qemurun@pve', acl: [{ path: '/', privs: ['PVEVMAdmin'] }] }`.
+   */
+  createApiUser(u: { userid: string; acl?: AclEntry[] }): void;
+  /**
+   * Adds an API token of an existing user (privilege-separated unless `privsep: false`)
+   * with these ACL entries, e.g. `{ tokenid: 'qemurun@pve!ci', acl: [{ path: '/', privs:
+   * ['VM.Audit'] }] }`. A privilege-separated token has what both its ACL and its user's
+   * grant; one without privilege separation has its user's privileges.
    */
   createApiToken(t: { tokenid: string; secret?: string; privsep?: boolean; acl?: AclEntry[]; expire?: number }): SandboxApiToken;
   injectFault(f: FaultSpec): Promise<void>;
@@ -237,6 +244,7 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     nodeAddresses,
     sshdPids: Object.fromEntries(model.nodes.map((n, i) => [n.name, sshds[i].pid])),
     api,
+    createApiUser: (u) => addUser(dir, u),
     createApiToken: (t) => {
       const token = addToken(dir, t);
       return { tokenid: token.tokenid, secret: token.secret, authorization: authHeader(token) };

@@ -1,9 +1,11 @@
 /**
- * `npm run sandbox`: the simulated cluster and its image mirror alone, in a process of
- * their own. Prints, as KEY=value lines on stdout, the settings with which the API and
- * workers (QEMURUN_ROLE=api / worker, or a whole service) reach it over SSH, as a
- * deployment off a real cluster reaches its nodes. Runs until SIGINT/SIGTERM; its VMs
- * keep running across its restarts, as a cluster's do.
+ * `npm run sandbox`: the simulated cluster, its REST API and its image mirror alone, in a
+ * process of their own. Prints, as KEY=value lines on stdout, the settings with which the
+ * API and workers (QEMURUN_ROLE=api / worker, or a whole service) reach it over SSH, as a
+ * deployment off a real cluster reaches its nodes; then, commented out (`# KEY=value`),
+ * those of API mode (PROXMOX_API_URL, a token file, the certificate's fingerprint), which
+ * replace the NODE_* lines. Runs until SIGINT/SIGTERM; its VMs keep running across its
+ * restarts, as a cluster's do.
  *
  * It reads the sandbox's settings (DATA_DIR, SSH_KEY_PATH, GATEWAY, VM_SSH_PORT,
  * SANDBOX_*, IMAGE_BASE_*) and ignores MAIN_NODE and NODE_*, which it prints.
@@ -17,6 +19,7 @@ import { ensureSshKey } from '../lib/sshKey';
 import { RunRecords } from '../lib/run/records';
 import { StartupError, EXIT_CRASH } from '../lib/startupError';
 import { startSandboxCluster } from './cluster';
+import { clusterPaths } from './state/paths';
 
 function sandboxSettings(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
@@ -41,11 +44,14 @@ async function main(): Promise<void> {
     const tools = await sandboxTools(config);
     const key = ensureSshKey(config.sshKeyPath);
     const guests = await realGuests(config, (line) => console.error(line));
-    const cluster = await startSandboxCluster(sandboxClusterOptions(config, key, tools, guests));
+    const cluster = await startSandboxCluster({ ...sandboxClusterOptions(config, key, tools, guests), api: { port: config.sandboxOptions.apiPort } });
     for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
+    const api = cluster.api!;
+    run.record('sandbox-api', "the sandbox's REST API server", api.pid);
     stops.push(async () => {
       await cluster.stop({ keepVms: true });
       for (const node of Object.keys(cluster.sshdPids)) run.forget(`sandbox-sshd-${node}`);
+      run.forget('sandbox-api');
     });
     const mirror = await startImages(config, guests);
     if (mirror) stops.push(() => mirror.stop());
@@ -71,7 +77,22 @@ async function main(): Promise<void> {
       `*** Proxmox sandbox: nodes ${Object.keys(cluster.nodeAddresses).join(', ')} (state in ${cluster.dir})` +
         `${mirror ? `, image mirror at ${mirror.origin}` : ''}. Settings for the API and workers: ***`,
     );
+    // API mode: the same settings with these instead of NODE_* (and MAIN_NODE_IMAGE_DIR,
+    // which API mode does not use). The token is given as a file, so no secret is printed.
+    const tokenFile = path.join(clusterPaths(cluster.dir).apiDir, 'token');
+    fs.writeFileSync(tokenFile, `${api.token.tokenid}=${api.token.secret}\n`, { mode: 0o600 });
+    const apiSettings: Record<string, string> = {
+      PROXMOX_API_URL: api.url,
+      PROXMOX_API_TOKEN_FILE: tokenFile,
+      PROXMOX_API_FINGERPRINT: api.fingerprint,
+    };
     console.log(Object.entries(settings).map(([k, v]) => `${k}=${v}`).join('\n'));
+    console.log(
+      [
+        `# API mode instead (${api.token.tokenid}'s token; no node is reached over SSH): these three in place of the NODE_* lines`,
+        ...Object.entries(apiSettings).map(([k, v]) => `# ${k}=${v}`),
+      ].join('\n'),
+    );
     console.error('*** ready; Ctrl-C stops the nodes (running VMs keep running) ***');
   } catch (err) {
     await stopAll();

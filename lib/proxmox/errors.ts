@@ -84,7 +84,10 @@ export class ParameterError extends ProxmoxError {
   override readonly name: string = 'ParameterError';
 }
 
-/** `storage 'x' does not exist | is disabled | is not available on node 'n'`, ... */
+/**
+ * `storage 'x' does not exist | is disabled | is not available on node 'n' | is not
+ * configured for content-type 'import'`, `No such storage.`, ...
+ */
 export class StorageError extends ProxmoxError {
   override readonly name: string = 'StorageError';
 }
@@ -144,8 +147,9 @@ type ErrorClass = new (failure: CommandFailure) => ProxmoxError;
 
 /** First match wins; the order matters where one output holds two texts. */
 const RULES: ReadonlyArray<readonly [RegExp, ErrorClass]> = [
-  // The API's 403 and 401 (the status leads the text, as pvesh prints it).
-  [/^(?:40[13] )?(?:Permission check failed|authentication failure|No ticket)/im, PermissionDeniedError],
+  // The API's 403 and 401 (the status leads the text, as pvesh prints it). A refused
+  // token is `401 Authentication failed!` (pve-manager PVE/HTTPServer.pm, auth_handler).
+  [/^(?:40[13] )?(?:Permission check failed|authentication failure|Authentication failed!|No ticket)|^401 /im, PermissionDeniedError],
   // create/clone on a used VMID; `pvesh get /cluster/nextid --vmid N` on a used one.
   [/already exists on node '[^']*'|config file already exists|^vmid: VM \d+ already exists/m, VmidTakenError],
   [/Configuration file '[^']*' does not exist|unable to find configuration file for VM \d+/, VmNotFoundError],
@@ -153,7 +157,9 @@ const RULES: ReadonlyArray<readonly [RegExp, ErrorClass]> = [
   [/can't lock file '[^']*' - got timeout/, LockTimeoutError],
   [/no such cluster node '[^']*'/, NoSuchNodeError],
   [
-    /storage '[^']*' (?:does not exist|is disabled|is not available on node)|storage \S+ does not support vm images|content type '[^']*' is not available on storage/,
+    // download_url's content check and read_status' unknown storage (pve-storage
+    // PVE/API2/Storage/Status.pm): a storage's configuration does not heal by itself.
+    /storage '[^']*' (?:does not exist|is disabled|is not available on node|is not configured for content-type '[^']*')|storage \S+ does not support vm images|content type '[^']*' is not available on storage|^storage: No such storage\./m,
     StorageError,
   ],
   [

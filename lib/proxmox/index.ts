@@ -62,7 +62,7 @@ export interface ProxmoxApiSettings {
   urls: string[];
   token: string;
   ca?: string;
-  fingerprint?: string;
+  fingerprint?: string | string[];
   insecure: boolean;
 }
 

@@ -5,11 +5,14 @@ import { clusterPaths } from '../state/paths';
 import { readIfExists, withLock, writeFileAtomic } from '../state/files';
 
 /**
- * API tokens and their privileges (user.cfg's tokens and acl entries, as far as the
- * sandbox needs them). A token is `user@realm!tokenid` with a UUID secret. Without
- * privilege separation a token of root@pam has every privilege, as root@pam has; any
- * other token has what its ACL entries grant: privileges on a path, inherited by the
- * paths below it (`/` covers everything, `/vms/100` only that VM).
+ * Users, roles, API tokens and their privileges (user.cfg's users, roles, tokens and acl
+ * entries, as far as the sandbox needs them). A token is `user@realm!tokenid` with a UUID
+ * secret and belongs to a user. ACL entries grant privileges (or roles) on a path,
+ * inherited by the paths below it (`/` covers everything, `/vms/100` only that VM); users
+ * and tokens have entries of their own. What a token may do is computed as
+ * PVE::RPCEnvironment::permissions does (see `privilegesOn`): root@pam is every privilege;
+ * a token without privilege separation has its user's privileges; a privilege-separated
+ * one has those that both its own ACL and its user's grant.
  */
 export interface AclEntry {
   path: string;
@@ -21,7 +24,10 @@ export interface ApiToken {
   /** `user@realm!tokenid` */
   tokenid: string;
   secret: string;
-  /** Privilege separation: true = the ACL below alone, false = the user's privileges. */
+  /**
+   * Privilege separation: true = what both the ACL below and the user's grant (root@pam's
+   * own tokens: the ACL below alone), false = the user's privileges.
+   */
   privsep: boolean;
   acl: AclEntry[];
   /** Unix seconds; 0 or absent = never. */
@@ -40,8 +46,20 @@ export const PRIVILEGES = [
   'VM.Monitor', 'VM.PowerMgmt', 'VM.Snapshot', 'VM.Snapshot.Rollback',
 ];
 
+/** A user of user.cfg other than root@pam (which always exists and has every privilege). */
+export interface ApiUser {
+  userid: string;
+  acl: AclEntry[];
+}
+
+/** user.cfg's users (but root@pam) and the roles `pveum role add` made. */
+export interface AccessConfig {
+  users: ApiUser[];
+  roles: Record<string, string[]>;
+}
+
 /** A few of PVE's built-in roles, by the privileges they hold. */
-const ROLES: Record<string, string[]> = {
+export const ROLES: Record<string, string[]> = {
   Administrator: PRIVILEGES,
   PVEAuditor: PRIVILEGES.filter((p) => /\.Audit$/.test(p)),
   PVEVMAdmin: PRIVILEGES.filter((p) => p.startsWith('VM.')).concat(['Datastore.AllocateSpace', 'Datastore.Audit', 'Pool.Audit', 'Sys.Audit', 'Sys.Console', 'SDN.Use']),
@@ -57,25 +75,78 @@ function tokensFile(dir: string): string {
   return path.join(clusterPaths(dir).apiDir, 'tokens.json');
 }
 
+function usersFile(dir: string): string {
+  return path.join(clusterPaths(dir).apiDir, 'users.json');
+}
+
+const lockFile = (dir: string) => path.join(clusterPaths(dir).locksDir, 'tokens.lock');
+
+export function loadAccess(dir: string): AccessConfig {
+  const raw = readIfExists(usersFile(dir));
+  return raw ? (JSON.parse(raw) as AccessConfig) : { users: [], roles: {} };
+}
+
+function saveAccess(dir: string, cfg: AccessConfig): void {
+  writeFileAtomic(usersFile(dir), JSON.stringify(cfg, null, 2) + '\n', 0o600);
+}
+
+/** Changes users.json under the lock tokens.json is written under (user.cfg is one file on PVE). */
+export function updateAccess<T>(dir: string, fn: (cfg: AccessConfig, tokens: ApiToken[]) => T): T {
+  fs.mkdirSync(clusterPaths(dir).apiDir, { recursive: true });
+  return withLock(lockFile(dir), 10_000, () => {
+    const cfg = loadAccess(dir);
+    const tokens = loadTokens(dir);
+    const out = fn(cfg, tokens);
+    saveAccess(dir, cfg);
+    writeFileAtomic(tokensFile(dir), JSON.stringify(tokens, null, 2) + '\n', 0o600);
+    return out;
+  });
+}
+
+export const ROOT_USER = 'root@pam';
+
+/** `user@realm` of `user@realm!tokenid` (PVE::AccessControl::split_tokenid). */
+export const userOfToken = (tokenid: string) => tokenid.replace(/!.*$/, '');
+
+/** PVE::AccessControl::check_user_exist's error for a user user.cfg does not have. */
+export function userExists(cfg: AccessConfig, userid: string): boolean {
+  return userid === ROOT_USER || cfg.users.some((u) => u.userid === userid);
+}
+
+/** Adds a user (`pveum user add`), optionally with ACL entries of its own. */
+export function addUser(dir: string, u: { userid: string; acl?: AclEntry[] }): void {
+  if (!/^[^\s:/@!]+@[A-Za-z][A-Za-z0-9.\-_]+$/.test(u.userid)) throw new Error(`value '${u.userid}' does not look like a valid user name`);
+  updateAccess(dir, (cfg) => {
+    if (userExists(cfg, u.userid)) throw new Error(`user '${u.userid}' already exists`);
+    checkAcl(cfg, u.acl ?? []);
+    cfg.users.push({ userid: u.userid, acl: u.acl ?? [] });
+  });
+}
+
+function checkAcl(cfg: AccessConfig, acl: AclEntry[]): void {
+  for (const e of acl) {
+    for (const p of e.privs) if (!PRIVILEGES.includes(p) && !ROLES[p] && !cfg.roles[p]) throw new Error(`invalid privilege or role '${p}'`);
+  }
+}
+
 export function loadTokens(dir: string): ApiToken[] {
   const raw = readIfExists(tokensFile(dir));
   return raw ? (JSON.parse(raw) as ApiToken[]) : [];
 }
 
 /**
- * Adds (or replaces) a token; returns it with its secret. Without `secret` a random UUID
- * is made, as `pveum user token add` does.
+ * Adds (or replaces) a token of an existing user; returns it with its secret. Without
+ * `secret` a random UUID is made, as `pveum user token add` does. The user must exist
+ * (API2/User.pm's generate_token: check_user_exist, `no such user ('…')`).
  */
 export function addToken(dir: string, t: { tokenid: string; secret?: string; privsep?: boolean; acl?: AclEntry[]; expire?: number }): ApiToken {
   if (!TOKEN_ID.test(t.tokenid)) throw new Error(`value '${t.tokenid}' does not look like a valid token ID`);
-  for (const e of t.acl ?? []) {
-    for (const p of e.privs) if (!PRIVILEGES.includes(p) && !ROLES[p]) throw new Error(`invalid privilege or role '${p}'`);
-  }
   const token: ApiToken = { tokenid: t.tokenid, secret: t.secret ?? randomUUID(), privsep: t.privsep ?? true, acl: t.acl ?? [], ...(t.expire ? { expire: t.expire } : {}) };
-  fs.mkdirSync(clusterPaths(dir).apiDir, { recursive: true });
-  withLock(path.join(clusterPaths(dir).locksDir, 'tokens.lock'), 10_000, () => {
-    const tokens = loadTokens(dir).filter((x) => x.tokenid !== token.tokenid);
-    writeFileAtomic(tokensFile(dir), JSON.stringify([...tokens, token], null, 2) + '\n', 0o600);
+  updateAccess(dir, (cfg, tokens) => {
+    const user = userOfToken(t.tokenid);
+    if (!userExists(cfg, user)) throw new Error(`no such user ('${user}')`);
+    checkAcl(cfg, token.acl);
+    tokens.splice(0, tokens.length, ...tokens.filter((x) => x.tokenid !== token.tokenid), token);
   });
   return token;
 }
@@ -99,6 +170,8 @@ export function verifyToken(dir: string, value: string): ApiToken {
   const [, tokenid, secret] = m;
   const parsed = TOKEN_ID.exec(tokenid);
   if (!parsed) throw new Error(`value '${tokenid}' does not look like a valid token ID`);
+  // check_user_enabled before check_token_exist, as verify_token does.
+  if (!userExists(loadAccess(dir), `${parsed[1]}@${parsed[2]}`)) throw new Error(`no such user ('${parsed[1]}@${parsed[2]}')`);
   const token = loadTokens(dir).find((t) => t.tokenid === tokenid);
   if (!token) throw new Error(`no such token '${parsed[3]}' for user '${parsed[1]}@${parsed[2]}'`);
   if (token.expire && token.expire < Date.now() / 1000) throw new Error(`token '${parsed[3]}' access expired`);
@@ -110,13 +183,77 @@ export function verifyToken(dir: string, value: string): ApiToken {
 
 const covers = (aclPath: string, p: string) => aclPath === '/' || p === aclPath || p.startsWith(aclPath.replace(/\/$/, '') + '/');
 
-/** The privileges `token` has on `p` (RPCEnvironment::permissions). */
-export function privilegesOn(token: ApiToken, p: string): Set<string> {
-  if (!token.privsep && token.tokenid.startsWith('root@pam!')) return new Set(PRIVILEGES);
+function granted(cfg: AccessConfig, acl: AclEntry[], p: string): Set<string> {
   const out = new Set<string>();
-  for (const e of token.acl) {
+  for (const e of acl) {
     if (!covers(e.path, p)) continue;
-    for (const priv of e.privs) for (const x of ROLES[priv] ?? [priv]) out.add(x);
+    for (const priv of e.privs) for (const x of ROLES[priv] ?? cfg.roles[priv] ?? [priv]) out.add(x);
   }
   return out;
+}
+
+/**
+ * The privileges `token` has on `p`, as pve-access-control's PVE/RPCEnvironment.pm
+ * `permissions` and `$compile_acl_path` compute them: the owning user's privileges
+ * (root@pam: all) for a token without privilege separation; for a privilege-separated
+ * token, those its own ACL grants that its user has too ("intersect user and token
+ * permissions"), except for root@pam's tokens, whose own ACL is taken as is.
+ */
+export function privilegesOn(token: ApiToken, p: string, cfg: AccessConfig): Set<string> {
+  const userid = userOfToken(token.tokenid);
+  const user = cfg.users.find((u) => u.userid === userid);
+  const userPrivs = userid === ROOT_USER ? new Set(PRIVILEGES) : granted(cfg, user?.acl ?? [], p);
+  if (!token.privsep) return userPrivs;
+  const own = granted(cfg, token.acl, p);
+  if (userid === ROOT_USER) return own;
+  return new Set([...own].filter((x) => userPrivs.has(x)));
+}
+
+/**
+ * `pveum role add <roleid> --privs …` (API2/Role.pm create_role): a role of its own,
+ * usable in ACL entries like the built-in ones.
+ */
+export function addRole(dir: string, roleid: string, privs: string[]): void {
+  updateAccess(dir, (cfg) => {
+    if (ROLES[roleid] || cfg.roles[roleid]) throw new Error(`role '${roleid}' already exists`);
+    for (const p of privs) if (!PRIVILEGES.includes(p)) throw new Error(`invalid privilege '${p}'`);
+    cfg.roles[roleid] = [...new Set(privs)];
+  });
+}
+
+/**
+ * `pveum acl modify <path> --roles … --users …|--tokens …` (API2/ACL.pm update_acl): the
+ * roles on `path` for each user and token. The roles, users and tokens must exist.
+ */
+export function modifyAcl(dir: string, a: { path: string; roles: string[]; users?: string[]; tokens?: string[] }): void {
+  updateAccess(dir, (cfg, tokens) => {
+    for (const r of a.roles) if (!ROLES[r] && !cfg.roles[r]) throw new Error(`role '${r}' does not exist`);
+    for (const u of a.users ?? []) {
+      if (!userExists(cfg, u)) throw new Error(`no such user ('${u}')`);
+      // root@pam has every privilege whatever its ACL says.
+      const user = cfg.users.find((x) => x.userid === u);
+      user?.acl.push({ path: a.path, privs: a.roles });
+    }
+    for (const t of a.tokens ?? []) {
+      const token = tokens.find((x) => x.tokenid === t);
+      if (!token) {
+        const m = /^(.*)!(.*)$/.exec(t);
+        throw new Error(m ? `no such token '${m[2]}' for user '${m[1]}'` : `value '${t}' does not look like a valid token ID`);
+      }
+      token.acl.push({ path: a.path, privs: a.roles });
+    }
+  });
+}
+
+/**
+ * `pveum user token remove <userid> <tokenid>` (API2/User.pm remove_token): the token and
+ * its ACL entries go; a request with it then fails as a wrong one does.
+ */
+export function removeToken(dir: string, tokenid: string): void {
+  updateAccess(dir, (_cfg, tokens) => {
+    const i = tokens.findIndex((t) => t.tokenid === tokenid);
+    const m = /^(.*)!(.*)$/.exec(tokenid);
+    if (i < 0) throw new Error(`no such token '${m?.[2] ?? tokenid}' for user '${m?.[1] ?? ''}'`);
+    tokens.splice(i, 1);
+  });
 }

@@ -8,7 +8,7 @@ import * as f from '../cli/formats';
 import { uriUnescape } from '../state/escape';
 import { takeFaults } from '../state/faults';
 import { ApiError, fromCli, paramExc, permExc } from './errors';
-import { privilegesOn, verifyToken, type ApiToken } from './access';
+import { loadAccess, privilegesOn, verifyToken, type AccessConfig, type ApiToken } from './access';
 import { appendApiRequest } from './requestLog';
 
 /**
@@ -234,6 +234,8 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
         throw new ApiError(500, `hostname lookup '${params.node}' failed - failed to get address info for: ${params.node}: Name or service not known\n`);
       }
     }
+    let access: AccessConfig | undefined;
+    const privileges = (p: string) => privilegesOn(token!, p, (access ??= loadAccess(o.dir)));
     const r: Req = {
       dir: o.dir,
       params,
@@ -242,11 +244,11 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
       ctx,
       extra,
       can: (p, privs) => {
-        const have = privilegesOn(token!, p);
+        const have = privileges(p);
         return privs.every((x) => have.has(x));
       },
       check: (p, privs, any = false) => {
-        const have = privilegesOn(token!, p);
+        const have = privileges(p);
         if (any ? !privs.some((x) => have.has(x)) : !privs.every((x) => have.has(x))) {
           throw permExc(any ? `${p}, ${privs.join('|')}` : `${p}, ${privs.find((x) => !have.has(x))}`);
         }

@@ -171,6 +171,8 @@ const ROUTES: Route[] = [
     get: (ctx, _m, p) => nextId(ctx, p.vmid),
   },
   { path: /^\/version$/, get: (ctx) => version(ctx) },
+  // pve-manager's PVE/API2/Nodes.pm `version` (proxyto node): the named node's, not the answering one's.
+  { path: /^\/nodes\/([^/]+)\/version$/, get: (ctx, m) => (requireNode(ctx, m[1]), nodePveVersion(ctx.model, m[1])) },
 ];
 
 const FORMAT_PROPS: Record<string, Prop> = {

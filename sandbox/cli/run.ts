@@ -3,10 +3,11 @@ import { makeCtx, type CtxOutput } from './context';
 import { qm } from './qm';
 import { pvesh } from './pvesh';
 import { pvesm } from './pvesm';
+import { pveum } from './pveum';
 import { takeFaults } from '../state/faults';
 import { nodeOf } from '../state/model';
 
-export const TOOLS = { qm, pvesh, pvesm } as const;
+export const TOOLS = { qm, pvesh, pvesm, pveum } as const;
 export type Tool = keyof typeof TOOLS;
 
 /** Asynchronous on purpose: a hanging call must still die on SIGTERM (and be logged). */

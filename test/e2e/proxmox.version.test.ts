@@ -6,6 +6,8 @@ import { supportedRelease } from '../../lib/proxmox/version';
 import { checkNodeVersions } from '../../lib/nodeVersions';
 import { StartupError } from '../../lib/startupError';
 import { startTestCluster, type TestCluster } from '../../sandbox/testkit';
+import { ApiNode } from '../../lib/proxmox/api/node';
+import { PveApi } from '../../lib/proxmox/api/http';
 
 /**
  * The service reads `pvesh get /version` of every node at start and refuses a node older
@@ -31,10 +33,14 @@ test('8.0 and later are supported, 7.x is not', () => {
 
 describe('against a sandbox cluster with a node left on 7.4', () => {
   let t: TestCluster;
+  let api: PveApi;
   beforeAll(async () => {
-    t = await startTestCluster({ nodes: ['pve1', 'pve2', 'pve3'], pveVersions: { pve2: '7.4-3' } });
+    t = await startTestCluster({ nodes: ['pve1', 'pve2', 'pve3'], pveVersions: { pve2: '7.4-3' }, api: { authFailureDelayMs: 0 } });
+    const a = t.cluster.api!;
+    api = new PveApi({ urls: [a.url], token: `${a.token.tokenid}=${a.token.secret}`, fingerprint: a.fingerprint });
   });
   afterAll(async () => {
+    api?.close();
     await t?.dispose();
   });
 
@@ -72,5 +78,14 @@ describe('against a sandbox cluster with a node left on 7.4', () => {
     const report = await checkNodeVersions([node('pve1'), node('pve3'), node('gone', { PATH: '/nonexistent' })]);
     expect(Object.keys(report.versions).sort()).toEqual(['pve1', 'pve3']);
     expect(Object.keys(report.unreachable)).toEqual(['gone']);
+  });
+
+  test("in API mode each node's version is read at /nodes/{node}/version, so the old node is named too", async () => {
+    // /version is the serving node's (the sandbox's server plays the main node, pve1).
+    expect(await new ApiNode(api, 'pve2').version()).toMatchObject({ release: '7.4', version: '7.4-3' });
+    expect(await new ApiNode(api, 'pve3').version()).toMatchObject({ release: '8.4', version: '8.4.1' });
+    const err = await checkNodeVersions(['pve1', 'pve2', 'pve3'].map((n) => new ApiNode(api, n))).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StartupError);
+    expect((err as Error).message).toMatch(/^pve2 runs Proxmox VE 7\.4 \(pve-manager 7\.4-3\); QemuRun needs Proxmox VE 8\.0 or later/);
   });
 });

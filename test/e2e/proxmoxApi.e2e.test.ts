@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { temporal } from '@temporalio/proto';
+import { execa } from 'execa';
 import { startService, type RunningService } from '../../app/service';
 import { ApiNode } from '../../lib/proxmox/api/node';
 import { PveApi } from '../../lib/proxmox/api/http';
@@ -78,7 +79,7 @@ describe('a token without VM.Allocate', () => {
           privs: [
             'VM.Audit', 'VM.Config.CDROM', 'VM.Config.CPU', 'VM.Config.Cloudinit', 'VM.Config.Disk', 'VM.Config.HWType', 'VM.Config.Memory',
             'VM.Config.Network', 'VM.Config.Options', 'VM.Migrate', 'VM.PowerMgmt', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate',
-            'Datastore.Audit', 'Sys.Audit', 'Sys.Modify', 'SDN.Use',
+            'Datastore.Audit', 'Sys.Audit', 'Sys.AccessNetwork', 'SDN.Use',
           ],
         },
       ],
@@ -115,5 +116,64 @@ describe('a token without VM.Allocate', () => {
     const failed = (history.events ?? []).filter((e) => e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type === 'PermissionDeniedError');
     expect(failed).toHaveLength(1);
     expect(failed[0].activityTaskFailedEventAttributes!.retryState).toBe(temporal.api.enums.v1.RetryState.RETRY_STATE_NON_RETRYABLE_FAILURE);
+  });
+});
+
+describe('failures no retry heals fail at once, saying what to change', () => {
+  let other: RunningService | undefined;
+  afterEach(async () => {
+    await other?.stop();
+    other = undefined;
+  });
+
+  async function serviceWith(name: string, api: Partial<NonNullable<typeof h.config.proxmoxApi>>): Promise<RunningService> {
+    other = await startService({
+      config: {
+        ...h.config,
+        port: 0,
+        proxmoxApi: { ...h.config.proxmoxApi!, ...api },
+        temporal: { ...h.config.temporal, taskQueue: `${h.config.temporal.taskQueue}-${name}` },
+      },
+      temporalAddress: process.env.TEST_TEMPORAL_ADDRESS!,
+      workflowBundlePath: process.env.TEST_WORKFLOW_BUNDLE,
+      host: '127.0.0.1',
+    });
+    return other;
+  }
+
+  /** Every failed activity attempt of the workflow: its failure type and retry state. */
+  async function failedAttempts(service: RunningService, workflowId: string) {
+    const history = await service.client.workflow.getHandle(workflowId).fetchHistory();
+    return (history.events ?? [])
+      .map((e) => e.activityTaskFailedEventAttributes)
+      .filter((a) => a?.failure?.applicationFailureInfo)
+      .map((a) => [a!.failure!.applicationFailureInfo!.type, a!.retryState]);
+  }
+
+  test("an image storage without content 'import': StorageError at the first try, naming the content to add", async () => {
+    const service = await serviceWith('noimport', { imageStorage: 'nfs-backup' });
+    const res = await requestSse(`${service.url}/api/vm/install`, { body: { os: 'debian', version: '12', id: 151 } });
+    const error = res.events.find((e) => e.status === 'error');
+    expect(error?.message).toMatch(/storage 'nfs-backup' is not configured for content-type 'import'.*to fix: allow content 'import' on storage 'nfs-backup'/);
+    // One attempt, not retried.
+    expect(await failedAttempts(service, res.headers['x-workflow-id'] as string)).toEqual([
+      ['StorageError', temporal.api.enums.v1.RetryState.RETRY_STATE_NON_RETRYABLE_FAILURE],
+    ]);
+    expect(await h.sandbox.readConfig(151)).toBeUndefined();
+  });
+
+  test('a token revoked while the service runs: 401 Authentication failed!, not retried, naming PROXMOX_API_TOKEN', async () => {
+    h.sandbox.createApiToken({ tokenid: 'qemurun@pve!revoked', acl: [{ path: '/', privs: ['QemuRun'] }] });
+    const t = JSON.parse(fs.readFileSync(path.join(h.sandbox.dir, 'sandbox', 'api', 'tokens.json'), 'utf8')) as Array<{ tokenid: string; secret: string }>;
+    const secret = t.find((x) => x.tokenid === 'qemurun@pve!revoked')!.secret;
+    const service = await serviceWith('revoked', { token: `qemurun@pve!revoked=${secret}` });
+    await execa('pveum', ['user', 'token', 'remove', 'qemurun@pve', 'revoked'], { env: h.sandbox.envFor(h.sandbox.mainNode) });
+    const res = await requestSse(`${service.url}/api/vm/install`, { body: { os: 'debian', version: '12', id: 152 } });
+    const error = res.events.find((e) => e.status === 'error');
+    expect(error?.message).toMatch(/HTTP 401.*Authentication failed!.*to fix: .*PROXMOX_API_TOKEN/);
+    expect(await failedAttempts(service, res.headers['x-workflow-id'] as string)).toEqual([
+      ['PermissionDeniedError', temporal.api.enums.v1.RetryState.RETRY_STATE_NON_RETRYABLE_FAILURE],
+    ]);
+    expect(await h.sandbox.readConfig(152)).toBeUndefined();
   });
 });

@@ -19,6 +19,8 @@ let mirror: ImageMirror;
 beforeAll(async () => {
   t = await startTestCluster({ api: { authFailureDelayMs: 0 } });
   api = t.cluster.api!;
+  // The tokens below are privilege-separated: their own ACL, within what their user has.
+  t.cluster.createApiUser({ userid: 'qemurun@pve', acl: [{ path: '/', privs: ['Administrator'] }] });
   mirror = await startImageMirror();
 });
 afterAll(async () => {
@@ -158,6 +160,27 @@ describe('privileges', () => {
     expect(data<string>(await call('GET', '/cluster/nextid', { vmid: 160 }))).toBe('160');
   });
 
+  test("a privilege-separated token has what both its ACL and its user's grant; one without, its user's", async () => {
+    expect((await qm('pve1', 'create', '166', '--name', 'p166')).exitCode).toBe(0);
+    t.cluster.createApiUser({ userid: 'ops@pve', acl: [{ path: '/vms', privs: ['PVEAuditor'] }] });
+    const mine = { path: '/', privs: ['PVEVMAdmin'] };
+    const sep = t.cluster.createApiToken({ tokenid: 'ops@pve!sep', acl: [mine] });
+    // The role on the token alone gives nothing the user lacks (RPCEnvironment's intersection).
+    const create = await call('POST', '/nodes/pve1/qemu', { vmid: 165, ...BASIC }, { authorization: sep.authorization });
+    expect([create.status, create.statusMessage]).toEqual([403, 'Permission check failed']);
+    // VM.Audit on /vms: both grant it.
+    expect((await call('GET', '/nodes/pve1/qemu/166/config', {}, { authorization: sep.authorization })).status).toBe(200);
+    // Sys.Audit on /nodes: the token's role has it, the user has nothing there.
+    const node = await call('GET', '/nodes/pve1/status', {}, { authorization: sep.authorization });
+    expect([node.status, node.statusMessage]).toEqual([403, 'Permission check failed (/nodes/pve1, Sys.Audit)']);
+    // Without privilege separation the token's own ACL does not count: the user's does.
+    const whole = t.cluster.createApiToken({ tokenid: 'ops@pve!whole', privsep: false, acl: [mine] });
+    expect((await call('GET', '/nodes/pve1/status', {}, { authorization: whole.authorization })).status).toBe(403);
+    expect((await call('GET', '/nodes/pve1/qemu/166/config', {}, { authorization: whole.authorization })).status).toBe(200);
+    // A token of a user user.cfg does not have cannot be made.
+    expect(() => t.cluster.createApiToken({ tokenid: 'nobody@pve!xx', acl: [mine] })).toThrow("no such user ('nobody@pve')");
+  });
+
   test('a missing privilege on a path is named: VM.Config.Memory, VM.PowerMgmt, VM.Audit per VM', async () => {
     expect((await qm('pve1', 'create', '161', '--name', 'p161')).exitCode).toBe(0);
     expect((await qm('pve1', 'create', '162', '--name', 'p162')).exitCode).toBe(0);
@@ -214,6 +237,25 @@ describe('images by the node: download-url and import-from', () => {
       const img = mirror.image('debian', '12');
       const old = await call('POST', '/nodes/pve1/storage/local/download-url', { url: img.url, content: 'import', filename: 'old.qcow2' });
       expect([old.status, old.body?.errors]).toEqual([400, { content: "value 'import' does not have a value in the enumeration 'iso, vztmpl'" }]);
+    } finally {
+      fs.writeFileSync(file, saved);
+    }
+  });
+
+  test("in a mixed cluster each node answers /nodes/{node}/version with its own, and download-url follows the node's", async () => {
+    const file = `${t.cluster.dir}/sandbox/cluster.json`;
+    const saved = fs.readFileSync(file, 'utf8');
+    const model = JSON.parse(saved) as { nodes: Array<{ name: string; pveVersion?: string }> };
+    model.nodes.find((n) => n.name === 'pve2')!.pveVersion = '8.3.2';
+    fs.writeFileSync(file, JSON.stringify(model));
+    try {
+      expect(data(await call('GET', '/version'))).toMatchObject({ release: '8.4', version: '8.4.1' });
+      expect(data(await call('GET', '/nodes/pve2/version'))).toMatchObject({ release: '8.3', version: '8.3.2' });
+      expect(data(await call('GET', '/nodes/pve1/version'))).toMatchObject({ release: '8.4', version: '8.4.1' });
+      const img = mirror.image('debian', '12');
+      const old = await call('POST', '/nodes/pve2/storage/local/download-url', { url: img.url, content: 'import', filename: 'old.qcow2' });
+      expect([old.status, old.body?.errors]).toEqual([400, { content: "value 'import' does not have a value in the enumeration 'iso, vztmpl'" }]);
+      expect((await call('GET', '/nodes/pve9/version')).status).toBe(500);
     } finally {
       fs.writeFileSync(file, saved);
     }

@@ -8,6 +8,7 @@ import { startService, RunningService } from '../../app/service';
 import { startSandboxCluster, SandboxCluster } from '../../sandbox/cluster';
 import { startImageServer } from './imageServer';
 import { prepareRealGuests } from '../../sandbox/qemu/images';
+import { tokenFromDocs } from './docsToken';
 import { freePorts } from '../../sandbox/testkit';
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { resolveEncryptionKeys } from '../../lib/temporal/encryptionKeys';
@@ -41,7 +42,8 @@ export async function startHarness(
     temporalAddress?: string;
     /**
      * API mode: the sandbox serves the REST API too, and the service reaches the cluster
-     * only through it, with root@pam's sandbox token and the certificate pinned.
+     * only through it, with the certificate pinned and the token docs/proxmox-api.md's
+     * recipe makes (run as written with the sandbox's pveum): its privileges, not root's.
      */
     proxmoxApi?: boolean;
     /** false: the service runs no worker (the test runs its own, e.g. in a child process). */
@@ -107,7 +109,7 @@ export async function startHarness(
     const api = sandbox.api!;
     config.proxmoxApi = {
       urls: [api.url],
-      token: `${api.token.tokenid}=${api.token.secret}`,
+      token: await tokenFromDocs(sandbox),
       fingerprint: api.fingerprint,
       insecure: false,
       imageStorage: 'local',

@@ -85,6 +85,18 @@ describe('API mode settings', () => {
     expect(loadConfig({}).proxmoxApi).toBeUndefined();
   });
 
+  test('PROXMOX_API_FINGERPRINT: one pin for all URLs, or one per URL in their order', () => {
+    const a = 'AB:'.repeat(31) + 'AB';
+    const b = 'cd'.repeat(32);
+    const token = `qemurun@pve!svc=${secret}`;
+    expect(loadConfig({ ...base, PROXMOX_API_TOKEN: token, PROXMOX_API_FINGERPRINT: a }).proxmoxApi?.fingerprint).toBe(a);
+    expect(loadConfig({ ...base, PROXMOX_API_TOKEN: token, PROXMOX_API_FINGERPRINT: `${a}, ${b}` }).proxmoxApi?.fingerprint).toEqual([a, b]);
+    expect(() => loadConfig({ ...base, PROXMOX_API_TOKEN: token, PROXMOX_API_FINGERPRINT: `${a},${b},${a}` })).toThrow(
+      /PROXMOX_API_FINGERPRINT: 3 fingerprints for 2 URLs in PROXMOX_API_URL; give one for all, or one per URL in the same order/,
+    );
+    expect(() => loadConfig({ ...base, PROXMOX_API_TOKEN: token, PROXMOX_API_FINGERPRINT: `${a},nope` })).toThrow(/PROXMOX_API_FINGERPRINT: must be a SHA-256 fingerprint/);
+  });
+
   test('bad combinations are named', () => {
     expect(() => loadConfig({ ...base })).toThrow(/PROXMOX_API_TOKEN: required with PROXMOX_API_URL/);
     expect(() => loadConfig({ ...base, PROXMOX_API_URL: 'http://10.0.0.11:8006', PROXMOX_API_TOKEN: `a@pve!b=${secret}` })).toThrow(/PROXMOX_API_URL: must be https/);

@@ -1,8 +1,9 @@
+import { decodeUpid } from '../../sandbox/api/upid';
 import net from 'node:net';
 import { ApiNode } from '../../lib/proxmox/api/node';
 import { ApiUnreachableError, PveApi, type ApiSettings } from '../../lib/proxmox/api/http';
 import { parseUpid } from '../../lib/proxmox/api/tasks';
-import { PermissionDeniedError, ParameterError, VmLockedError, VmNotFoundError, VmidTakenError } from '../../lib/proxmox/errors';
+import { PermissionDeniedError, ParameterError, StorageError, VmLockedError, VmNotFoundError, VmidTakenError } from '../../lib/proxmox/errors';
 import { nodeImageName, versionAtLeast, ensureImageOnNode, NodeTooOldError } from '../../lib/images/onNode';
 import { fakeUpid, startPveApiStub, stubTask, type PveApiStub } from '../support/pveApiStub';
 import { startImageServer } from '../support/imageServer';
@@ -34,6 +35,7 @@ async function closedPort(): Promise<number> {
 beforeAll(async () => {
   stub = await startPveApiStub();
   stub.route('GET /version', () => ({ data: { version: '8.4.1', release: '8.4', repoid: '2a5fa54a' } }));
+  stub.route('GET /nodes/pve1/version', () => ({ data: { version: '8.4.1', release: '8.4', repoid: '2a5fa54a' } }));
 });
 
 afterEach(() => {
@@ -59,6 +61,30 @@ describe('trust', () => {
     expect((err as Error).message).toMatch(/not the pinned PROXMOX_API_FINGERPRINT/);
     expect((err as Error).message).not.toContain(TOKEN.split('=')[1]);
     expect(stub.requests).toHaveLength(0);
+  });
+
+  test('one pin per URL: each node is checked against its own, and a renewed one is named with what to do', async () => {
+    const second = await startPveApiStub();
+    try {
+      second.route('GET /nodes/pve1/version', () => ({ data: { version: '8.4.1', release: '8.4' } }));
+      const renewed = 'AB:'.repeat(31) + 'AB';
+      // The first node's certificate changed (its pin is stale); the second's pin holds.
+      const api = new PveApi({ urls: [stub.url, second.url], token: TOKEN, fingerprint: [renewed, stub.fingerprint] });
+      apis.push(api);
+      await expect(new ApiNode(api, 'pve1').version()).resolves.toMatchObject({ version: '8.4.1' });
+      expect(stub.requests).toEqual([]);
+      expect(second.requests).toHaveLength(1);
+      // Both stale: each refusal names its URL, its place in the list, and the way out.
+      const stale = new PveApi({ urls: [stub.url, second.url], token: TOKEN, fingerprint: [renewed, renewed] });
+      apis.push(stale);
+      const err = await new ApiNode(stale, 'pve1').version().catch((e: Error) => e);
+      expect((err as Error).message).toContain(`PROXMOX_API_FINGERPRINT for ${new URL(stub.url).origin} (1st of 2)`);
+      expect((err as Error).message).toContain(`PROXMOX_API_FINGERPRINT for ${new URL(second.url).origin} (2nd of 2)`);
+      expect((err as Error).message).toMatch(/certificate fingerprint [0-9A-F:]{95} .*pin the new one \(pvenode cert info\) or trust the cluster's CA \(PROXMOX_API_CA_FILE\)/);
+      expect(() => new PveApi({ urls: [stub.url, second.url, stub.url], token: TOKEN, fingerprint: [renewed, renewed] })).toThrow(/2 fingerprints for 3 URLs/);
+    } finally {
+      await second.close();
+    }
   });
 
   test('the CA file trusts the certificate; without it (system CAs) a self-signed one is refused', async () => {
@@ -111,6 +137,42 @@ describe('errors map to the CLI mode failure types', () => {
   test('401: a bad token is PermissionDeniedError too', async () => {
     stub.route('GET /cluster/nextid', () => ({ status: 401, message: 'authentication failure' }));
     await expect(node().nextId()).rejects.toBeInstanceOf(PermissionDeniedError);
+  });
+
+  test('what no retry heals fails at once, with what to do: a revoked token, a storage without import, an unknown storage', async () => {
+    // As pveproxy answers a token verify_token refuses: the reason phrase, no body.
+    stub.route('GET /cluster/nextid', () => ({ status: 401, message: 'Authentication failed!' }));
+    const revoked = await node().nextId().catch((e: Error) => e);
+    expect(revoked).toBeInstanceOf(PermissionDeniedError);
+    expect((revoked as PermissionDeniedError).retryable).toBe(false);
+    expect((revoked as Error).message).toMatch(/HTTP 401.*Authentication failed!.*to fix: .*PROXMOX_API_TOKEN/);
+
+    stub.route('POST /nodes/pve1/storage/local/download-url', () => ({ status: 500, message: "storage 'local' is not configured for content-type 'import'" }));
+    const noImport = await node()
+      .downloadUrl('local', { url: 'https://example.invalid/x.qcow2', filename: 'x.qcow2', content: 'import' })
+      .catch((e: Error) => e);
+    expect(noImport).toBeInstanceOf(StorageError);
+    expect((noImport as StorageError).retryable).toBe(false);
+    expect((noImport as Error).message).toMatch(/to fix: allow content 'import' on storage 'local'.*PROXMOX_IMAGE_STORAGE/);
+
+    stub.route('GET /nodes/pve1/storage/nope/status', () => ({ status: 400, message: 'Parameter verification failed.', errors: { storage: 'No such storage.' } }));
+    const unknown = await node().storageStatus({ storage: 'nope' }).catch((e: Error) => e);
+    expect(unknown).toBeInstanceOf(StorageError);
+    expect((unknown as Error).message).toMatch(/storage: No such storage\..*to fix: storage 'nope' does not exist on that node: check ASSIGN_STORAGE/);
+  });
+
+  test('a task that ends WARNINGS: n succeeded (PVE::Tools::upid_status_is_error)', async () => {
+    const upid = fakeUpid('pve1', 'qmstart', '120');
+    stub.route('POST /nodes/pve1/qemu/120/status/start', () => ({ data: upid }));
+    stubTask(stub, upid, ['WARN: no efidisk configured! Using temporary efivars disk.', 'TASK WARNINGS: 1'], 'WARNINGS: 1', 1);
+    await expect(node().start(120)).resolves.not.toThrow();
+  });
+
+  test('a resize refused with no privilege named: both privileges it needs are named', async () => {
+    stub.route('PUT /nodes/pve1/qemu/120/resize', () => ({ status: 403, message: 'Permission check failed' }));
+    const err = await node().resize(120, 'scsi0', '+2G').catch((e: Error) => e);
+    expect(err).toBeInstanceOf(PermissionDeniedError);
+    expect((err as Error).message).toMatch(/VM\.Config\.Disk.*Datastore\.AllocateSpace/);
   });
 
   test('VMID taken, locked, not found, bad parameter', async () => {
@@ -224,6 +286,22 @@ describe('tasks', () => {
     expect(parseUpid('UPID:pve2:0000ABCD:0001E240:6751A2B3:qmigrate:120:root@pam:')).toEqual({ node: 'pve2', type: 'qmigrate', id: '120' });
     expect(parseUpid('not-a-upid')).toBeUndefined();
   });
+
+  test("a UPID's pstart has 8 or 9 hex digits, as PVE::Tools::upid_decode allows; pid and starttime 8", () => {
+    // A node up for more than 497 days: pstart (clock ticks since boot) outgrows 32 bits.
+    const long = 'UPID:pve1:002F2C7D:1A2B3C4D5:6751A2B3:download:debian-12.qcow2:qemurun@pve!service:';
+    expect(parseUpid(long)).toEqual({ node: 'pve1', type: 'download', id: 'debian-12.qcow2' });
+    expect(decodeUpid(long)?.pstart).toBe(0x1a2b3c4d5);
+    for (const bad of [
+      'UPID:pve1:002F2C7D:1A2B3C4D56:6751A2B3:download:x:root@pam:', // pstart of 10 digits
+      'UPID:pve1:002F2C7D:1A2B3C4D:6751A2B30:download:x:root@pam:', // starttime of 9
+      'UPID:pve1:02F2C7D:1A2B3C4D:6751A2B3:download:x:root@pam:', // pid of 7
+      'UPID:pve1:002F2C7D:1A2B3C4D:6751A2B3:download:x::', // no user
+    ]) {
+      expect([bad, parseUpid(bad)]).toEqual([bad, undefined]);
+      expect([bad, decodeUpid(bad)]).toEqual([bad, undefined]);
+    }
+  });
 });
 
 describe('secrets and shapes', () => {
@@ -305,16 +383,18 @@ describe('images fetched by the node', () => {
     expect(stub.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
   });
 
-  test('a node older than 8.4 is refused, naming its version and what to do', async () => {
+  test('a node older than 8.4 is refused, naming it, its version and what to do, whatever node serves the API', async () => {
     const old = new PveApi({ urls: [stub.url], token: TOKEN, fingerprint: stub.fingerprint });
     apis.push(old);
-    stub.route('GET /version', () => ({ data: { version: '8.3.2', release: '8.3' } }));
+    // The node behind PROXMOX_API_URL runs 8.4 (/version); pve1, where the image goes, 8.3.
+    stub.route('GET /nodes/pve1/version', () => ({ data: { version: '8.3.2', release: '8.3' } }));
     try {
       const err = await ensureImageOnNode(new ApiNode(old, 'pve1'), 'local', source()).catch((e: Error) => e);
       expect(err).toBeInstanceOf(NodeTooOldError);
-      expect((err as Error).message).toMatch(/8\.3\.2.*8\.4 or later.*CLI mode/);
+      expect((err as Error).message).toMatch(/node 'pve1' runs Proxmox VE 8\.3\.2.*8\.4 or later.*CLI mode/);
+      expect(stub.requests.map((r) => `${r.method} ${r.path}`)).toContain('GET /nodes/pve1/version');
     } finally {
-      stub.route('GET /version', () => ({ data: { version: '8.4.1', release: '8.4' } }));
+      stub.route('GET /nodes/pve1/version', () => ({ data: { version: '8.4.1', release: '8.4' } }));
     }
   });
 

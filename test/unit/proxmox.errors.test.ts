@@ -34,6 +34,12 @@ describe('classifyFailure (the texts Proxmox prints)', () => {
     ["unable to create VM 100 - storage 'foo' is disabled\n", StorageError, false],
     ["storage 'local-lvm' is not available on node 'pve2'\n", StorageError, false],
     ['storage local does not support vm images\n', StorageError, false],
+    // pve-storage PVE/API2/Storage/Status.pm: download_url, read_status.
+    ["500 storage 'local' is not configured for content-type 'import'\n", StorageError, false],
+    ['400 Parameter verification failed.\nstorage: No such storage.\n', StorageError, false],
+    // pve-manager PVE/HTTPServer.pm: a revoked, expired or wrong token.
+    ['401 Authentication failed!\n', PermissionDeniedError, false],
+    ['401 No ticket\n', PermissionDeniedError, false],
     ["400 Parameter verification failed.\nvmid: type check ('integer') failed - got ''\nqm set <vmid> [OPTIONS]\n", ParameterError, false],
     ['400 Parameter verification failed.\nname: invalid format - value does not look like a valid DNS name\n', ParameterError, false],
     ['400 too many arguments\nqm set <vmid> [OPTIONS]\n', ParameterError, false],

@@ -4,6 +4,7 @@ import tls from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { classifyFailure } from '../errors';
 import { requiredPrivilege } from './privileges';
+import { fixFor } from './hints';
 
 /** How to reach and trust the Proxmox VE API. The token is a secret: it stays in here. */
 export interface ApiSettings {
@@ -13,8 +14,11 @@ export interface ApiSettings {
   token: string;
   /** PEM of the CA that signed the nodes' certificates (e.g. /etc/pve/pve-root-ca.pem). */
   ca?: string;
-  /** SHA-256 fingerprint of the certificate to accept, whoever signed it. */
-  fingerprint?: string;
+  /**
+   * SHA-256 fingerprint of the certificate to accept, whoever signed it: one for every URL,
+   * or one per URL in the order of `urls` (each node has a certificate of its own).
+   */
+  fingerprint?: string | string[];
   /** Accept any certificate. */
   insecure?: boolean;
   /** Per request; tasks are followed by many short requests. Default 60 s. */
@@ -42,7 +46,11 @@ export function normalizeFingerprint(fp: string): string {
  * pin is: a mismatch ends the connection before a byte of the request is written.
  */
 class PinnedAgent extends https.Agent {
-  constructor(private readonly pin: string) {
+  /** `which` says whose pin it is in a refusal: `https://10.0.0.12:8006 (2nd of PROXMOX_API_FINGERPRINT)`. */
+  constructor(
+    private readonly pin: string,
+    private readonly which = '',
+  ) {
     super({ keepAlive: true });
   }
 
@@ -57,7 +65,12 @@ class PinnedAgent extends https.Agent {
       socket.off('error', fail);
       const seen = socket.getPeerCertificate().fingerprint256?.replace(/:/g, '').toLowerCase();
       if (seen !== this.pin) {
-        fail(new Error(`certificate fingerprint ${seen ?? 'none'} is not the pinned PROXMOX_API_FINGERPRINT`));
+        const shown = seen ? seen.toUpperCase().match(/../g)!.join(':') : 'none';
+        fail(
+          new Error(
+            `certificate fingerprint ${shown} is not the pinned PROXMOX_API_FINGERPRINT${this.which ? ` ${this.which}` : ''}: if the node's certificate was renewed, pin the new one (pvenode cert info) or trust the cluster's CA (PROXMOX_API_CA_FILE)`,
+          ),
+        );
         return;
       }
       callback?.(null, socket);
@@ -66,10 +79,21 @@ class PinnedAgent extends https.Agent {
   }
 }
 
-function agentFor(s: ApiSettings): https.Agent {
-  if (s.fingerprint) return new PinnedAgent(normalizeFingerprint(s.fingerprint));
-  if (s.insecure) return new https.Agent({ keepAlive: true, rejectUnauthorized: false });
-  return new https.Agent({ keepAlive: true, ...(s.ca ? { ca: s.ca } : {}) });
+const ordinal = (n: number) => `${n}${n % 10 === 1 && n !== 11 ? 'st' : n % 10 === 2 && n !== 12 ? 'nd' : n % 10 === 3 && n !== 13 ? 'rd' : 'th'}`;
+
+/** The agent of each URL: with one pin per URL, one agent each, holding its own pin. */
+function agentsFor(s: ApiSettings, urls: URL[]): https.Agent[] {
+  const pins = s.fingerprint === undefined ? undefined : Array.isArray(s.fingerprint) ? s.fingerprint : [s.fingerprint];
+  if (pins && pins.length > 1) {
+    if (pins.length !== urls.length) throw new Error(`${pins.length} fingerprints for ${urls.length} URLs: give one for all, or one per URL`);
+    return pins.map((p, i) => new PinnedAgent(normalizeFingerprint(p), `for ${urls[i].origin} (${ordinal(i + 1)} of ${pins.length})`));
+  }
+  const one = pins
+    ? new PinnedAgent(normalizeFingerprint(pins[0]))
+    : s.insecure
+      ? new https.Agent({ keepAlive: true, rejectUnauthorized: false })
+      : new https.Agent({ keepAlive: true, ...(s.ca ? { ca: s.ca } : {}) });
+  return urls.map(() => one);
 }
 
 /** Form fields as the API's schema expects them: booleans 1/0, undefined left out. */
@@ -100,7 +124,7 @@ const NOT_SENT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFO
  * one that answered is tried first from then on.
  */
 export class PveApi {
-  private readonly agent: https.Agent;
+  private readonly agents: Map<URL, https.Agent>;
   private readonly urls: URL[];
   private preferred = 0;
   private readonly timeoutMs: number;
@@ -108,7 +132,8 @@ export class PveApi {
   constructor(private readonly settings: ApiSettings) {
     if (settings.urls.length === 0) throw new Error('no Proxmox API URL');
     this.urls = settings.urls.map((u) => new URL(u.replace(/\/+$/, '')));
-    this.agent = agentFor(settings);
+    const agents = agentsFor(settings, this.urls);
+    this.agents = new Map(this.urls.map((u, i) => [u, agents[i]]));
     this.timeoutMs = settings.timeoutMs ?? 60_000;
   }
 
@@ -118,7 +143,7 @@ export class PveApi {
   }
 
   close(): void {
-    this.agent.destroy();
+    for (const a of new Set(this.agents.values())) a.destroy();
   }
 
   async get<T = unknown>(path: string, params: Params = {}, opts: { signal?: AbortSignal; node?: string } = {}): Promise<T> {
@@ -170,6 +195,8 @@ export class PveApi {
     // Some checks name no privilege; the call tells which one it was.
     const needed = res.status === 403 && !/\(.+, .+\)/.test(message) ? requiredPrivilege(method, path, params) : undefined;
     if (needed) errors.unshift(`the token lacks ${needed.privilege} on ${needed.path}`);
+    const fix = fixFor(res.status, [message, ...errors].join('\n'), path);
+    if (fix) errors.push(`to fix: ${fix}`);
     throw classifyFailure({
       node: node ?? nodeOfPath(path) ?? 'cluster',
       command: `${method} ${path}`,
@@ -189,7 +216,7 @@ export class PveApi {
           port: base.port || 8006,
           method,
           path: `${base.pathname === '/' ? '' : base.pathname}${path}`,
-          agent: this.agent,
+          agent: this.agents.get(base),
           signal: opts.signal,
           headers: {
             Authorization: `PVEAPIToken=${this.settings.token}`,

@@ -266,7 +266,10 @@ export class ApiNode implements ProxmoxNode {
   }
 
   async version(call: CallOptions = {}): Promise<PveVersion> {
-    const data = await this.get<{ version?: string; release?: string; repoid?: string }>('/version', {}, call);
+    // This node's: `/version` is the version of whichever node serves the request (the one
+    // PROXMOX_API_URL reaches), `/nodes/{node}/version` the named node's (pve-manager
+    // PVE/API2/Nodes.pm, `version`, proxied to the node; any authenticated user may ask).
+    const data = await this.get<{ version?: string; release?: string; repoid?: string }>(`/nodes/${encodeURIComponent(this.node)}/version`, {}, call);
     const release = data?.release ?? data?.version?.match(/^\d+\.\d+/)?.[0];
     if (typeof data?.version !== 'string' || !release) throw new Error('unexpected /version answer');
     return { release, version: data.version, ...(data.repoid ? { repoid: data.repoid } : {}) };

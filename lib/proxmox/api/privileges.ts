@@ -14,7 +14,9 @@ export function requiredPrivilege(method: string, path: string, params: Params):
     if (method === 'DELETE' && sub === '') return { privilege: 'VM.Allocate', path: vm };
     if (sub === '/migrate') return { privilege: 'VM.Migrate', path: vm };
     if (/^\/status\/(?:start|stop|shutdown|reboot)$/.test(sub)) return { privilege: 'VM.PowerMgmt', path: vm };
-    if (sub === '/resize') return { privilege: 'VM.Config.Disk', path: vm };
+    // qemu-server PVE/API2/Qemu.pm, resize_vm: VM.Config.Disk on the VM, then
+    // Datastore.AllocateSpace on the disk's storage.
+    if (sub === '/resize') return { privilege: 'VM.Config.Disk (and Datastore.AllocateSpace on the disk\'s storage)', path: vm };
     if (sub === '/config' && method !== 'GET') return { privilege: `VM.Config.* for ${Object.keys(params).join(', ') || 'the options'}`, path: vm };
     if (method === 'GET') return { privilege: 'VM.Audit', path: vm };
   }

@@ -4,10 +4,15 @@ import type { PveApi } from './http';
 /**
  * `UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:`, the id Proxmox gives every
  * task it forks. The node is in it, so a UPID alone is enough to find the task again.
+ * Parsed as pve-common's `PVE::Tools::upid_decode` does: pid and starttime are 8 hex
+ * digits, pstart (the worker's start in clock ticks since boot) 8 or 9, as it outgrows 32
+ * bits on a node up for more than 497 days (`upid_encode` prints it with `%08X`).
  */
+const UPID = /^UPID:([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?):[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8,9}:[0-9A-Fa-f]{8}:([^:\s]+):([^:\s]*):([^:\s]+):$/;
+
 export function parseUpid(upid: string): { node: string; type: string; id: string } | undefined {
-  const m = /^UPID:([^:]+):[0-9A-F]{8}:[0-9A-F]{8}:[0-9A-F]{8,}:([^:]*):([^:]*):[^:]*:$/i.exec(upid);
-  return m ? { node: m[1], type: m[2], id: m[3] } : undefined;
+  const m = UPID.exec(upid);
+  return m ? { node: m[1], type: m[3], id: m[4] } : undefined;
 }
 
 export function isUpid(value: unknown): value is string {

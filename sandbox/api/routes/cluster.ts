@@ -1,5 +1,6 @@
 import type { Route } from '../http';
-import { clusterResources, nextId, nodeStatus, version } from '../../cli/pvesh';
+import { clusterResources, nextId, nodeStatus } from '../../cli/pvesh';
+import { nodePveVersion } from '../../state/model';
 import { nodeResource } from '../../cli/resources';
 import { CPU_MODELS } from '../../cli/formats';
 import * as f from '../../cli/formats';
@@ -9,7 +10,12 @@ import * as f from '../../cli/formats';
 const VENDORS: Record<string, string> = { EPYC: 'AuthenticAMD', Opteron: 'AuthenticAMD', athlon: 'AuthenticAMD', phenom: 'AuthenticAMD' };
 
 export const clusterRoutes: Route[] = [
-  { method: 'GET', path: '/version', handle: (r) => version(r.ctx()) },
+  // `/version` is answered by the node that serves the request (pve-manager PVE/API2.pm,
+  // `version`: PVE::pvecfg::version_info() of the local node): the sandbox's one server
+  // stands for the main node's pveproxy. Anyone authenticated may ask (`user => 'all'`).
+  { method: 'GET', path: '/version', handle: (r) => nodePveVersion(r.ctx().model, r.ctx().model.mainNode) },
+  // A given node's (pve-manager PVE/API2/Nodes.pm, `version`, proxyto => 'node', user => 'all').
+  { method: 'GET', path: '/nodes/{node}/version', handle: (r) => nodePveVersion(r.ctx().model, r.params.node) },
   {
     method: 'GET',
     path: '/cluster/resources',

@@ -8,7 +8,7 @@ import { storageFor, storagePath } from '../../cli/storage';
 import { listVolumes } from '../../state/volumes';
 import { probeImage } from '../../cli/qm/image';
 import { encodeText } from '../../state/escape';
-import { pveRelease } from '../../state/model';
+import { nodePveVersion } from '../../state/model';
 
 /** /nodes/{node}/storage/{storage}: status, content and download-url (pve-storage's API2::Storage). */
 
@@ -50,8 +50,11 @@ export const storageRoutes: Route[] = [
     path: '/nodes/{node}/storage/{storage}/status',
     handle: (r) => {
       auditable(r);
-      storageOnNode(r);
-      const { storage, ...rest } = nodeStorages(r.ctx(), r.params.node).find((x) => x.storage === r.params.storage)!;
+      // pve-storage PVE/API2/Storage/Status.pm, read_status: a storage storage_info does
+      // not list for the node is a parameter error.
+      const found = nodeStorages(r.ctx(), r.params.node).find((x) => x.storage === r.params.storage);
+      if (!found) throw paramExc({ storage: 'No such storage.' });
+      const { storage, ...rest } = found;
       void storage;
       return rest;
     },
@@ -97,8 +100,9 @@ export const storageRoutes: Route[] = [
     },
     handle: (r) => {
       const p = r.params;
-      // Before 8.4 the content enumeration had no `import`.
-      const [major, minor] = pveRelease(r.ctx().model);
+      // Before 8.4 the content enumeration had no `import`; the node of the path decides
+      // (download_url is proxied to it, `proxyto => 'node'`).
+      const [major, minor] = nodePveVersion(r.ctx().model, p.node).release.split('.').map(Number);
       if (p.content === 'import' && major * 100 + minor < 804) throw paramExc({ content: "value 'import' does not have a value in the enumeration 'iso, vztmpl'" });
       r.check(`/storage/${p.storage}`, ['Datastore.AllocateTemplate']);
       // Probing the node's network: Sys.Audit and Sys.Modify on /, or Sys.AccessNetwork on the node.

@@ -9,7 +9,9 @@ import { userNetdev } from './network';
  * QMP on a socket), so what a guest sees matches a Proxmox VM of the same config. What
  * differs, and why: the CPU is `max` under TCG and `host` under KVM (qemu-server's named
  * models such as x86-64-v2-AES are its own definitions), there is no VGA or VNC (nothing
- * here reads a screen), and the NICs sit on QEMU's user network (./network.ts).
+ * here reads a screen), disks ignore the guest's flushes (`cache=unsafe`: a sandbox disk
+ * is thrown away, and under emulation every fsync of a package install costs), and the
+ * NICs sit on QEMU's user network (./network.ts).
  */
 export interface GuestDisk {
   /** The drive key, e.g. scsi0, ide2. */
@@ -88,7 +90,7 @@ export function qemuCommand(input: QemuCommandInput): string[] {
     const index = Number(n);
     const bi = boot.get(d.key);
     const bootindex = bi !== undefined ? `,bootindex=${bi}` : '';
-    args.push('-drive', `file=${d.file},if=none,id=drive-${d.key},format=${d.format}${d.cdrom ? ',media=cdrom' : ',cache=writeback,discard=on'}`);
+    args.push('-drive', `file=${d.file},if=none,id=drive-${d.key},format=${d.format}${d.cdrom ? ',media=cdrom' : ',cache=unsafe,discard=on'}`);
     if (bus === 'scsi') {
       if (!scsiController) {
         args.push('-device', `${scsihw === 'virtio-scsi-pci' || scsihw === 'virtio-scsi-single' ? 'virtio-scsi-pci' : 'lsi53c895a'},id=scsihw0`);

@@ -16,7 +16,7 @@ const key = userKeyPair('user@laptop');
 const MINUTES = 60_000;
 
 beforeAll(async () => {
-  h = await startHarness({ SANDBOX_GUESTS: 'qemu', SSH_WAIT_TIMEOUT: '900', SANDBOX_BOOT_DELAY_MS: '0' });
+  h = await startHarness({ SANDBOX_GUESTS: 'qemu', SSH_WAIT_TIMEOUT: '900', SANDBOX_BOOT_DELAY_MS: '0', INIT_PACKAGES: 'tree' });
 }, 30 * MINUTES);
 
 afterAll(async () => {
@@ -65,15 +65,24 @@ async function expectInitScriptApplied(vm: Installed): Promise<void> {
     vm.user,
     [
       'ps -p 1 -o comm=',
-      'swapon --show=NAME --noheadings',
+      "awk 'NR > 1 { print $1 }' /proc/swaps",
       'timedatectl show -p Timezone --value',
       '. /etc/default/locale; echo $LANG',
       'systemctl is-active qemu-guest-agent',
       'cat /var/lib/qemurun/init-done',
+      // INIT_PACKAGES: fetched from Debian's archive through the sandbox's proxy.
+      "dpkg-query -W -f '${Status}' tree",
     ].join('; '),
   );
-  const [init, swap, tz, lang, agent, marker] = facts.split('\n');
-  expect({ init, swap, tz, lang, agent }).toEqual({ init: 'systemd', swap: '/swapfile', tz: 'UTC', lang: 'en_US.UTF-8', agent: 'active' });
+  const [init, swap, tz, lang, agent, marker, tree] = facts.split('\n');
+  expect({ init, swap, tz, lang, agent, tree }).toEqual({
+    init: 'systemd',
+    swap: '/swapfile',
+    tz: 'UTC',
+    lang: 'en_US.UTF-8',
+    agent: 'active',
+    tree: 'install ok installed',
+  });
   expect(marker).toMatch(/\S/);
 }
 

@@ -235,6 +235,15 @@ describe('privileges as qemu-server and pve-manager check them', () => {
     expect([dev.status, dev.body?.message]).toEqual([500, "only root can set 'serial0' config for real devices\n"]);
   });
 
+  test('booleans over HTTP are 1 or 0 (or JSON true/false); yes and true are refused', async () => {
+    const form = await call('POST', '/nodes/pve1/qemu', { vmid: 178, ...BASIC, numa: 'true' });
+    expect([form.status, form.body?.errors]).toEqual([400, { numa: "type check ('boolean') failed - got 'true'" }]);
+    const yes = await call('PUT', '/nodes/pve1/qemu/999/config', { numa: 'yes' });
+    expect([yes.status, yes.body?.errors]).toEqual([400, { numa: "type check ('boolean') failed - got 'yes'" }]);
+    expect((await task(await call('POST', '/nodes/pve1/qemu', { vmid: 178, ...BASIC, numa: true }, { json: true }))).status.exitstatus).toBe('OK');
+    expect((await qm('pve1', 'config', '178')).stdout).toMatch(/^numa: 1$/m);
+  });
+
   test('the cloud-init drive needs VM.Config.Cloudinit and VM.Config.CDROM; a new VM\'s disks only space on the storage', async () => {
     // create_vm checks no VM.Config.Disk: a new disk needs Datastore.AllocateSpace.
     const noDisk = tokenWithout('nodisk', 'VM.Config.Disk');

@@ -295,6 +295,23 @@ describe('qm power and listing without a guest OS', () => {
   });
 });
 
+describe('bridges', () => {
+  test('a bridge the node lacks is taken at create and set, and fails the start as QEMU\'s ifup script fails it', async () => {
+    const create = await qm('pve1', 'create', '241', ...CREATE.map((a) => (a === 'virtio,bridge=vmbr0' ? 'virtio,bridge=vmbr9' : a)));
+    expect(create.exitCode).toBe(0);
+    const start = await qm('pve1', 'start', '241');
+    expect([start.exitCode, start.stdout, start.stderr]).toEqual([
+      255,
+      "bridge 'vmbr9' does not exist\nkvm: -netdev type=tap,id=net0,ifname=tap241i0,script=/usr/libexec/qemu-server/pve-bridge,downscript=/usr/libexec/qemu-server/pve-bridgedown,vhost=on: network script /usr/libexec/qemu-server/pve-bridge failed with status 512",
+      'start failed: QEMU exited with code 1',
+    ]);
+    expect((await qm('pve1', 'status', '241')).stdout).toBe('status: stopped');
+    expect((await qm('pve1', 'set', '241', '--net0', 'virtio,bridge=vmbr0')).exitCode).toBe(0);
+    expect((await qm('pve1', 'start', '241')).exitCode).toBe(0);
+    expect((await qm('pve1', 'stop', '241')).exitCode).toBe(0);
+  });
+});
+
 describe('pvesh and pvesm', () => {
   const pvesh = (...args: string[]) => run('pve1', ['pvesh', 'get', ...args, '--output-format', 'json']);
 

@@ -72,11 +72,16 @@ function validate(route: Compiled, params: Record<string, string>): void {
   for (const k of Object.keys(params)) {
     if (!props[k]) errors[k] = 'property is not defined in schema and the schema does not allow additional properties';
   }
+  // Over HTTP nothing is parsed before the schema check (pve-common PVE/RESTHandler.pm
+  // `handle` → PVE/JSONSchema.pm `validate`, `check_type`): a boolean is `1` or `0` (or a
+  // JSON true/false, sent on as 1/0 by readBody), never `yes` or `true`.
+  for (const [k, v] of Object.entries(params)) {
+    if (props[k]?.type === 'boolean' && v !== '0' && v !== '1') errors[k] = `type check ('boolean') failed - got '${v}'`;
+  }
   const argv = Object.entries(params)
-    .filter(([k]) => props[k])
+    .filter(([k]) => props[k] && !errors[k])
     .map(([k, v]) => `--${k}=${v}`);
   try {
-    // Booleans come back as 0/1, whichever spelling was sent.
     Object.assign(params, parseArgs({ name: 'api', args: [], props }, argv));
   } catch (e) {
     if (!(e instanceof ParamError)) throw e;

@@ -26,6 +26,11 @@ export interface TaskJob {
   params?: Record<string, string>;
   /** The command an injected fault must match to fire on this task (e.g. `qm migrate 100 pve2`). */
   faultArgv: string[];
+  /**
+   * A permission the task's own code finds missing (update_vm checks drives once it holds
+   * the config, inside the worker): the task fails with it instead of acting.
+   */
+  denied?: string;
 }
 
 export function taskLogFile(dir: string, upid: string): string | undefined {

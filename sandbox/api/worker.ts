@@ -44,6 +44,7 @@ async function run(input: { dir: string; node: string; upid: string; job: TaskJo
       if (fault.hangMs !== undefined) await sleep(fault.hangMs);
       if (fault.hangMs !== undefined || fault.stderr !== undefined || fault.exitCode !== undefined) throw new CliError(fault.stderr ?? 'command failed');
     }
+    if (job.denied !== undefined) throw new CliError(job.denied);
     if (job.op === 'qm') await qm(ctx, job.argv!);
     else if (job.op === 'create') createVm(ctx, job.params!);
     else if (job.op === 'config') updateVm(ctx, job.params!);

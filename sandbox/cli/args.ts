@@ -50,7 +50,8 @@ function isNumber(v: string): boolean {
   return /^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(v);
 }
 
-function parseBoolean(v: string): string | undefined {
+/** pve-common PVE/JSONSchema.pm `parse_boolean`. */
+export function parseBoolean(v: string): string | undefined {
   if (/^(1|true|yes|on)$/i.test(v)) return '1';
   if (/^(0|false|no|off)$/i.test(v)) return '0';
   return undefined;
@@ -122,7 +123,13 @@ export function parseArgs(def: CommandDef, argv: readonly string[]): Params {
         i++;
       }
     }
-    if (prop.type === 'boolean') value = value === '' ? '1' : parseBoolean(value) ?? value;
+    if (prop.type === 'boolean') {
+      // pve-common PVE/JSONSchema.pm `get_options`: empty is 1; else `parse_boolean`
+      // (1|on|yes|true, 0|off|no|false, any case) or a 400 before any validation.
+      const b = value === '' ? '1' : parseBoolean(value);
+      if (b === undefined) throw new CliError(`400 unable to parse boolean option\n${usage}`);
+      value = b;
+    }
     opts[name] = prop.array && opts[name] !== undefined ? `${opts[name]}\0${value}` : value;
   }
 

@@ -1,3 +1,4 @@
+import { parseBoolean } from './args';
 import { parsePropertyString } from '../state/vmconf';
 
 /**
@@ -68,9 +69,14 @@ export function cpuConf(v: string): string | undefined {
 /** `pve-qga`: `[enabled=]<1|0>[,fstrim_cloned_disks=<1|0>][,freeze-fs-on-backup=<1|0>][,type=<virtio|isa>]`. */
 export function agent(v: string): Record<string, string> | undefined {
   const errors: Record<string, string> = {};
+  // pve-common PVE/JSONSchema.pm `parse_property_string`: a `key=value` boolean goes
+  // through parse_boolean (`enabled=yes` is 1), the default key's bare value does not
+  // (`agent: yes` fails the type check).
+  const bare = /^[^=,]+(?:,|$)/.test(v);
   for (const [k, val] of Object.entries(parsePropertyString(v, 'enabled'))) {
     if (['enabled', 'fstrim_cloned_disks', 'freeze-fs-on-backup', 'freeze-fs'].includes(k)) {
-      if (!['0', '1'].includes(val)) errors[k] = `type check ('boolean') failed - got '${val}'`;
+      const parsed = k === 'enabled' && bare ? val : (parseBoolean(val) ?? val);
+      if (!['0', '1'].includes(parsed)) errors[k] = `type check ('boolean') failed - got '${val}'`;
     } else if (k === 'type') {
       if (!['virtio', 'isa'].includes(val)) errors[k] = `value '${val}' does not have a value in the enumeration 'virtio, isa'`;
     } else {

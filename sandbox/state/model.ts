@@ -38,6 +38,11 @@ export interface NodeDef {
    * `pveVersion`, as during a rolling upgrade.
    */
   pveVersion?: string;
+  /**
+   * The Linux bridges the node has (`/sys/class/net/<bridge>/bridge`); undefined = only
+   * `vmbr0`, which the Proxmox VE installer makes.
+   */
+  bridges?: string[];
 }
 
 export interface ClusterModel {
@@ -179,4 +184,9 @@ export function nodeOf(model: ClusterModel, name: string): NodeDef | undefined {
 
 export function storagesOn(model: ClusterModel, node: string): StorageDef[] {
   return model.storages.filter((s) => !s.nodes || s.nodes.includes(node));
+}
+
+/** The bridges `node` has (NodeDef.bridges). */
+export function nodeBridges(model: ClusterModel, node: string): string[] {
+  return nodeOf(model, node)?.bridges ?? ['vmbr0'];
 }

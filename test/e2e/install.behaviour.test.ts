@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { execa } from 'execa';
 import { LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
 import { startHarness, Harness } from '../support/harness';
@@ -92,6 +93,31 @@ test('a permanent failure after create removes the VM and ends with an error eve
   expect(res.closed).toBe(true);
   expect(await vmIds()).toEqual(before);
   expectOwnVmRemoved(await operations(h, mark));
+});
+
+test('a bridge the main node lacks fails the install at its start step and leaves no VM', async () => {
+  // The node loses vmbr0 (the VM_BRIDGE default): create takes the name, start fails, as on Proxmox.
+  const file = `${h.sandbox.dir}/sandbox/cluster.json`;
+  const saved = fs.readFileSync(file, 'utf8');
+  const model = JSON.parse(saved) as { nodes: Array<{ name: string; bridges?: string[] }> };
+  model.nodes.find((n) => n.name === 'pve1')!.bridges = ['vmbr1'];
+  fs.writeFileSync(file, JSON.stringify(model));
+  try {
+    const before = await vmIds();
+    const mark = await operationsMark(h);
+    const res = await install({ os: 'debian', version: '12' });
+    const last = res.events.at(-1)!;
+    expect(last.status).toBe('error');
+    expect(last.step).toBe('VM initialization > start');
+    expect(last.message).toMatch(/^\[-\] .*start failed: QEMU exited with code 1/);
+    expect(res.events.some((e) => /^\[\*\] VM \d+ removed$/.test(e.message))).toBe(true);
+    expect(await vmIds()).toEqual(before);
+    const ops = await operations(h, mark);
+    expect(ops.some((o) => o.op === 'start' && !o.ok)).toBe(true);
+    expectOwnVmRemoved(ops);
+  } finally {
+    fs.writeFileSync(file, saved);
+  }
 });
 
 test('an explicit id that is taken fails clearly and leaves that VM alone', async () => {

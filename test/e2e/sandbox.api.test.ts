@@ -205,6 +205,78 @@ describe('privileges', () => {
   });
 });
 
+describe('privileges as qemu-server and pve-manager check them', () => {
+  // Everything a VM's configuration asks for, but what each test leaves out.
+  const ALL = ['VM.Allocate', 'VM.Audit', 'VM.Config.CDROM', 'VM.Config.CPU', 'VM.Config.Cloudinit', 'VM.Config.Disk', 'VM.Config.HWType', 'VM.Config.Memory', 'VM.Config.Network', 'VM.Config.Options', 'VM.PowerMgmt', 'Datastore.AllocateSpace', 'Datastore.Audit', 'Sys.Audit', 'SDN.Use'];
+  const tokenWithout = (id: string, ...missing: string[]) =>
+    t.cluster.createApiToken({ tokenid: `qemurun@pve!${id}`, acl: [{ path: '/', privs: ALL.filter((p) => !missing.includes(p)) }] });
+
+  test('a bridge needs SDN.Use in the localnetwork zone, at create and when set; a VLAN on its tag', async () => {
+    const noSdn = { authorization: tokenWithout('nosdn', 'SDN.Use').authorization };
+    const create = await call('POST', '/nodes/pve1/qemu', { vmid: 175, ...BASIC }, noSdn);
+    expect([create.status, create.statusMessage]).toEqual([403, 'Permission check failed (/sdn/zones/localnetwork/vmbr0, SDN.Use)']);
+    expect((await qm('pve1', 'config', '175')).exitCode).not.toBe(0);
+    const tagged = await call('POST', '/nodes/pve1/qemu', { vmid: 175, ...BASIC, net0: 'virtio,bridge=vmbr0,tag=20' }, noSdn);
+    expect(tagged.statusMessage).toBe('Permission check failed (/sdn/zones/localnetwork/vmbr0/20, SDN.Use)');
+    // SDN.Use on the bridge alone is enough, its VLANs included.
+    const onBridge = t.cluster.createApiToken({
+      tokenid: 'qemurun@pve!bridge',
+      acl: [{ path: '/', privs: ALL.filter((p) => p !== 'SDN.Use') }, { path: '/sdn/zones/localnetwork/vmbr0', privs: ['SDN.Use'] }],
+    });
+    expect((await task(await call('POST', '/nodes/pve1/qemu', { vmid: 175, ...BASIC, net0: 'virtio,bridge=vmbr0,tag=20' }, { authorization: onBridge.authorization }))).status.exitstatus).toBe('OK');
+    const set = await call('PUT', '/nodes/pve1/qemu/175/config', { net0: 'virtio,bridge=vmbr0' }, noSdn);
+    expect([set.status, set.statusMessage]).toEqual([403, 'Permission check failed (/sdn/zones/localnetwork/vmbr0, SDN.Use)']);
+  });
+
+  test('a serial socket needs VM.Config.HWType; a host device is for root@pam alone', async () => {
+    const noHw = await call('POST', '/nodes/pve1/qemu', { vmid: 176, ...BASIC }, { authorization: tokenWithout('nohw', 'VM.Config.HWType').authorization });
+    expect([noHw.status, noHw.statusMessage]).toEqual([403, 'Permission check failed (/vms/176, VM.Config.HWType)']);
+    const dev = await call('POST', '/nodes/pve1/qemu', { vmid: 176, ...BASIC, serial0: '/dev/ttyS0' }, { authorization: tokenWithout('all').authorization });
+    expect([dev.status, dev.body?.message]).toEqual([500, "only root can set 'serial0' config for real devices\n"]);
+  });
+
+  test('booleans over HTTP are 1 or 0 (or JSON true/false); yes and true are refused', async () => {
+    const form = await call('POST', '/nodes/pve1/qemu', { vmid: 178, ...BASIC, numa: 'true' });
+    expect([form.status, form.body?.errors]).toEqual([400, { numa: "type check ('boolean') failed - got 'true'" }]);
+    const yes = await call('PUT', '/nodes/pve1/qemu/999/config', { numa: 'yes' });
+    expect([yes.status, yes.body?.errors]).toEqual([400, { numa: "type check ('boolean') failed - got 'yes'" }]);
+    expect((await task(await call('POST', '/nodes/pve1/qemu', { vmid: 178, ...BASIC, numa: true }, { json: true }))).status.exitstatus).toBe('OK');
+    expect((await qm('pve1', 'config', '178')).stdout).toMatch(/^numa: 1$/m);
+  });
+
+  test('the cloud-init drive needs VM.Config.Cloudinit and VM.Config.CDROM; a new VM\'s disks only space on the storage', async () => {
+    // create_vm checks no VM.Config.Disk: a new disk needs Datastore.AllocateSpace.
+    const noDisk = tokenWithout('nodisk', 'VM.Config.Disk');
+    const created = await call('POST', '/nodes/pve1/qemu', { vmid: 177, ...BASIC, scsi0: 'local-lvm:1' }, { authorization: noDisk.authorization });
+    expect((await task(created)).status.exitstatus).toBe('OK');
+    const noCdrom = await call('PUT', '/nodes/pve1/qemu/177/config', { ide2: 'local-lvm:cloudinit' }, { authorization: tokenWithout('nocdrom', 'VM.Config.CDROM').authorization });
+    expect([noCdrom.status, noCdrom.statusMessage]).toEqual([403, 'Permission check failed (/vms/177, VM.Config.CDROM)']);
+    const noCi = await call('PUT', '/nodes/pve1/qemu/177/config', { ide2: 'local-lvm:cloudinit' }, { authorization: tokenWithout('noci', 'VM.Config.Cloudinit').authorization });
+    expect(noCi.statusMessage).toBe('Permission check failed (/vms/177, VM.Config.Cloudinit)');
+    expect((await qm('pve1', 'config', '177')).stdout).not.toMatch(/^ide2:/m);
+    // Cloudinit and CDROM without VM.Config.Disk: the drive is made.
+    expect((await call('PUT', '/nodes/pve1/qemu/177/config', { ide2: 'local-lvm:cloudinit' }, { authorization: noDisk.authorization })).status).toBe(200);
+    expect((await qm('pve1', 'config', '177')).stdout).toMatch(/^ide2: local-lvm:vm-177-cloudinit,media=cdrom$/m);
+    // A disk set on an existing VM needs VM.Config.Disk, checked in the task (POST) once it holds the config.
+    const disk = await task(await call('POST', '/nodes/pve1/qemu/177/config', { scsi1: 'local-lvm:1' }, { authorization: noDisk.authorization }));
+    expect(disk.status.exitstatus).toBe('Permission check failed (/vms/177, VM.Config.Disk)');
+  });
+
+  test('/cluster/resources: storages with Datastore.Audit only; nodes always, their usage with Sys.Audit', async () => {
+    const space = t.cluster.createApiToken({ tokenid: 'qemurun@pve!space', acl: [{ path: '/storage', privs: ['Datastore.AllocateSpace'] }] });
+    const seen = data<Array<Record<string, unknown>>>(await call('GET', '/cluster/resources', {}, { authorization: space.authorization }));
+    expect(seen.filter((e) => e.type === 'storage')).toEqual([]);
+    const nodes = seen.filter((e) => e.type === 'node');
+    expect(nodes.map((n) => n.node)).toEqual(['pve1', 'pve2']);
+    expect(nodes[0]).not.toHaveProperty('maxmem');
+    expect(nodes[0]).toMatchObject({ id: 'node/pve1', status: 'online' });
+    const audit = t.cluster.createApiToken({ tokenid: 'qemurun@pve!audit', acl: [{ path: '/storage', privs: ['Datastore.Audit'] }, { path: '/nodes', privs: ['Sys.Audit'] }] });
+    const all = data<Array<Record<string, unknown>>>(await call('GET', '/cluster/resources', {}, { authorization: audit.authorization }));
+    expect(all.filter((e) => e.type === 'storage').length).toBeGreaterThan(0);
+    expect(all.find((e) => e.type === 'node')).toHaveProperty('maxmem');
+  });
+});
+
 describe('images by the node: download-url and import-from', () => {
   test('downloads into <storage>:import/, verifies the checksum, and a disk is imported from it', async () => {
     const img = mirror.image('debian', '12');

@@ -80,6 +80,18 @@ describe('qm create', () => {
     expect(await t.cluster.readConfig(202)).toBeUndefined();
   });
 
+  test('booleans as pve-common parses them: 1|on|yes|true, 0|off|no|false in any case, anything else a 400', async () => {
+    expect((await qm('pve1', 'create', '206', ...CREATE, '--numa', 'Yes', '--agent', 'enabled=ON')).exitCode).toBe(0);
+    expect((await qm('pve1', 'config', '206')).stdout).toMatch(/^numa: 1$/m);
+    expect((await qm('pve1', 'set', '206', '--numa', 'FALSE')).exitCode).toBe(0);
+    expect((await qm('pve1', 'config', '206')).stdout).toMatch(/^numa: 0$/m);
+    const bad = await qm('pve1', 'set', '206', '--numa', 'maybe');
+    expect([bad.exitCode, bad.stderr]).toEqual([255, '400 unable to parse boolean option\nqm set <vmid> [OPTIONS]']);
+    // A property string's bare default-key value is not parsed as a boolean; `key=value` is.
+    const agent = await qm('pve1', 'set', '206', '--agent', 'yes');
+    expect(agent.stderr).toBe("400 Parameter verification failed.\nagent: invalid format - format error\nagent.enabled: invalid format - type check ('boolean') failed - got 'yes'\nqm set <vmid> [OPTIONS]");
+  });
+
   test('concurrent creates of one VMID from 5 processes on two nodes: exactly one wins', async () => {
     const results = await Promise.all([0, 1, 2, 3, 4].map((i) => qm(i % 2 ? 'pve2' : 'pve1', 'create', '250', ...CREATE)));
     const winners = results.filter((r) => r.exitCode === 0);
@@ -280,6 +292,23 @@ describe('qm power and listing without a guest OS', () => {
     expect((await qm('pve1', 'stop', '240')).stderr).toBe("unable to find configuration file for VM 240 on node 'pve1'");
     // The VMID is free again.
     expect((await qm('pve2', 'create', '240', ...CREATE)).exitCode).toBe(0);
+  });
+});
+
+describe('bridges', () => {
+  test('a bridge the node lacks is taken at create and set, and fails the start as QEMU\'s ifup script fails it', async () => {
+    const create = await qm('pve1', 'create', '241', ...CREATE.map((a) => (a === 'virtio,bridge=vmbr0' ? 'virtio,bridge=vmbr9' : a)));
+    expect(create.exitCode).toBe(0);
+    const start = await qm('pve1', 'start', '241');
+    expect([start.exitCode, start.stdout, start.stderr]).toEqual([
+      255,
+      "bridge 'vmbr9' does not exist\nkvm: -netdev type=tap,id=net0,ifname=tap241i0,script=/usr/libexec/qemu-server/pve-bridge,downscript=/usr/libexec/qemu-server/pve-bridgedown,vhost=on: network script /usr/libexec/qemu-server/pve-bridge failed with status 512",
+      'start failed: QEMU exited with code 1',
+    ]);
+    expect((await qm('pve1', 'status', '241')).stdout).toBe('status: stopped');
+    expect((await qm('pve1', 'set', '241', '--net0', 'virtio,bridge=vmbr0')).exitCode).toBe(0);
+    expect((await qm('pve1', 'start', '241')).exitCode).toBe(0);
+    expect((await qm('pve1', 'stop', '241')).exitCode).toBe(0);
   });
 });
 

@@ -20,13 +20,22 @@ export const clusterRoutes: Route[] = [
     method: 'GET',
     path: '/cluster/resources',
     props: { type: { type: 'string', optional: true, enum: ['vm', 'storage', 'node', 'sdn', 'pool'] } },
-    // Everyone may ask; each entry is shown only to who may see it (Cluster.pm's resources).
+    // Everyone may ask; each entry is shown only to who may see it (pve-manager
+    // PVE/API2/Cluster.pm, `resources`): a VM with VM.Audit on it; a storage with
+    // Datastore.Audit on it (Datastore.AllocateSpace alone does not show it); a node always,
+    // its usage (cpu, mem, disk, uptime and their maxima) only with Sys.Audit on it
+    // (PVE/API2Tools.pm, `extract_node_stats`'s `$exclude_stats`).
     handle: (r) =>
-      (clusterResources(r.ctx(), r.params.type) as Array<Record<string, unknown>>).filter((e) => {
-        if (e.type === 'qemu') return r.can(`/vms/${String(e.vmid)}`, ['VM.Audit']);
-        if (e.type === 'node') return r.can(`/nodes/${String(e.node)}`, ['Sys.Audit']);
-        if (e.type === 'storage') return r.can(`/storage/${String(e.storage)}`, ['Datastore.Audit']) || r.can(`/storage/${String(e.storage)}`, ['Datastore.AllocateSpace']);
-        return true;
+      (clusterResources(r.ctx(), r.params.type) as Array<Record<string, unknown>>).flatMap((e) => {
+        if (e.type === 'qemu') return r.can(`/vms/${String(e.vmid)}`, ['VM.Audit']) ? [e] : [];
+        if (e.type === 'node') {
+          if (r.can(`/nodes/${String(e.node)}`, ['Sys.Audit'])) return [e];
+          const { cpu, mem, disk, uptime, maxcpu, maxmem, maxdisk, ...rest } = e;
+          void cpu, mem, disk, uptime, maxcpu, maxmem, maxdisk;
+          return [rest];
+        }
+        if (e.type === 'storage') return r.can(`/storage/${String(e.storage)}`, ['Datastore.Audit']) ? [e] : [];
+        return [e];
       }),
   },
   {

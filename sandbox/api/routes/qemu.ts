@@ -26,28 +26,125 @@ import { makeCtx } from '../../cli/context';
 
 const without = (props: Record<string, Prop>, ...keys: string[]) => Object.fromEntries(Object.entries(props).filter(([k]) => !keys.includes(k)));
 
-// qemu-server's option groups (check_vm_modify_config_perm): which privilege an option needs.
-const CPU = ['cores', 'cpu', 'cpulimit', 'cpuunits', 'numa', 'sockets', 'vcpus'];
-const MEMORY = ['memory', 'balloon', 'shares'];
-const HWTYPE = ['acpi', 'hotplug', 'kvm', 'machine', 'scsihw', 'smbios1', 'tablet', 'vga', 'watchdog'];
-const GENERAL = ['agent', 'autostart', 'bios', 'description', 'keyboard', 'localtime', 'name', 'onboot', 'ostype', 'protection', 'reboot', 'startdate', 'startup', 'tdf', 'template'];
+// qemu-server's option groups (API2/Qemu.pm, $cpuoptions … $cloudinitoptions): which
+// privilege an option needs.
+const CPU = ['cores', 'cpu', 'runningcpu', 'cpulimit', 'cpuunits', 'numa', 'smp', 'sockets', 'vcpus'];
+const MEMORY = ['memory', 'balloon', 'shares', 'allow-ksm'];
+const HWTYPE = ['acpi', 'hotplug', 'kvm', 'machine', 'runningmachine', 'scsihw', 'smbios1', 'tablet', 'vga', 'watchdog', 'audio0', 'rng0'];
+const GENERAL = ['agent', 'autostart', 'bios', 'description', 'keyboard', 'localtime', 'migrate_downtime', 'migrate_speed', 'name', 'onboot', 'ostype', 'protection', 'reboot', 'startdate', 'startup', 'tdf', 'template'];
 const DISK = ['boot', 'bootdisk', 'vmstatestorage'];
 const CLOUDINIT = ['cicustom', 'cipassword', 'citype', 'ciuser', 'ciupgrade', 'nameserver', 'searchdomain', 'sshkeys'];
 
+/**
+ * qemu-server API2/Qemu.pm `$check_vm_modify_config_perm`, run by create_vm and
+ * update_vm before anything else happens. Drives, serial ports (and usb, hostpci,
+ * virtiofs) and tags are skipped: their privilege depends on the value and is checked
+ * elsewhere (`checkDrivePerms`, `checkSerialPerm`).
+ */
 function checkConfigPerms(r: Req, vmid: string, keys: string[]): void {
   const vm = `/vms/${vmid}`;
   for (const k of keys) {
-    if (isDriveName(k) || /^unused\d+$/.test(k)) r.check(vm, ['VM.Config.Disk']);
-    else if (/^serial\d+$/.test(k) || k === 'tags') continue;
-    else if (CPU.includes(k)) r.check(vm, ['VM.Config.CPU']);
+    if (isDriveName(k) || k === 'cdrom' || /^(?:unused|serial|usb|hostpci|virtiofs)\d+$/.test(k) || k === 'tags') continue;
+    if (CPU.includes(k) || /^numa\d+$/.test(k)) r.check(vm, ['VM.Config.CPU']);
     else if (MEMORY.includes(k)) r.check(vm, ['VM.Config.Memory']);
     else if (HWTYPE.includes(k)) r.check(vm, ['VM.Config.HWType']);
-    else if (GENERAL.includes(k)) r.check(vm, ['VM.Config.Options']);
+    else if (GENERAL.includes(k)) {
+      r.check(vm, ['VM.Config.Options']);
+      if (k === 'startup') r.check('/', ['Sys.Modify']);
+    } else if (k === 'freeze') r.check(vm, ['VM.PowerMgmt']);
     else if (DISK.includes(k)) r.check(vm, ['VM.Config.Disk']);
     else if (/^net\d+$/.test(k)) r.check(vm, ['VM.Config.Network']);
     else if (CLOUDINIT.includes(k) || /^ipconfig\d+$/.test(k)) r.check(vm, ['VM.Config.Cloudinit', 'VM.Config.Network'], true);
-    else if (k === 'vmgenid' || k === 'meta') continue;
+    else if (k === 'vmstate') r.check(vm, ['VM.Config.Disk', 'VM.PowerMgmt']);
     else throw new ApiError(500, `only root can set '${k}' config\n`);
+  }
+}
+
+/**
+ * A serial port: `socket` needs VM.Config.HWType, a host device is root@pam's alone
+ * (API2/Qemu.pm `$check_vm_create_serial_perm` at create; update_vm's `serial\d+` branch,
+ * which lets the socket pass only when the port it replaces was a socket too). An API
+ * token is never root@pam (`$authuser eq 'root@pam'` compares the token id).
+ */
+function checkSerialPerm(r: Req, vmid: string, params: Record<string, string>, current?: Record<string, string>): void {
+  for (const [k, v] of Object.entries(params)) {
+    if (!/^serial\d+$/.test(k)) continue;
+    if (v === 'socket' && (current?.[k] === undefined || current[k] === 'socket')) r.check(`/vms/${vmid}`, ['VM.Config.HWType']);
+    else throw new ApiError(500, `only root can ${current ? 'modify' : 'set'} '${k}' config for real devices\n`);
+  }
+}
+
+/** PVE::QemuServer::Drive::drive_is_cloudinit: `<storage>:cloudinit` or its allocated volume. */
+const driveIsCloudinit = (value: string) => /[:/](?:vm-\d+-)?cloudinit(?:\.(?:raw|qcow2|vmdk|cow|qed|cloop))?$/.test(parseDrive(value).volid);
+
+/**
+ * update_vm's `$check_drive_perms` (qemu-server API2/Qemu.pm), for the drive replaced and
+ * the drive set: a cloud-init drive needs both VM.Config.Cloudinit and VM.Config.CDROM, a
+ * CD-ROM VM.Config.CDROM, any other disk VM.Config.Disk. create_vm checks none of these:
+ * a new VM's disks need only Datastore.AllocateSpace (`$check_storage_access`).
+ */
+function checkDrivePerms(r: Req, vmid: string, value: string): void {
+  const vm = `/vms/${vmid}`;
+  if (driveIsCloudinit(value)) r.check(vm, ['VM.Config.Cloudinit', 'VM.Config.CDROM']);
+  else if (parseDrive(value).opts.media === 'cdrom') r.check(vm, ['VM.Config.CDROM']);
+  else r.check(vm, ['VM.Config.Disk']);
+}
+
+/**
+ * PVE::QemuServer::check_bridge_access → PVE::GuestHelpers::check_vnet_access (pve-guest-
+ * common): SDN.Use on the bridge in the `localnetwork` zone (a plain Linux bridge is no
+ * SDN vnet), `/sdn/zones/localnetwork/<bridge>`, or with a VLAN tag (or trunks) on
+ * `/sdn/zones/localnetwork/<bridge>/<tag>` (an ACL on the bridge covers its VLANs).
+ */
+function checkBridgeAccess(r: Req, params: Record<string, string>): void {
+  for (const k of Object.keys(params).sort()) {
+    if (!/^net\d+$/.test(k)) continue;
+    const opts = Object.fromEntries(params[k].split(',').map((p) => [p.slice(0, p.indexOf('=') < 0 ? p.length : p.indexOf('=')), p.slice(p.indexOf('=') + 1)]));
+    const bridge = opts.bridge;
+    if (bridge === undefined) continue;
+    const zone = `/sdn/zones/localnetwork/${bridge}`;
+    if (opts.tag) r.check(`${zone}/${opts.tag}`, ['SDN.Use']);
+    const trunks = opts.trunks ? trunkTags(opts.trunks) : [];
+    for (const t of trunks) r.check(`${zone}/${t}`, ['SDN.Use']);
+    if (!opts.tag && !opts.trunks) r.check(zone, ['SDN.Use']);
+  }
+}
+
+/** PVE::GuestHelpers::get_tags_from_trunk: `10;20-22` → 10, 20, 21, 22, in sorted (string) order. */
+function trunkTags(trunks: string): string[] {
+  const tags = new Set<string>();
+  for (const part of trunks.split(';')) {
+    const m = /^(\d+)(?:-(\d+))?$/.exec(part);
+    if (!m) continue;
+    for (let i = Number(m[1]); i <= Number(m[2] ?? m[1]); i++) tags.add(String(i));
+  }
+  return [...tags].sort();
+}
+
+/**
+ * What update_vm's update function checks per option against the config it loaded
+ * (qemu-server API2/Qemu.pm, `$updatefn`): for a drive deleted its value, for a drive set
+ * the one it replaces and the new one (`$check_drive_perms`); serial ports by value; for
+ * a network device replaced, SDN.Use on the bridge it leaves.
+ */
+function checkUpdatePerms(r: Req, vmid: string, keys: string[], deleted: string[]): void {
+  const conf = loadVm(r.ctx(), Number(vmid)).props;
+  for (const k of deleted) {
+    const val = conf[k];
+    if (val === undefined) continue;
+    if (isDriveName(k)) checkDrivePerms(r, vmid, val);
+    else if (/^serial\d+$/.test(k)) {
+      if (val === 'socket') r.check(`/vms/${vmid}`, ['VM.Config.HWType']);
+      else throw new ApiError(500, `only root can delete '${k}' config for real devices\n`);
+    } else if (/^net\d+$/.test(k)) checkBridgeAccess(r, { [k]: val });
+  }
+  for (const k of keys) {
+    const val = r.params[k];
+    if (isDriveName(k)) {
+      if (conf[k] !== undefined) checkDrivePerms(r, vmid, conf[k]);
+      checkDrivePerms(r, vmid, val);
+    } else if (/^serial\d+$/.test(k)) checkSerialPerm(r, vmid, { [k]: val }, conf);
+    else if (/^net\d+$/.test(k) && conf[k] !== undefined) checkBridgeAccess(r, { [k]: conf[k] });
   }
 }
 
@@ -158,8 +255,11 @@ export const qemuRoutes: Route[] = [
       // create_vm: VM.Allocate on the VM (or its pool); PVE names no privilege here.
       const poolOk = p.pool !== undefined && r.can(`/pool/${p.pool}`, ['VM.Allocate']);
       if (!r.can(`/vms/${vmid}`, ['VM.Allocate']) && !poolOk) throw new ApiError(403, 'Permission check failed\n');
-      checkConfigPerms(r, vmid, Object.keys(p).filter((k) => !['node', 'vmid', 'start', 'pool', 'storage', 'unique', 'force', 'archive'].includes(k)));
+      // create_vm's order: storage access, config options, serial ports, bridges.
       checkStoragePerms(r, p);
+      checkConfigPerms(r, vmid, Object.keys(p).filter((k) => !['node', 'vmid', 'start', 'pool', 'storage', 'unique', 'force', 'archive'].includes(k)));
+      checkSerialPerm(r, vmid, p);
+      checkBridgeAccess(r, p);
       const owner = vmOwner(r.dir, Number(vmid));
       if (owner) throw new ApiError(500, `unable to create VM ${vmid} - VM ${vmid} already exists on node '${owner}'\n`);
       const params = Object.fromEntries(Object.entries(p).filter(([k]) => !['node', 'force'].includes(k)));
@@ -185,8 +285,12 @@ export const qemuRoutes: Route[] = [
         if (p.skiplock === '1') checkSkiplock(r);
         const deleted = (p.delete ?? '').split(/[,;\s]+/).filter(Boolean);
         const keys = Object.keys(p).filter((k) => !['node', 'vmid', 'delete', 'revert', 'skiplock', 'force', 'digest', 'background_delay'].includes(k));
-        checkConfigPerms(r, p.vmid, [...keys, ...deleted]);
+        // update_vm's order before its update function: options deleted, options set,
+        // storage access, bridges.
+        checkConfigPerms(r, p.vmid, deleted);
+        checkConfigPerms(r, p.vmid, keys);
         checkStoragePerms(r, p);
+        checkBridgeAccess(r, p);
         checkSshKeys(p);
         if (keys.length === 0 && deleted.length === 0) throw new ApiError(500, 'no options specified\n');
         if (p.digest !== undefined) {
@@ -197,11 +301,20 @@ export const qemuRoutes: Route[] = [
         const params = Object.fromEntries(Object.entries(p).filter(([k]) => !['node', 'background_delay'].includes(k)));
         if (method === 'PUT') {
           // update_vm: synchronous, answers null.
+          checkUpdatePerms(r, p.vmid, keys, deleted);
           updateVm(r.ctx(), params);
           return null;
         }
         requireVm(r);
-        return task(r, 'qmconfig', { op: 'config', params, faultArgv: ['qm', 'set', p.vmid] });
+        // In the task: its update function checks these once it holds the config.
+        let denied: string | undefined;
+        try {
+          checkUpdatePerms(r, p.vmid, keys, deleted);
+        } catch (e) {
+          if (!(e instanceof ApiError)) throw e;
+          denied = e.message;
+        }
+        return task(r, 'qmconfig', { op: 'config', params, faultArgv: ['qm', 'set', p.vmid], ...(denied ? { denied } : {}) });
       },
     }),
   ),

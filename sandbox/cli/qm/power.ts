@@ -10,6 +10,7 @@ import { bootDisk } from '../../state/boot';
 import { getVolume } from '../../state/volumes';
 import { holdsData, keepsContents, volumeFile } from '../../state/volumeData';
 import { writeCloudinitDrive } from '../../qemu/cloudinitDrive';
+import { plugNetworks } from './bridges';
 
 /**
  * Power commands. Each is a worker task in PVE: exit 0 on success, 255 when the task
@@ -46,6 +47,7 @@ export function startVm(ctx: Ctx, vmid: number, skiplock = false): void {
       const vol = real ? getVolume(ctx.dir, ctx.node, drive.volid) : undefined;
       if (vol) writeCloudinitDrive(conf, vmid, { file: volumeFile(ctx.dir, ctx.node, vol.storage, vol.volname), format: vol.format, sizeBytes: vol.sizeBytes });
     }
+    plugNetworks(ctx, vmid, conf);
     spawnVm(ctx.dir, vmid, real ? 'qemu/supervisor.ts' : 'vm/main.ts');
   });
 }

@@ -97,6 +97,13 @@ qr_pkg_prepare() {
   if [[ -n $QR_MIRROR ]]; then
     qr_require_mirror_in "${files[@]}"
   fi
+  # A run cut off mid-install (its SSH session or worker died) can leave dpkg half done,
+  # and then every apt-get refuses to run ("dpkg was interrupted") until it is finished.
+  if [[ -d /var/lib/dpkg/updates ]] &&
+    { [[ -n "$(ls -A /var/lib/dpkg/updates)" ]] || [[ -n "$(dpkg --audit 2>/dev/null)" ]]; }; then
+    qr_info "finishing an interrupted package installation (dpkg --configure -a)"
+    dpkg --configure -a --force-confdef --force-confold
+  fi
   qr_info "refreshing package lists"
   qr_apt update
 }

@@ -1,3 +1,5 @@
+import path from 'node:path';
+import { execa, type ResultPromise } from 'execa';
 import { connectGuest, execOnGuest } from '../../lib/guestSsh';
 import { userKeyPair } from '../support/guest';
 import { startHarness, type Harness } from '../support/harness';
@@ -11,17 +13,50 @@ import { apiCall } from '../support/api';
  * figures of a run are in docs/performance.md (`npm run bench`).
  */
 
+const REPO = path.resolve(__dirname, '..', '..');
 let h: Harness;
 const key = userKeyPair('user@laptop');
 const MINUTES = 60_000;
+const workers: ResultPromise[] = [];
 
 beforeAll(async () => {
-  h = await startHarness({ SANDBOX_GUESTS: 'qemu', SSH_WAIT_TIMEOUT: '900', SANDBOX_BOOT_DELAY_MS: '0', INIT_PACKAGES: 'tree' });
+  // The worker runs in a process of its own, so that one test can kill it as the OOM killer would.
+  h = await startHarness({ SANDBOX_GUESTS: 'qemu', SSH_WAIT_TIMEOUT: '900', SANDBOX_BOOT_DELAY_MS: '0', INIT_PACKAGES: 'tree' }, { worker: false });
+  await startChildWorker();
 }, 30 * MINUTES);
 
 afterAll(async () => {
+  for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
   await h?.stop();
 });
+
+/** Wrapped: an async function returning the child (a thenable) would wait for its exit. */
+async function startChildWorker(): Promise<{ child: ResultPromise }> {
+  const child = execa(process.execPath, [path.join(REPO, 'sandbox', 'tsrun.js'), path.join(REPO, 'test', 'fixtures', 'apiWorker.ts')], {
+    cwd: REPO,
+    env: { QEMURUN_TEST_CONFIG: JSON.stringify(h.config) },
+    reject: false,
+    stderr: 'inherit',
+  });
+  workers.push(child);
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      if (out.includes('worker ready')) resolve();
+    });
+    void child.then((r) => reject(new Error(`the worker exited (${r.exitCode}) before it was ready: ${out}`)));
+  });
+  return { child };
+}
+
+async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
 
 /** Runs a command in a guest; its stdout, or a rejection with the exit code and stderr. */
 async function inGuest(ip: string, user: string, command: string, privateKey: Buffer = key.privateKey): Promise<string> {
@@ -44,8 +79,8 @@ interface Installed {
   user: string;
 }
 
-async function install(body: Record<string, unknown>): Promise<Installed> {
-  const res = await requestSse(`${h.api}/vm/install`, { body: { ram: 1024, disk: '8G', pubkey: key.publicKey, ...body }, timeoutMs: 30 * MINUTES });
+async function install(body: Record<string, unknown>, onEvent?: (e: { step: string }) => void): Promise<Installed> {
+  const res = await requestSse(`${h.api}/vm/install`, { body: { ram: 1024, disk: '8G', pubkey: key.publicKey, ...body }, timeoutMs: 30 * MINUTES, onEvent });
   const errors = res.events.filter((e) => e.status === 'error');
   if (errors.length) throw new Error(`install failed: ${errors.map((e) => `${e.step}: ${e.message}`).join('; ')}`);
   const last = res.events.slice(-4);
@@ -156,12 +191,26 @@ test(
 );
 
 test(
-  'Debian 11 and 13 install side by side',
+  'Debian 11 and 13 install side by side, and finish although their worker is killed during the init script',
   async () => {
-    const vms = await Promise.all([
-      install({ os: 'debian', version: '11', name: 'real-bullseye' }),
-      install({ os: 'debian', version: '13', name: 'real-trixie' }),
+    const inInitScript = new Set<string>();
+    const installs = Promise.all([
+      install({ os: 'debian', version: '11', name: 'real-bullseye' }, (e) => e.step === 'VM initialization > init script' && inInitScript.add('11')),
+      install({ os: 'debian', version: '13', name: 'real-trixie' }, (e) => e.step === 'VM initialization > init script' && inInitScript.add('13')),
     ]);
+    await until('both init scripts to run', () => inInitScript.size === 2, 20 * MINUTES);
+    // Mid-script on both guests: the SSH sessions die with the worker, the next worker's
+    // retry runs the script again (it is safe to run twice).
+    await new Promise((r) => setTimeout(r, 20_000));
+    const killed = workers.at(-1)!;
+    killed.kill('SIGKILL');
+    await killed;
+    await startChildWorker();
+    const vms = await installs;
+    for (const vm of vms) {
+      const runs = vm.res.events.filter((e) => e.step === 'VM initialization > init script' && /QemuRun init script .* for debian/.test(e.message));
+      expect(runs.length).toBeGreaterThanOrEqual(2);
+    }
     for (const [vm, version] of [[vms[0], '11'], [vms[1], '13']] as const) {
       expect(await inGuest(vm.ip, vm.user, '. /etc/os-release; echo $VERSION_ID')).toBe(version);
       await expectInitScriptApplied(vm);

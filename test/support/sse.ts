@@ -24,7 +24,15 @@ export interface SseResponse {
  */
 export function requestSse(
   url: string,
-  opts: { method?: string; body?: unknown; headers?: Record<string, string>; stopAfter?: number; timeoutMs?: number } = {},
+  opts: {
+    method?: string;
+    body?: unknown;
+    headers?: Record<string, string>;
+    stopAfter?: number;
+    timeoutMs?: number;
+    /** Sees each event as it arrives. */
+    onEvent?: (e: SseResponse['events'][number]) => void;
+  } = {},
 ): Promise<SseResponse> {
   return new Promise((resolve, reject) => {
     const payload = opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
@@ -74,6 +82,7 @@ export function requestSse(
           if (frame.event === 'close') out.closed = true;
           else if (frame.data) {
             out.events.push({ ...JSON.parse(frame.data), ...(frame.id ? { id: Number(frame.id) } : {}) });
+            opts.onEvent?.(out.events[out.events.length - 1]);
             if (opts.stopAfter !== undefined && out.events.length >= opts.stopAfter) {
               res.destroy();
               finish();

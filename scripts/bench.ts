@@ -6,6 +6,7 @@
  * mirror) and is measured from outside through /proc. Figures, not assertions: compare
  * runs on the same machine. --quick skips the 50-install batch (event latency and RSS
  * are then taken after the 10-install batch) and uses 3 installs for the stream cost.
+ * --real-guests measures real QEMU guests instead (./bench/realGuests.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -25,8 +26,10 @@ import { Report } from './bench/report';
 import { startBenchService, type BenchService } from './bench/service';
 import { benchVmidAllocation } from './bench/vmidAllocation';
 import { probeQueries } from './bench/queryProbe';
+import { benchRealGuests } from './bench/realGuests';
 
 const quick = process.argv.includes('--quick');
+const realGuests = process.argv.includes('--real-guests');
 const root = path.resolve(__dirname, '..');
 const MiB = 1024 * 1024;
 /** Activities whose time is the sandbox guest's (booting, answering SSH, running the init script). */
@@ -70,6 +73,13 @@ function sandboxCalls(service: BenchService, from: number, to: number) {
 }
 
 async function main(): Promise<void> {
+  if (realGuests) {
+    const report = new Report(false);
+    console.log(`qemurun bench --real-guests: ${os.cpus().length} cores, node ${process.version}`);
+    await benchRealGuests(root, report);
+    report.print();
+    return;
+  }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-bench-'));
   const images = await startImageServer();
   const [port, temporalPort, uiPort, vmSshPort] = [await freePort(), await freePort(), await freePort(), await freePort()];

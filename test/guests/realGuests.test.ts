@@ -191,29 +191,38 @@ test(
 );
 
 test(
-  'Debian 11 and 13 install side by side, and finish although their worker is killed during the init script',
+  'Debian 11 and 13 install side by side, and finish although their worker is killed during an init script',
   async () => {
-    const inInitScript = new Set<string>();
-    const installs = Promise.all([
-      install({ os: 'debian', version: '11', name: 'real-bullseye' }, (e) => e.step === 'VM initialization > init script' && inInitScript.add('11')),
-      install({ os: 'debian', version: '13', name: 'real-trixie' }, (e) => e.step === 'VM initialization > init script' && inInitScript.add('13')),
+    const step = new Map<string, string>();
+    const installs = Promise.all(
+      (['11', '13'] as const).map((version) =>
+        install({ os: 'debian', version, name: `real-debian${version}` }, (e) => step.set(version, e.step)),
+      ),
+    );
+    const inScript = () => [...step].filter(([, s]) => s === 'VM initialization > init script').map(([v]) => v);
+    await Promise.race([
+      until('an init script to run', () => inScript().length > 0, 20 * MINUTES),
+      installs.then(() => {
+        throw new Error('both installs ended before the worker could be killed');
+      }),
     ]);
-    await until('both init scripts to run', () => inInitScript.size === 2, 20 * MINUTES);
-    // Mid-script on both guests: the SSH sessions die with the worker, the next worker's
-    // retry runs the script again (it is safe to run twice).
-    await new Promise((r) => setTimeout(r, 20_000));
+    // Mid-script: the SSH session dies with the worker, and the next worker's retry runs
+    // the script again on the same guest (it is safe to run twice).
+    await new Promise((r) => setTimeout(r, 10_000));
+    const interrupted = inScript();
     const killed = workers.at(-1)!;
     killed.kill('SIGKILL');
     await killed;
     await startChildWorker();
     const vms = await installs;
-    for (const vm of vms) {
-      const runs = vm.res.events.filter((e) => e.step === 'VM initialization > init script' && /QemuRun init script .* for debian/.test(e.message));
-      expect(runs.length).toBeGreaterThanOrEqual(2);
-    }
-    for (const [vm, version] of [[vms[0], '11'], [vms[1], '13']] as const) {
+    expect(interrupted.length).toBeGreaterThan(0);
+    for (const [i, version] of (['11', '13'] as const).entries()) {
+      const vm = vms[i];
       expect(await inGuest(vm.ip, vm.user, '. /etc/os-release; echo $VERSION_ID')).toBe(version);
       await expectInitScriptApplied(vm);
+      if (!interrupted.includes(version)) continue;
+      const runs = vm.res.events.filter((e) => /^\[\*\] QemuRun init script \S+ for debian/.test(e.message));
+      expect(runs.length).toBeGreaterThanOrEqual(2);
     }
   },
   40 * MINUTES,

@@ -12,6 +12,7 @@ import { activitySpans } from './history';
 import { installBatch } from './installs';
 import type { Report } from './report';
 import { startBenchService } from './service';
+import { killSandboxVms } from '../../test/support/serviceProcess';
 
 /**
  * `npm run bench -- --real-guests`: the figures of real guests (SANDBOX_GUESTS=qemu): how
@@ -70,7 +71,8 @@ export async function benchRealGuests(root: string, report: Report): Promise<voi
     } finally {
       await temporal.close();
       await service.stop();
-      execFileSync('bash', ['-c', `pkill -f ${JSON.stringify(service.dataDir)} || true`]);
+      // The sandbox's VMs outlive the service, as a cluster's do: these were the bench's.
+      killSandboxVms(service.dataDir);
     }
   } finally {
     if (!process.env.KEEP_BENCH_TMP) fs.rmSync(dir, { recursive: true, force: true });

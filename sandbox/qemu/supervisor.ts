@@ -4,6 +4,7 @@ import { clusterPaths } from '../state/paths';
 import { loadModel } from '../state/model';
 import { parseConf } from '../state/vmconf';
 import { readIfExists } from '../state/files';
+import { watchVmRecord } from '../state/runtime';
 import { vmOwner } from '../state/vmlist';
 import { getVolume } from '../state/volumes';
 import { volumeFile } from '../state/volumeData';
@@ -42,13 +43,7 @@ process.on('SIGTERM', () => {
 });
 process.on('SIGINT', () => powerOff('SIGINT'));
 
-const bornAt = Date.now();
-setInterval(() => {
-  if (!fs.existsSync(paths.root)) return powerOff('cluster directory removed');
-  const rec = readIfExists(paths.pidFile(vmid));
-  const owner = rec ? (JSON.parse(rec) as { pid: number }).pid : undefined;
-  if (owner !== undefined ? owner !== process.pid : Date.now() - bornAt > 5000) powerOff('pid file no longer names this process');
-}, 1000);
+watchVmRecord(dir, vmid, powerOff, 1000);
 
 function start(): void {
   const node = vmOwner(dir, vmid);

@@ -111,3 +111,20 @@ export function runningVmids(dir: string): number[] {
     .map((m) => Number(m[1]))
     .filter((vmid) => vmProcess(dir, vmid) !== undefined);
 }
+
+/**
+ * What keeps a VM process from outliving its cluster: every `everyMs` it checks that the
+ * cluster directory exists and that the pid file names this process (a new `qm start`
+ * may have replaced it; a pid file not written within 5 s never will be), and calls
+ * `stop` with the reason when not.
+ */
+export function watchVmRecord(dir: string, vmid: number, stop: (reason: string) => void, everyMs = 500): void {
+  const paths = clusterPaths(dir);
+  const bornAt = Date.now();
+  setInterval(() => {
+    if (!fs.existsSync(paths.root)) return stop('cluster directory removed');
+    const rec = readIfExists(paths.pidFile(vmid));
+    const owner = rec ? (JSON.parse(rec) as { pid: number }).pid : undefined;
+    if (owner !== undefined ? owner !== process.pid : Date.now() - bornAt > 5000) stop('pid file no longer names this process');
+  }, everyMs);
+}

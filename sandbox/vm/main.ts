@@ -4,6 +4,7 @@ import { clusterPaths } from '../state/paths';
 import { loadModel } from '../state/model';
 import { parseConf, type VmConf } from '../state/vmconf';
 import { readIfExists } from '../state/files';
+import { watchVmRecord } from '../state/runtime';
 import { vmOwner } from '../state/vmlist';
 import { getVolume } from '../state/volumes';
 import { uriUnescape } from '../state/escape';
@@ -41,13 +42,7 @@ function shutdown(reason: string): void {
 process.on('SIGTERM', () => shutdown('ACPI shutdown'));
 process.on('SIGINT', () => shutdown('SIGINT'));
 
-const bornAt = Date.now();
-setInterval(() => {
-  if (!fs.existsSync(paths.root)) return shutdown('cluster directory removed');
-  const rec = readIfExists(paths.pidFile(vmid));
-  const owner = rec ? (JSON.parse(rec) as { pid: number }).pid : undefined;
-  if (owner !== undefined ? owner !== process.pid : Date.now() - bornAt > 5000) shutdown('pid file no longer names this process');
-}, 500);
+watchVmRecord(dir, vmid, shutdown);
 
 function loadConf(): { conf: VmConf; node: string } | undefined {
   const node = vmOwner(dir, vmid);

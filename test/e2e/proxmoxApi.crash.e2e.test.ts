@@ -1,7 +1,7 @@
-import path from 'node:path';
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import { ApiNode } from '../../lib/proxmox/api/node';
 import { PveApi } from '../../lib/proxmox/api/http';
+import { startChildWorker } from '../support/childWorker';
 import { startHarness, type Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
 
@@ -12,7 +12,6 @@ import { requestSse } from '../support/sse';
  * notices the dead worker only at the transfer activities' 60 s heartbeat timeout.
  */
 
-const REPO = path.resolve(__dirname, '..', '..');
 let h: Harness;
 let root: ApiNode;
 const workers: Array<ResultPromise> = [];
@@ -29,24 +28,10 @@ afterAll(async () => {
   await h?.stop();
 });
 
-/** Wrapped: an async function returning the child (a thenable) would wait for its exit. */
-async function startChildWorker(): Promise<{ child: ResultPromise }> {
-  const child = execa(process.execPath, [path.join(REPO, 'sandbox', 'tsrun.js'), path.join(REPO, 'test', 'fixtures', 'apiWorker.ts')], {
-    cwd: REPO,
-    env: { QEMURUN_TEST_CONFIG: JSON.stringify(h.config) },
-    reject: false,
-    stderr: 'inherit',
-  });
-  workers.push(child);
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      if (out.includes('worker ready')) resolve();
-    });
-    void child.then((r) => reject(new Error(`the worker exited (${r.exitCode}) before it was ready: ${out}`)));
-  });
-  return { child };
+async function startWorker(): Promise<{ child: ResultPromise }> {
+  const started = await startChildWorker(h.config);
+  workers.push(started.child);
+  return started;
 }
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {
@@ -61,7 +46,7 @@ test('the next worker follows the running download task to its end; no second do
   const imagePath = h.images.image('ubuntu', '24.04').path;
   // 8 body chunks, 2 s apart: the node is still downloading when the worker dies.
   h.images.setChunkDelay(2000, imagePath);
-  const { child: first } = await startChildWorker();
+  const { child: first } = await startWorker();
   const install = requestSse(`${h.api}/vm/install`, { body: { os: 'ubuntu', version: '24.04', name: 'crash' }, timeoutMs: 240_000 });
   await until('the node to start downloading', () => h.images.gets(imagePath) > 0);
   // The heartbeat that records the UPID leaves within the worker's 2 s heartbeat throttle.
@@ -71,7 +56,7 @@ test('the next worker follows the running download task to its end; no second do
   const activeWhenKilled = await root.api.get<Array<{ type: string }>>(`/nodes/${h.config.mainNode}/tasks`, { source: 'active' });
   expect(activeWhenKilled.filter((t) => t.type === 'download')).toHaveLength(1);
 
-  await startChildWorker();
+  await startWorker();
   const res = await install;
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
   expect(res.events.filter((e) => e.step === 'OS preparation > download').map((e) => e.message)).toContainEqual(

@@ -1,7 +1,7 @@
-import path from 'node:path';
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import { connectGuest, execOnGuest } from '../../lib/guestSsh';
 import { userKeyPair } from '../support/guest';
+import { startChildWorker } from '../support/childWorker';
 import { startHarness, type Harness } from '../support/harness';
 import { requestSse, type SseResponse } from '../support/sse';
 import { apiCall } from '../support/api';
@@ -13,7 +13,6 @@ import { apiCall } from '../support/api';
  * figures of a run are in docs/performance.md (`npm run bench`).
  */
 
-const REPO = path.resolve(__dirname, '..', '..');
 let h: Harness;
 const key = userKeyPair('user@laptop');
 const MINUTES = 60_000;
@@ -22,7 +21,7 @@ const workers: ResultPromise[] = [];
 beforeAll(async () => {
   // The worker runs in a process of its own, so that one test can kill it as the OOM killer would.
   h = await startHarness({ SANDBOX_GUESTS: 'qemu', SSH_WAIT_TIMEOUT: '900', SANDBOX_BOOT_DELAY_MS: '0', INIT_PACKAGES: 'tree' }, { worker: false });
-  await startChildWorker();
+  await startWorker();
 }, 30 * MINUTES);
 
 afterAll(async () => {
@@ -30,24 +29,10 @@ afterAll(async () => {
   await h?.stop();
 });
 
-/** Wrapped: an async function returning the child (a thenable) would wait for its exit. */
-async function startChildWorker(): Promise<{ child: ResultPromise }> {
-  const child = execa(process.execPath, [path.join(REPO, 'sandbox', 'tsrun.js'), path.join(REPO, 'test', 'fixtures', 'apiWorker.ts')], {
-    cwd: REPO,
-    env: { QEMURUN_TEST_CONFIG: JSON.stringify(h.config) },
-    reject: false,
-    stderr: 'inherit',
-  });
-  workers.push(child);
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      if (out.includes('worker ready')) resolve();
-    });
-    void child.then((r) => reject(new Error(`the worker exited (${r.exitCode}) before it was ready: ${out}`)));
-  });
-  return { child };
+async function startWorker(): Promise<{ child: ResultPromise }> {
+  const started = await startChildWorker(h.config);
+  workers.push(started.child);
+  return started;
 }
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs: number): Promise<void> {
@@ -213,7 +198,7 @@ test(
     const killed = workers.at(-1)!;
     killed.kill('SIGKILL');
     await killed;
-    await startChildWorker();
+    await startWorker();
     const vms = await installs;
     expect(interrupted.length).toBeGreaterThan(0);
     for (const [i, version] of (['11', '13'] as const).entries()) {

@@ -37,9 +37,9 @@ export async function createWorker({ config, connection, activities, workflowBun
     activities,
     ...(workflowBundlePath
       ? { workflowBundle: { codePath: workflowBundlePath } }
-      : { workflowsPath: require.resolve('../workflows'), bundlerOptions: workflowBundlerOptions }),
+      : { workflowsPath: require.resolve('../workflows'), bundlerOptions: { preloadModules: workflowBundlerOptions.preloadModules } }),
     dataConverter,
-    interceptors: { activity: [activityObservability(metrics)] },
+    interceptors: { activity: [activityObservability(metrics)], workflowModules: workflowBundlerOptions.workflowInterceptorModules },
     sinks: workerSinks({ metrics, pushes }),
     maxCachedWorkflows: config.worker.maxCachedWorkflows,
     // The SDK lowers this to the cache size itself, with a warning at every start.

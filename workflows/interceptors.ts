@@ -1,5 +1,7 @@
 import {
+  type ActivityInput,
   ApplicationFailure,
+  defaultPayloadConverter,
   log,
   type Next,
   type QueryInput,
@@ -7,8 +9,10 @@ import {
   type WorkflowExecuteInput,
   type WorkflowInboundCallsInterceptor,
   type WorkflowInterceptors,
+  type WorkflowOutboundCallsInterceptor,
+  workflowInfo,
 } from '@temporalio/workflow';
-import type { FailureType } from '../contract';
+import { RESET_RUN_HEADER, type FailureType } from '../contract';
 
 /**
  * What a payload the worker's codec refused decodes to (lib/temporal/codec.ts): input written
@@ -51,4 +55,20 @@ class RefusedPayloads implements WorkflowInboundCallsInterceptor {
   }
 }
 
-export const interceptors = (): WorkflowInterceptors => ({ inbound: [new RefusedPayloads()] });
+/**
+ * A reset (`temporal workflow reset`) replays a run's history into a new run and carries on
+ * from the chosen point with the recorded input: a completed install or rebuild would run its
+ * steps again against the VM that stands there now. Activities of such a run carry a header
+ * that the worker's activity interceptor refuses (worker/interceptors.ts). The header, not a
+ * failure here: the replayed part of the run must schedule what the original did, or the
+ * replay would not match the history.
+ */
+class ResetRuns implements WorkflowOutboundCallsInterceptor {
+  scheduleActivity(input: ActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>) {
+    const { runId, originalExecutionRunId } = workflowInfo();
+    if (runId === originalExecutionRunId) return next(input);
+    return next({ ...input, headers: { ...input.headers, [RESET_RUN_HEADER]: defaultPayloadConverter.toPayload(originalExecutionRunId) } });
+  }
+}
+
+export const interceptors = (): WorkflowInterceptors => ({ inbound: [new RefusedPayloads()], outbound: [new ResetRuns()] });

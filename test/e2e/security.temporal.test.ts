@@ -1,7 +1,9 @@
 import { execa } from 'execa';
+import { WorkflowFailedError } from '@temporalio/client';
 import { findTemporalCli, LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
 import { startHarness, Harness } from '../support/harness';
 import { apiCall } from '../support/api';
+import { isMutating, operations, operationsMark } from '../support/proxmoxCalls';
 
 /**
  * The Temporal server as a way around the API: from the same host, the real CLI started
@@ -121,4 +123,31 @@ test('an encrypted input copied from one workflow into another is refused', asyn
   const run = await execute('vmAdopt', input, 'vm-242', [...metaArgs('encryption-workflow-id'), '--input-base64']);
   expect(run.exitCode).not.toBe(0);
   expect(await qm('config', '242')).not.toMatch(/qemurun-owner/);
+});
+
+test('temporal workflow reset of a completed install does not run it again against the live VM', async () => {
+  const res = await fetch(`${h.api}/vm/install`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Prefer: 'respond-async' },
+    body: JSON.stringify({ os: 'debian', version: '12', name: 'kept', id: 243 }),
+  });
+  expect(res.status).toBe(202);
+  const { workflowId } = (await res.json()) as { workflowId: string };
+  const handle = h.service.client.workflow.getHandle(workflowId);
+  await handle.result();
+  const history = (await handle.fetchHistory()).events ?? [];
+  // The workflow task right after qm create: a reset there would import a disk into the
+  // live VM, reconfigure it, start it and run the init script on it again.
+  const created = history.findIndex((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'qmCreate');
+  const resetAt = history.slice(created).find((e) => e.workflowTaskCompletedEventAttributes)!.eventId!.toString();
+  const before = await h.sandbox.readConfig(243);
+  const mark = await operationsMark(h);
+
+  const reset = await execa(cli, ['workflow', 'reset', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', 'default', '--workflow-id', workflowId, '--event-id', resetAt, '--reason', 'again', '-o', 'json']);
+  const { runId } = JSON.parse(reset.stdout) as { runId: string };
+  const again = h.service.client.workflow.getHandle(workflowId, runId);
+  await expect(again.result()).rejects.toThrow(WorkflowFailedError);
+  expect(JSON.stringify((await again.fetchHistory()).events)).toMatch(/ResetRunError/);
+  expect((await operations(h, mark)).filter(isMutating)).toEqual([]);
+  expect(await h.sandbox.readConfig(243)).toBe(before);
 });

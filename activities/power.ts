@@ -1,6 +1,7 @@
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
-import { failure, ownerOf } from '../contract';
+import { failure } from '../contract';
+import { markerSealFor } from '../lib/vm/markerSeal';
 import { managedNodeOf } from './managedSet';
 
 export interface PowerDeps {
@@ -48,12 +49,13 @@ export function powerActivities({ config, proxmox }: PowerDeps) {
      * no point in an ACPI shutdown). A lock held by a backup or migration is respected: the
      * stop retries and, failing that, the rebuild stops before destroying anything.
      */
-    async stopOwnedVm(input: { vmid: number; owner: string }): Promise<boolean> {
+    async stopOwnedVm(input: { vmid: number; owner: string; run?: string }): Promise<boolean> {
       const found = await proxmox.locateGuest(input.vmid);
       if (!found) return false;
       const node = proxmox.requireNode(found.node);
       const conf = await node.config(input.vmid);
-      if (ownerOf(conf.description) !== input.owner) {
+      const check = markerSealFor(config).check(conf.description, input.vmid);
+      if (!check.sealed || check.fields.owner !== input.owner || (input.run !== undefined && check.fields.run !== input.run)) {
         throw failure('NotOwnedError', `VM ${input.vmid} is no longer owned by ${input.owner}; refusing to stop it`);
       }
       if ((await node.status(input.vmid)) === 'stopped') return false;

@@ -4,7 +4,8 @@ import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { creationTimeSec } from '../lib/proxmox/vmConfig';
 import { readDisabledVmids } from '../lib/stateFiles';
-import { adoptionOf, isAdoptionOwner, ownerOf, verdict, vmWorkflowId, type OwnerState, type ReconcileItem } from '../contract';
+import { isAdoptionOwner, verdict, vmWorkflowId, type OwnerState, type ReconcileItem } from '../contract';
+import { markerSealFor } from '../lib/vm/markerSeal';
 
 export interface ReconcileDeps {
   config: Config;
@@ -14,11 +15,15 @@ export interface ReconcileDeps {
 
 /** Activities of the reconciler (workflows/reconcile.ts). They read; removal is destroyOwnedVm's. */
 export function reconcileActivities({ config, proxmox, client }: ReconcileDeps) {
-  /** How the workflow `workflowId` stands; describe reads the newest run, strongly consistent. */
-  async function ownerOfVm(workflowId: string): Promise<{ state: OwnerState; type?: string }> {
+  /**
+   * How the run that wrote a VM's markers stands (describe, strongly consistent). That run,
+   * not the newest under its id: anyone who reaches Temporal can start another run there.
+   */
+  async function ownerOfVm(workflowId: string, runId: string): Promise<{ state: OwnerState; type?: string; closedAtSec?: number }> {
     try {
-      const d = await client.workflow.getHandle(workflowId).describe();
-      return { state: d.status.name as OwnerState, type: d.type };
+      const d = await client.workflow.getHandle(workflowId, runId).describe();
+      const closedAtSec = d.closeTime ? Math.floor(d.closeTime.getTime() / 1000) : undefined;
+      return { state: d.status.name as OwnerState, type: d.type, ...(closedAtSec !== undefined ? { closedAtSec } : {}) };
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return { state: 'UNKNOWN_TO_NAMESPACE' };
       throw err;
@@ -43,12 +48,13 @@ export function reconcileActivities({ config, proxmox, client }: ReconcileDeps) 
 
   return {
     /**
-     * Every VM of the cluster with the reconciler's verdict. Only reads: the owner marker
-     * (one `qm config` per VM, on its node), the owner's state, the VM's creation time, the
+     * Every VM of the cluster with the reconciler's verdict. Only reads: the owner markers
+     * and their seal (one `qm config` per VM, on its node), the owner run's state, the VM's creation time, the
      * namespace's retention. Heartbeats per VM, so a dead worker is noticed on a big cluster.
      */
     async planReconcile(): Promise<ReconcileItem[]> {
       const ctx = Context.current();
+      const seal = markerSealFor(config);
       const vms = await proxmox.vms();
       const disabled = readDisabledVmids(config.dataDir);
       const retention = await retentionSec();
@@ -62,20 +68,27 @@ export function reconcileActivities({ config, proxmox, client }: ReconcileDeps) 
           items.push({ vmid: vm.vmid, node: vm.node, action: 'keep', reason: `its config could not be read: ${conf.message.split('\n')[0]}` });
           continue;
         }
-        const owner = ownerOf(conf.description);
-        const adopted = owner !== undefined && (isAdoptionOwner(owner) || adoptionOf(conf.description) !== undefined);
-        const found: { state: OwnerState; type?: string } | undefined =
-          owner === undefined ? undefined : adopted ? { state: 'ADOPTED' } : await ownerOfVm(owner);
+        const markers = seal.check(conf.description, vm.vmid);
+        const owner = markers.sealed ? markers.fields.owner : markers.owner;
+        const untrusted = markers.sealed ? undefined : markers.reason;
+        const adopted = markers.sealed && (isAdoptionOwner(markers.fields.owner) || markers.fields.adopted !== undefined);
+        const found: { state: OwnerState; type?: string; closedAtSec?: number } | undefined = !markers.sealed
+          ? undefined
+          : adopted
+            ? { state: 'ADOPTED' }
+            : await ownerOfVm(markers.fields.owner, markers.fields.run);
         const state = found?.state;
-        const busy = owner === undefined || state === 'ADOPTED' ? undefined : await busyWith(vm.vmid);
+        const busy = !markers.sealed || state === 'ADOPTED' ? undefined : await busyWith(vm.vmid);
         const { action, reason } = verdict(
           {
             vmid: vm.vmid,
             node: vm.node,
             name: conf.name,
             owner,
+            ...(untrusted !== undefined ? { untrusted } : {}),
             ownerState: state,
             ownerType: found?.type,
+            ownerClosedAtSec: found?.closedAtSec,
             createdAtSec: creationTimeSec(conf),
             retentionSec: retention,
             disabled: disabled.has(vm.vmid),

@@ -1,3 +1,4 @@
+import { Context } from '@temporalio/activity';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { VmidTakenError } from '../lib/proxmox/errors';
@@ -6,13 +7,13 @@ import {
   failure,
   installSecretsSchema,
   type InstallSpec,
+  installedDescription,
   installSpecSchema,
-  isOwnedBy,
-  ownerMarker,
   ownerOf,
-  specMarker,
+  specMarkerValue,
   workflowInputs,
 } from '../contract';
+import { markerSealFor } from '../lib/vm/markerSeal';
 import { readAdminKeys } from '../lib/stateFiles';
 import { vmIp } from '../lib/network';
 import { managedNodeOf, requireManaged } from './managedSet';
@@ -31,12 +32,25 @@ export interface VmDeps {
 export function vmActivities({ config, proxmox }: VmDeps) {
   const main = () => proxmox.main();
   const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);
+  /** Whether the VM's markers are sealed and name this owner (and, when given, this run of it). */
+  const sealedFor = (description: string | undefined, vmid: number, owner: string, run?: string) => {
+    const check = markerSealFor(config).check(description, vmid);
+    return check.sealed && check.fields.owner === owner && (run === undefined || check.fields.run === run);
+  };
 
   return {
-    /** `qm create` on the main node; finding our own VM already there counts as done. */
+    /**
+     * `qm create` on the main node, its description the sealed owner and spec markers of
+     * this run; finding this very run's VM already there counts as done.
+     */
     async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string }> {
       const { vmid } = input;
       const spec = checkedInput(installSpecSchema, input.spec, 'qmCreate');
+      // The run from Temporal, not from the input: a later run under the same workflow id
+      // (a reset, or one started by hand) is not the owner of what this one built.
+      const run = Context.current().info.workflowExecution?.runId;
+      if (!run) throw failure('ConfigError', 'qmCreate runs for an install workflow only: its markers name the run');
+      const markers = { owner: input.owner, run, spec: specMarkerValue(spec) };
       const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
       try {
         await main().qmCreate(vmid, {
@@ -49,7 +63,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
           agent: '1',
           net0: `virtio,bridge=${config.bridge}`,
           serial0: 'socket',
-          description: `${ownerMarker(input.owner)}\n${specMarker(spec)}`,
+          description: installedDescription(markers, markerSealFor(config).seal({ vmid, ...markers })),
           ...(balloon ? { numa: 1, balloon } : {}),
         });
       } catch (err) {
@@ -57,7 +71,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
           // A retry after a crash finds the VM this very run created.
           const vm = await proxmox.locateVm(vmid);
           const conf = vm ? await proxmox.requireNode(vm.node).config(vmid).catch(() => undefined) : undefined;
-          if (conf && isOwnedBy(conf.description, input.owner)) return { ip: vmIp(config.gateway, vmid) };
+          if (conf && sealedFor(conf.description, vmid, input.owner, run)) return { ip: vmIp(config.gateway, vmid) };
           throw failure('VmidTakenError', err.message);
         }
         throw err;
@@ -134,7 +148,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       if (owner !== undefined) {
         throw failure('AlreadyManagedError', `VM ${input.vmid} is already managed by QemuRun (qemurun-owner=${owner})`);
       }
-      await node.qmSet(input.vmid, { description: adoptedDescription(conf.description, input) });
+      await node.qmSet(input.vmid, { description: adoptedDescription(conf.description, input, (f) => markerSealFor(config).seal(f), input.vmid) });
     },
 
     /**
@@ -150,16 +164,17 @@ export function vmActivities({ config, proxmox }: VmDeps) {
     },
 
     /**
-     * Stops and purges a VM, but only one whose description carries this owner's
-     * marker: cleanup never touches a VM the product did not create. Returns whether a VM
+     * Stops and purges a VM, but only one whose description carries this owner's sealed
+     * marker (and this run's, when `run` is given): cleanup never touches a VM the product
+     * did not create, nor one whose markers someone wrote by hand. Returns whether a VM
      * was removed.
      */
-    async destroyOwnedVm(input: { vmid: number; owner: string }): Promise<boolean> {
+    async destroyOwnedVm(input: { vmid: number; owner: string; run?: string }): Promise<boolean> {
       const vm = await proxmox.locateVm(input.vmid);
       if (!vm) return false;
       const node = proxmox.requireNode(vm.node);
       const conf = await node.config(input.vmid).catch(() => undefined);
-      if (!conf || !isOwnedBy(conf.description, input.owner)) return false;
+      if (!conf || !sealedFor(conf.description, input.vmid, input.owner, input.run)) return false;
       // Ours for sure, so a lock a crashed step of this run left behind is no obstacle.
       if ((await node.status(input.vmid)) !== 'stopped') await node.stop(input.vmid, { skiplock: true });
       await node.destroy(input.vmid, { purge: true, skiplock: true });

@@ -1,6 +1,7 @@
 import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { reconcileScheduleId, type WorkflowType } from '../contract';
+import { METADATA_WORKFLOW_ID_KEY } from '../lib/temporal/codec';
 
 /**
  * The reconciler's schedule, made to match the settings at every start: created when
@@ -55,8 +56,18 @@ export async function ensureReconcileSchedule(client: Client, config: Config): P
     Number(interval.every) === everyMs &&
     current.action.type === 'startWorkflow' &&
     current.action.workflowType === 'reconcileVms' &&
-    current.action.taskQueue === config.temporal.taskQueue;
+    current.action.taskQueue === config.temporal.taskQueue &&
+    boundToWorkflow(current.raw);
   if (same) return 'unchanged';
   await handle.update((prev) => ({ ...prev, spec: wanted.spec, action: wanted.action, policies: { ...prev.policies, ...wanted.policies } }));
   return 'updated';
+}
+
+/**
+ * Whether the stored action's input is bound to its workflow (lib/temporal/codec.ts). One
+ * saved before binding is refused by the workers: saving the action again re-encodes it.
+ */
+function boundToWorkflow(raw: Awaited<ReturnType<ReturnType<Client['schedule']['getHandle']>['describe']>>['raw']): boolean {
+  const payloads = raw.schedule?.action?.startWorkflow?.input?.payloads ?? [];
+  return payloads.every((p) => p.metadata?.[METADATA_WORKFLOW_ID_KEY] !== undefined);
 }

@@ -9,6 +9,8 @@ import type { Logger } from '../lib/observability/log';
 export type TemporalConnection = TemporalConnections & {
   codec: EncryptionCodec;
   dataConverter: ReturnType<typeof dataConverterFor>;
+  /** The worker's: strict about bindings, and a refused payload fails its workflow (codec.ts). */
+  workerDataConverter: ReturnType<typeof dataConverterFor>;
 };
 
 /**
@@ -36,7 +38,7 @@ export async function connectService(config: Config, temporalAddress: string, lo
       tls: temporalTls(config.temporal.tls),
     });
     await ensureSearchAttributes(temporal.connection, config.temporal.namespace);
-    return { ...temporal, codec, dataConverter };
+    return { ...temporal, codec, dataConverter, workerDataConverter: dataConverterFor(new EncryptionCodec({ ...keys, worker: true })) };
   } catch (err) {
     throw new StartupError(
       `cannot reach Temporal at ${temporalAddress} (namespace ${config.temporal.namespace}): ${reason(err).split('\n')[0]}\n` +

@@ -36,7 +36,7 @@ export async function startWorker(opts: {
     connection: temporal.nativeConnection,
     activities,
     workflowBundlePath: opts.workflowBundlePath,
-    dataConverter: temporal.dataConverter,
+    dataConverter: temporal.workerDataConverter,
     metrics,
     pushes: opts.pushes,
   });

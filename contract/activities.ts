@@ -15,8 +15,10 @@ export type RebuildTarget =
       vmid: number;
       /** Node the VM lives on now. */
       node: string;
-      /** Workflow id in the VM's owner marker: what destroyOwnedVm is given. */
+      /** Workflow id in the VM's sealed owner marker: what destroyOwnedVm is given. */
       owner: string;
+      /** The run of `owner` the sealed markers name (absent in histories from before seals). */
+      ownerRun?: string;
       /** The spec the VM is re-created from, with `vmid` set and `node` where it lives now. */
       spec: InstallSpec;
       /** The recorded node, when the VM has been migrated away from it since. */
@@ -72,8 +74,9 @@ export interface Activities {
   adoptVm(input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string }): Promise<void>;
 
   // What only the product's own VMs go through: checked against the owner marker.
-  stopOwnedVm(input: { vmid: number; owner: string }): Promise<boolean>;
-  destroyOwnedVm(input: { vmid: number; owner: string }): Promise<boolean>;
+  /** `run`: only when the sealed markers name this run of `owner`. */
+  stopOwnedVm(input: { vmid: number; owner: string; run?: string }): Promise<boolean>;
+  destroyOwnedVm(input: { vmid: number; owner: string; run?: string }): Promise<boolean>;
 
   // Inside the guest.
   waitForSsh(input: { ip: string; user: string }): Promise<void>;

@@ -40,6 +40,8 @@ export const FAILURE_TYPES = {
   InvalidRequestError: { retryable: false, status: 400 },
   ConfigError: { retryable: false },
   RebuildError: { retryable: false },
+  // An activity of a run made by `temporal workflow reset` (workflows/interceptors.ts).
+  ResetRunError: { retryable: false, status: 409 },
 } as const satisfies Record<string, FailureKind>;
 
 interface FailureKind {
@@ -48,6 +50,9 @@ interface FailureKind {
 }
 
 export type FailureType = keyof typeof FAILURE_TYPES;
+
+/** The activity header that marks an activity of a reset run: its value is the run it was reset from. */
+export const RESET_RUN_HEADER = 'qemurun-reset-of';
 
 function isFailureType(type: string): type is FailureType {
   return Object.hasOwn(FAILURE_TYPES, type);

@@ -5,18 +5,62 @@ import type { InstallSpec } from './types';
  * so it travels with migrations and is visible in the Proxmox UI's Notes). The owner
  * marker is what cleanup checks before destroying anything; the spec marker is what a
  * rebuild re-creates the VM from. Neither holds a secret.
+ *
+ * Anyone with `VM.Config.Options` on a VM can write its description, so the markers carry
+ * a seal: `qemurun-seal=<key id>:<HMAC>` over the VMID, the owner, the owner's run and the
+ * spec (lib/vm/markerSeal.ts computes it; workflow code never does). Destructive decisions
+ * (reconcile, rebuild, cleanup) trust only sealed markers.
  */
 
 const OWNER = 'qemurun-owner=';
+const RUN = 'qemurun-run=';
 const SPEC = 'qemurun-spec=';
 const ADOPTED = 'qemurun-adopted=';
+const SEAL = 'qemurun-seal=';
+
+/** What a seal covers: every marker a destructive decision reads, and the VM they are about. */
+export interface MarkerFields {
+  vmid: number;
+  owner: string;
+  /** The run of `owner` that wrote the markers: a later run under the same id is not the owner. */
+  run: string;
+  /** The spec marker's value as written (base64url JSON), if any. */
+  spec?: string;
+  /** The adoption line's value, if any. */
+  adopted?: string;
+}
+
+/** The text a seal is the HMAC of: one field a line, none of which can hold a newline. */
+export function sealedText(f: MarkerFields): string {
+  return ['qemurun-markers/1', String(f.vmid), f.owner, f.run, f.spec ?? '', f.adopted ?? ''].join('\n');
+}
+
+/** The markers of a description as written, sealed or not (`vmid` is the VM's own). */
+export function markerFields(description: string | undefined, vmid: number): { owner?: string; fields?: MarkerFields; seal?: string } {
+  const owner = ownerOf(description);
+  const run = markerValue(description, RUN);
+  const seal = markerValue(description, SEAL);
+  if (owner === undefined || run === undefined) return { owner, seal };
+  const spec = markerValue(description, SPEC);
+  const adopted = adoptionOf(description);
+  return { owner, fields: { vmid, owner, run, ...(spec !== undefined ? { spec } : {}), ...(adopted !== undefined ? { adopted } : {}) }, seal };
+}
+
+/** The description of a VM an install creates: owner, run, spec, and their seal. */
+export function installedDescription(f: { owner: string; run: string; spec: string }, seal: string): string {
+  return `${OWNER}${f.owner}\n${RUN}${f.run}\n${SPEC}${f.spec}\n${SEAL}${seal}`;
+}
 
 export function ownerMarker(workflowId: string): string {
   return `${OWNER}${workflowId}`;
 }
 
 export function specMarker(spec: InstallSpec): string {
-  return `${SPEC}${Buffer.from(JSON.stringify(spec)).toString('base64url')}`;
+  return `${SPEC}${specMarkerValue(spec)}`;
+}
+
+export function specMarkerValue(spec: InstallSpec): string {
+  return Buffer.from(JSON.stringify(spec)).toString('base64url');
 }
 
 function markerValue(description: string | undefined, prefix: string): string | undefined {
@@ -37,7 +81,11 @@ export function isOwnedBy(description: string | undefined, workflowId: string): 
 }
 
 export function specOf(description: string | undefined): InstallSpec | undefined {
-  const v = markerValue(description, SPEC);
+  return parseSpecMarker(markerValue(description, SPEC));
+}
+
+/** The spec a spec marker's value holds, unchecked (it is input: check it before use). */
+export function parseSpecMarker(v: string | undefined): InstallSpec | undefined {
   if (!v) return undefined;
   try {
     return JSON.parse(Buffer.from(v, 'base64url').toString('utf8')) as InstallSpec;
@@ -66,10 +114,17 @@ export function adoptionOwner(vmid: number, runId: string): string {
 export function adoptedDescription(
   description: string | undefined,
   adoption: { owner: string; at: string; workflowId: string; runId: string; by?: string },
+  seal?: (f: MarkerFields) => string,
+  vmid?: number,
 ): string {
-  const note = `${ADOPTED}${adoption.at} workflow=${adoption.workflowId} run=${adoption.runId}${adoption.by ? ` by=${adoption.by}` : ''}`;
+  const note = adoptionNote(adoption);
   const kept = (description ?? '').replace(/\s+$/, '');
-  return `${kept ? `${kept}\n` : ''}${ownerMarker(adoption.owner)}\n${note}`;
+  const sealed = seal && vmid !== undefined ? `\n${RUN}${adoption.runId}\n${SEAL}${seal({ vmid, owner: adoption.owner, run: adoption.runId, adopted: note })}` : '';
+  return `${kept ? `${kept}\n` : ''}${ownerMarker(adoption.owner)}\n${ADOPTED}${note}${sealed}`;
+}
+
+function adoptionNote(adoption: { at: string; workflowId: string; runId: string; by?: string }): string {
+  return `${adoption.at} workflow=${adoption.workflowId} run=${adoption.runId}${adoption.by ? ` by=${adoption.by}` : ''}`;
 }
 
 /** An owner an adoption wrote (adoptionOwner), not a workflow id. */

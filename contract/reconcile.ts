@@ -26,9 +26,13 @@ export interface ReconcileFacts {
   name?: string;
   /** The workflow id in the VM's qemurun-owner marker; undefined without one. */
   owner?: string;
+  /** Why the markers are not trusted (no seal, a wrong one); undefined when they are sealed. */
+  untrusted?: string;
   ownerState?: OwnerState;
   /** The owner's workflow type, when the namespace knows it: only an install builds VMs. */
   ownerType?: string;
+  /** When the owner run closed, epoch seconds, when it has. */
+  ownerClosedAtSec?: number;
   /** When Proxmox created the VM (`meta: ctime=`), epoch seconds. */
   createdAtSec?: number;
   /** The namespace's retention: how long a closed workflow stays known. */
@@ -71,13 +75,15 @@ export interface ReconcileResult {
 }
 
 /**
- * The rule: remove a VM only when it carries the owner marker and its owner closed without
+ * The rule: remove a VM only when it carries sealed owner markers and its owner run closed without
  * finishing (failed, terminated, timed out, cancelled) or is unknown to the namespace while
  * the namespace would still remember it. Everything else is kept, with the reason.
  */
 export function verdict(f: ReconcileFacts, nowSec: number): ReconcileVerdict {
   if (f.owner === undefined) return keep('no qemurun-owner marker: not a VM QemuRun manages');
   if (f.disabled) return keep('listed in the disabled list');
+  // Anyone who can edit a VM's Notes can write markers: only sealed ones condemn a VM.
+  if (f.untrusted !== undefined) return keep(`its qemurun-owner marker is not trusted: ${f.untrusted}`);
   const state = f.ownerState;
   if (state === 'ADOPTED') return keep(`adopted into the managed set (${f.owner}), not built by a workflow`);
   if (f.busyWith) return keep(`busy: ${f.busyWith} is running on it`);
@@ -87,6 +93,11 @@ export function verdict(f: ReconcileFacts, nowSec: number): ReconcileVerdict {
   if (state === 'RUNNING' || state === 'CONTINUED_AS_NEW') return keep(`its owner ${f.owner} is running`);
   if (state === 'COMPLETED') return keep(`its owner ${f.owner} completed`);
   if (state && ABANDONED_STATES.includes(state)) {
+    // Its owner cannot have built a VM Proxmox created after the run had closed: these are
+    // markers copied from an earlier VM of the same VMID.
+    if (f.createdAtSec !== undefined && f.ownerClosedAtSec !== undefined && f.createdAtSec > f.ownerClosedAtSec + CLOCK_SLACK_SEC) {
+      return keep(`its owner ${f.owner} closed before the VM was created: the markers are not that run's`);
+    }
     return remove(`its owner ${f.owner} closed as ${state.toLowerCase().replace('_', ' ')}`);
   }
   if (state === 'UNKNOWN_TO_NAMESPACE') {
@@ -103,6 +114,9 @@ export function verdict(f: ReconcileFacts, nowSec: number): ReconcileVerdict {
   }
   return keep(`its owner ${f.owner} is in an unexpected state (${state ?? 'unread'})`);
 }
+
+/** Proxmox's clock and Temporal's need not agree to the second. */
+const CLOCK_SLACK_SEC = 60;
 
 function keep(reason: string): ReconcileVerdict {
   return { action: 'keep', reason };

@@ -8,6 +8,8 @@
  */
 export const workflowBundlerOptions = {
   preloadModules: [require.resolve('../workflows/preload')],
+  // Refused payloads fail their workflow at once (workflows/interceptors.ts).
+  workflowInterceptorModules: [require.resolve('../workflows/interceptors')],
 };
 
 const INLINE_SOURCE_MAP = '//# sourceMappingURL=data:';

@@ -1,6 +1,29 @@
 import { CancelledFailure, type Context } from '@temporalio/activity';
 import type { ActivityInterceptors } from '@temporalio/worker';
 import type { Metrics } from '../lib/observability/metrics';
+import { failure, RESET_RUN_HEADER } from '../contract';
+
+/**
+ * Refuses every activity of a run made by `temporal workflow reset` (the workflow marks them,
+ * workflows/interceptors.ts): the run would repeat a finished operation with its recorded
+ * input against what the cluster holds now. Non-retryable; the run fails before any command.
+ */
+export function resetRunsRefused() {
+  return (ctx: Context): ActivityInterceptors => ({
+    inbound: {
+      async execute(input, next) {
+        if (input.headers[RESET_RUN_HEADER] !== undefined) {
+          throw failure(
+            'ResetRunError',
+            `refusing ${ctx.info.activityType}: workflow ${ctx.info.workflowExecution?.workflowId ?? ''} was reset (temporal workflow reset), ` +
+              'and a reset would repeat a finished operation against the VM as it is now; start a new operation through the API',
+          );
+        }
+        return next(input);
+      },
+    },
+  });
+}
 
 /**
  * Around every activity: its log lines carry the activity, its attempt, the workflow and

@@ -1,7 +1,7 @@
 import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Config } from '../lib/config';
 import type { Metrics } from '../lib/observability/metrics';
-import { activityObservability } from './interceptors';
+import { activityObservability, resetRunsRefused } from './interceptors';
 import { workerSinks } from './sinks';
 import type { ProgressPushes } from '../lib/progressPushes';
 import { workflowBundlerOptions } from './bundleOptions';
@@ -37,9 +37,9 @@ export async function createWorker({ config, connection, activities, workflowBun
     activities,
     ...(workflowBundlePath
       ? { workflowBundle: { codePath: workflowBundlePath } }
-      : { workflowsPath: require.resolve('../workflows'), bundlerOptions: workflowBundlerOptions }),
+      : { workflowsPath: require.resolve('../workflows'), bundlerOptions: { preloadModules: workflowBundlerOptions.preloadModules } }),
     dataConverter,
-    interceptors: { activity: [activityObservability(metrics)] },
+    interceptors: { activity: [activityObservability(metrics), resetRunsRefused()], workflowModules: workflowBundlerOptions.workflowInterceptorModules },
     sinks: workerSinks({ metrics, pushes }),
     maxCachedWorkflows: config.worker.maxCachedWorkflows,
     // The SDK lowers this to the cache size itself, with a warning at every start.

@@ -37,7 +37,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   const { spec, secrets, mainNode } = checkedInput(workflowInputs.install, input) as InstallInput;
   const progress = new Progress();
   const started = Date.now();
-  const owner = workflowInfo().workflowId;
+  const { workflowId: owner, runId } = workflowInfo();
   const compensations: Array<() => Promise<void>> = [];
 
   const step = progress.step.bind(progress);
@@ -152,7 +152,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       // VM. destroyOwnedVm only touches a VM whose description carries this run's marker.
       const undo = async () => {
         progress.info(progress.current, `removing VM ${vmid}`);
-        if (await cleanup.destroyOwnedVm({ vmid, owner })) progress.info(progress.current, `VM ${vmid} removed`);
+        if (await cleanup.destroyOwnedVm({ vmid, owner, run: runId })) progress.info(progress.current, `VM ${vmid} removed`);
       };
       compensations.unshift(undo);
       try {

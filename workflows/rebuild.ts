@@ -77,14 +77,14 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
 
     let replacedOwner: string | undefined;
     if (target.exists) {
-      const owner = target.owner;
+      const { owner, ownerRun: run } = target;
       replacedOwner = owner;
       await step('VM rebuild > stop', `stopping VM ${vmid}`, async () => {
-        if (!(await proxmox.stopOwnedVm({ vmid, owner }))) progress.info('VM rebuild > stop', `VM ${vmid} was already stopped`);
+        if (!(await proxmox.stopOwnedVm({ vmid, owner, run }))) progress.info('VM rebuild > stop', `VM ${vmid} was already stopped`);
       });
       stage = 'destroying';
       await step('VM rebuild > destroy', `destroying VM ${vmid} and its disks`, async () => {
-        if (!(await cleanup.destroyOwnedVm({ vmid, owner }))) progress.info('VM rebuild > destroy', `VM ${vmid} was already gone`);
+        if (!(await cleanup.destroyOwnedVm({ vmid, owner, run }))) progress.info('VM rebuild > destroy', `VM ${vmid} was already gone`);
       });
       stage = 'destroyed';
     }

@@ -1,8 +1,10 @@
 import type { Client } from '@temporalio/client';
-import { type FailureType, type InstallSpec, OS_VERSIONS, ownerOf, type RebuildTarget, specOf } from '../../contract';
+import { checkInput, type FailureType, type InstallSpec, installSpecSchema, InvalidInputError, type RebuildTarget } from '../../contract';
 import type { Config } from '../config';
 import type { ProxmoxCluster } from '../proxmox';
 import { readDisabledVmids, stateFiles } from '../stateFiles';
+import { diskTooBig } from './diskSpace';
+import { markerSealFor, sealedSpec } from './markerSeal';
 
 export interface RebuildCheckDeps {
   config: Config;
@@ -13,7 +15,7 @@ export interface RebuildCheckDeps {
 /** Why a VM may not be rebuilt: the API answers it with a status, the workflow fails with its type. */
 export class RebuildRefusal extends Error {
   constructor(
-    readonly type: Extract<FailureType, 'VmDisabledError' | 'VmNotFoundError' | 'NotOwnedError' | 'VmBusyError'>,
+    readonly type: Extract<FailureType, 'VmDisabledError' | 'VmNotFoundError' | 'NotOwnedError' | 'VmBusyError' | 'InvalidRequestError' | 'StorageError'>,
     message: string,
   ) {
     super(message);
@@ -24,9 +26,10 @@ export class RebuildRefusal extends Error {
 /**
  * Decides whether a VM may be rebuilt, and from what. Refuses (RebuildRefusal, nothing
  * touched) a disabled VMID, a missing VM (unless a spec is given: then it is installed),
- * a container, and a VM without the product's owner marker or, when no spec is given,
- * without its spec marker, and a VM whose install is still running. Used by the workflow's
- * check and by the API before it starts one.
+ * a container, a VM without the product's sealed owner marker or, when no spec is given,
+ * without its sealed spec marker, a VM whose install is still running, and a spec the API
+ * would refuse or clamp (bounds, VM_MAX_*) or that does not fit in the storage. Used by the
+ * workflow's check and by the API before it starts one.
  */
 export async function inspectVmForRebuild(
   { config, proxmox, client }: RebuildCheckDeps,
@@ -45,23 +48,26 @@ export async function inspectVmForRebuild(
   const node = proxmox.requireNode(found.node);
   const conf = await node.config(vmid);
   const label = `VM ${vmid}${conf.name ? ` (${conf.name})` : ''}`;
-  const owner = ownerOf(conf.description);
-  if (!owner) {
-    throw new RebuildRefusal('NotOwnedError', `${label} was not installed by QemuRun: its description has no qemurun-owner marker; refusing to rebuild it`);
+  const markers = markerSealFor(config).check(conf.description, vmid);
+  if (!markers.sealed) {
+    const why = markers.owner === undefined ? 'its description has no qemurun-owner marker' : `its qemurun-owner marker is not trusted: ${markers.reason}`;
+    throw new RebuildRefusal('NotOwnedError', `${label} was not installed by QemuRun: ${why}; refusing to rebuild it`);
   }
-  // An install still running owns the VM it is building (its id is in the owner marker):
+  const { owner, run: ownerRun } = markers.fields;
+  // An install still running owns the VM it is building (its run is in the owner marker):
   // a rebuild now would destroy it under the install's feet.
   const installing = await client.workflow
-    .getHandle(owner)
+    .getHandle(owner, ownerRun)
     .describe()
     .catch(() => undefined);
   if (installing?.status.name === 'RUNNING') {
     throw new RebuildRefusal('VmBusyError', `${label} is still being built by ${installing.type} (workflow ${owner}); try again when it has finished`);
   }
-  const recorded = input.spec ?? specOf(conf.description);
-  if (!recorded || !(OS_VERSIONS[recorded.os] as readonly string[] | undefined)?.includes(recorded.version)) {
+  const recorded = input.spec ?? sealedSpec(markers);
+  if (!recorded) {
     throw new RebuildRefusal('NotOwnedError', `${label} has no readable qemurun-spec marker, so there is nothing to rebuild it from; refusing to rebuild it`);
   }
+  await checkSpec(config, proxmox, recorded, input.spec ? 'spec' : `${label}'s qemurun-spec marker`, found.node === config.mainNode ? conf.disks.filter((d) => d.volid.startsWith(`${config.storage}:`)) : []);
   const recordedNode = recorded.node ?? config.mainNode;
   const spec: InstallSpec = { ...recorded, vmid };
   // A VM migrated since its install is rebuilt where it lives now (a spec given with the
@@ -73,9 +79,41 @@ export async function inspectVmForRebuild(
     vmid,
     node: found.node,
     owner,
+    ownerRun,
     spec,
     ...(moved ? { movedFrom: recordedNode } : {}),
     status: await node.status(vmid),
     mainNode: config.mainNode,
   };
+}
+
+/**
+ * A spec read back from a marker is input like any other: the API's bounds, the operator's
+ * VM_MAX_* limits (a rebuild refuses what an install would clamp: it re-creates the VM as
+ * recorded or not at all) and the free space of ASSIGN_STORAGE, counting the disks the
+ * destroy frees when the VM lives on the main node. Nothing is touched before this passes.
+ */
+async function checkSpec(config: Config, proxmox: ProxmoxCluster, spec: InstallSpec, what: string, freed: Array<{ sizeBytes?: number }>): Promise<void> {
+  try {
+    checkInput(installSpecSchema, spec, what);
+  } catch (err) {
+    if (err instanceof InvalidInputError) throw new RebuildRefusal('InvalidRequestError', `${err.message}; refusing to rebuild`);
+    throw err;
+  }
+  const { maxCpu, maxRamMb, maxDiskGb } = config.limits;
+  const over = [
+    maxCpu && spec.cpu > maxCpu ? `cpu ${spec.cpu} is more than VM_MAX_CPU (${maxCpu})` : undefined,
+    maxRamMb && spec.ramMb > maxRamMb ? `ramMb ${spec.ramMb} is more than VM_MAX_RAM (${maxRamMb})` : undefined,
+    maxDiskGb && spec.diskGb > maxDiskGb ? `diskGb ${spec.diskGb} is more than VM_MAX_DISK (${maxDiskGb})` : undefined,
+  ].filter((x) => x !== undefined);
+  if (over.length > 0) throw new RebuildRefusal('InvalidRequestError', `${what}: ${over.join('; ')}; refusing to rebuild`);
+  const storage = await proxmox
+    .main()
+    .storageStatus({ storage: config.storage })
+    .then((list) => list.find((s) => s.name === config.storage))
+    .catch(() => undefined);
+  if (!storage) return; // the install's storage step says why, before it creates anything
+  const freedBytes = freed.reduce((sum, d) => sum + (d.sizeBytes ?? 0), 0);
+  const tooBig = diskTooBig(spec.diskGb, { ...storage, availableBytes: storage.availableBytes + freedBytes });
+  if (tooBig) throw new RebuildRefusal('StorageError', `${what}: ${tooBig}; refusing to rebuild`);
 }

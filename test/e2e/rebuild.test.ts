@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { WorkflowFailedError } from '@temporalio/client';
-import { ownerOf, specOf, VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../../contract';
+import { installedDescription, type InstallSpec, ownerOf, specMarkerValue, specOf, VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../../contract';
+import { markerSealFor } from '../../lib/vm/markerSeal';
 import { parseVmConfig } from '../../lib/proxmox/vmConfig';
 import { stateFiles } from '../../lib/stateFiles';
 import { vmProcess } from '../../sandbox/state/runtime';
@@ -227,11 +228,75 @@ describe('refusals destroy nothing', () => {
     expect(done.events.at(-3)!.message).toBe('[*] VMID: 132');
   });
 
-  test('a VM with an owner marker but no spec marker is refused: there is nothing to rebuild it from', async () => {
-    await qm(['create', '151', '--name', 'half', '--description', 'qemurun-owner=install-by-hand']);
+  test('a VM with a sealed owner marker but no spec marker is refused: there is nothing to rebuild it from', async () => {
+    const markers = { vmid: 151, owner: 'install-by-hand', run: 'r1' };
+    const description = `qemurun-owner=${markers.owner}\nqemurun-run=${markers.run}\nqemurun-seal=${markerSealFor(h.config).seal(markers)}`;
+    await qm(['create', '151', '--name', 'half', '--description', description]);
     const res = await post('/vm/151/rebuild', {});
     expect(res.status).toBe(409);
     expect(res.json.message).toMatch(/no readable qemurun-spec marker/);
     expect(await h.sandbox.readConfig(151)).toMatch(/^name: half$/m);
+  });
+
+  /** VMID's description, with its markers (as a Proxmox user with VM.Config.Options can) replaced. */
+  async function withMarkers(description: string, run: () => Promise<void>) {
+    const before = parseVmConfig((await h.sandbox.readConfig(VMID))!).description!;
+    await qm(['set', String(VMID), '--description', description]);
+    try {
+      await run();
+    } finally {
+      await qm(['set', String(VMID), '--description', before]);
+    }
+  }
+
+  test('markers edited by hand (qm set --description) are not trusted: the rebuild is refused, the VM untouched', async () => {
+    const desc = parseVmConfig((await h.sandbox.readConfig(VMID))!).description!;
+    const spec = specOf(desc)!;
+    // The real owner and seal, with a spec that asks for more: what an editor of the Notes can write.
+    const forged = desc.replace(/^qemurun-spec=.*$/m, `qemurun-spec=${specMarkerValue({ ...spec, cpu: 8 })}`);
+    // A VM of one's own made QemuRun's by copying another VM's markers.
+    await qm(['create', '153', '--name', 'copycat', '--description', desc]);
+    await withMarkers(forged, async () => {
+      const t0 = new Date();
+      const before = await h.sandbox.readConfig(VMID);
+      const res = await post(`/vm/${VMID}/rebuild`, {});
+      expect(res.status).toBe(409);
+      expect(res.json.message).toMatch(/qemurun-owner marker is not trusted: its markers do not match their seal/);
+      expect(await h.sandbox.readConfig(VMID)).toBe(before);
+      expect(await startedSince(`vm-${VMID}`, t0)).toBe(false);
+    });
+    const copied = await post('/vm/153/rebuild', {});
+    expect(copied.status).toBe(409);
+    expect(copied.json.message).toMatch(/copied from another VM than 153/);
+    expect(await h.sandbox.readConfig(153)).toMatch(/^name: copycat$/m);
+  });
+
+  test('a sealed spec past the bounds or the free space is refused on rebuild, before anything is touched', async () => {
+    const desc = parseVmConfig((await h.sandbox.readConfig(VMID))!).description!;
+    const owner = ownerOf(desc)!;
+    const run = /^qemurun-run=(.*)$/m.exec(desc)![1];
+    const sealedWith = (spec: InstallSpec) => {
+      const markers = { owner, run, spec: specMarkerValue(spec) };
+      return installedDescription(markers, markerSealFor(h.config).seal({ vmid: VMID, ...markers }));
+    };
+    const spec = specOf(desc)!;
+    for (const [diskGb, message] of [
+      [100_000, /diskGb: .*refusing to rebuild/],
+      [99_999, /disk: 99999G is more than the free space of storage '[^']+'.*refusing to rebuild/],
+    ] as const) {
+      await withMarkers(sealedWith({ ...spec, diskGb }), async () => {
+        const mark = await operationsMark(h);
+        const res = await post(`/vm/${VMID}/rebuild`, {});
+        expect(res.status).toBe(400);
+        expect(res.json.message).toMatch(message);
+        expect((await operations(h, mark)).filter(isMutating)).toEqual([]);
+      });
+    }
+    // The workflow's own check (a schedule's runs have no API in front of them) refuses it too.
+    await withMarkers(sealedWith({ ...spec, diskGb: 99_999 }), async () => {
+      const handle = await h.service.client.workflow.start(vmRebuild, { taskQueue: h.config.temporal.taskQueue, workflowId: `vm-${VMID}`, args: [{ vmid: VMID }] });
+      const err = await handle.result().then(() => undefined, (e: unknown) => e);
+      expect((err as WorkflowFailedError).cause?.message).toMatch(/free space.*\(nothing was destroyed\)$/);
+    });
   });
 });

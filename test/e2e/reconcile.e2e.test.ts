@@ -5,12 +5,16 @@ import { apiCall } from '../support/api';
 import { findTemporalCli } from '../../lib/temporal/devServer';
 import { ensureReconcileSchedule } from '../../app/reconcileSchedule';
 import { reconcileScheduleId, type ReconcileItem } from '../../contract';
+import { markerSealFor } from '../../lib/vm/markerSeal';
+import { parseVmConfig } from '../../lib/proxmox/vmConfig';
 
 /**
  * The reconciler end to end (real service, Temporal dev server, sandbox, SSH): an install
  * terminated with the Temporal CLI after `qm create` leaves its half-built VM behind (terminate
  * runs no compensation); the dry run names it and changes nothing; a run removes it, and the
- * VM of an install that completed, a VM made by hand and an adopted VM stay as they are.
+ * VM of an install that completed, a VM made by hand and an adopted VM stay as they are. Nor
+ * do VMs condemned by someone who reaches Temporal or edits a VM's Notes: a new run under a
+ * completed install's id, markers written or copied by hand.
  */
 
 let h: Harness;
@@ -76,27 +80,40 @@ test('the service keeps the reconcile schedule in line with RECONCILE_INTERVAL',
 });
 
 test('a terminated install: its half-built VM is removed; completed, foreign and adopted VMs are untouched; the dry run changes nothing', async () => {
+  const cli = findTemporalCli()!.path;
+  const temporal = ['--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', 'default'];
+
   // An install that completed.
   const done = await startInstall('done');
   const doneVm = (await pollStatus(done.location, (s) => s.status === 'COMPLETED')).vmid as number;
+  // Then, with Temporal access and nothing else, a new run under its id that fails at once.
+  await execa(cli, ['workflow', 'start', ...temporal, '--type', 'installVm', '--task-queue', h.config.temporal.taskQueue, '--workflow-id', done.workflowId, '--input', '{}', '--execution-timeout', '5s']);
+  await h.service.client.workflow.getHandle(done.workflowId).result().catch(() => undefined);
+  expect((await h.service.client.workflow.getHandle(done.workflowId).describe()).status.name).toMatch(/FAILED|TIMED_OUT/);
 
   // A VM made by hand (no marker), one adopted into the managed set, and one whose owner
-  // the namespace has never heard of.
+  // the namespace has never heard of (its markers sealed, as only QemuRun can).
   await qm(['create', '150', '--name', 'foreign']);
   await qm(['create', '152', '--name', 'adopted']);
   expect((await apiCall(h.api, 'POST', '/vm/152/adopt')).status).toBe(200);
-  const lostOwner = `install-${crypto.randomUUID()}`;
-  await qm(['create', '151', '--name', 'lost', '--description', `qemurun-owner=${lostOwner}`]);
+  const lost = { vmid: 151, owner: `install-${crypto.randomUUID()}`, run: crypto.randomUUID() };
+  const lostMarkers = `qemurun-owner=${lost.owner}\nqemurun-run=${lost.run}\nqemurun-seal=${markerSealFor(h.config).seal(lost)}`;
+  await qm(['create', '151', '--name', 'lost', '--description', lostMarkers]);
 
   // An install stopped for good after qm create: its first `qm start` hangs, and the
   // workflow is terminated meanwhile, which runs no compensation.
   await h.sandbox.injectFault({ command: 'qm start', hangMs: 8000, times: 1 });
   const half = await startInstall('half');
   const halfVm = (await pollStatus(half.location, (s) => s.step === 'VM initialization > start' && s.vmid !== undefined)).vmid as number;
-  const cli = findTemporalCli()!.path;
-  await execa(cli, ['workflow', 'terminate', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--workflow-id', half.workflowId, '--reason', 'operator gave up']);
+  await execa(cli, ['workflow', 'terminate', ...temporal, '--workflow-id', half.workflowId, '--reason', 'operator gave up']);
   expect((await h.service.client.workflow.getHandle(half.workflowId).describe()).status.name).toBe('TERMINATED');
   expect(await exists(halfVm)).toBe(true);
+
+  // Markers a Proxmox user wrote with the Notes (VM.Config.Options): one naming that
+  // terminated install, and the half-built VM's own sealed markers copied onto another VM.
+  await qm(['create', '154', '--name', 'forged', '--description', `qemurun-owner=${half.workflowId}`]);
+  await qm(['create', '155', '--name', 'copied']);
+  await qm(['set', '155', '--description', parseVmConfig((await h.sandbox.readConfig(halfVm))!).description!]);
 
   // The dry run: the verdicts, and nothing changed.
   const dry = await apiCall(h.api, 'GET', '/reconcile');
@@ -105,11 +122,13 @@ test('a terminated install: its half-built VM is removed; completed, foreign and
   expect(dry.json.workflowId).toMatch(/^reconcile-dry-run-/);
   const planned = byVmid(dry.json.vms);
   expect(planned[halfVm]).toMatchObject({ action: 'remove', owner: half.workflowId, ownerState: 'TERMINATED' });
-  expect(planned[151]).toMatchObject({ action: 'remove', owner: lostOwner, ownerState: 'UNKNOWN_TO_NAMESPACE' });
+  expect(planned[151]).toMatchObject({ action: 'remove', owner: lost.owner, ownerState: 'UNKNOWN_TO_NAMESPACE' });
   expect(planned[doneVm]).toMatchObject({ action: 'keep', owner: done.workflowId, ownerState: 'COMPLETED' });
   expect(planned[150]).toMatchObject({ action: 'keep', reason: 'no qemurun-owner marker: not a VM QemuRun manages' });
   expect(planned[152]).toMatchObject({ action: 'keep', ownerState: 'ADOPTED' });
-  for (const vmid of [halfVm, 151, doneVm, 150, 152]) expect(await exists(vmid)).toBe(true);
+  expect(planned[154]).toMatchObject({ action: 'keep', owner: half.workflowId, reason: expect.stringMatching(/not trusted: .*no owner run/) });
+  expect(planned[155]).toMatchObject({ action: 'keep', owner: half.workflowId, reason: expect.stringMatching(/not trusted: .*copied from another VM than 155/) });
+  for (const vmid of [halfVm, 151, doneVm, 150, 152, 154, 155]) expect(await exists(vmid)).toBe(true);
 
   // The run: the two abandoned VMs are gone, nothing else is touched.
   const foreignBefore = await h.sandbox.readConfig(150);
@@ -123,7 +142,7 @@ test('a terminated install: its half-built VM is removed; completed, foreign and
   expect(await exists(151)).toBe(false);
   expect(await h.sandbox.readConfig(150)).toBe(foreignBefore);
   expect(await h.sandbox.readConfig(doneVm)).toBe(doneBefore);
-  expect(await exists(152)).toBe(true);
+  for (const vmid of [152, 154, 155]) expect(await exists(vmid)).toBe(true);
   const destroyed = (await h.sandbox.calls()).filter((c) => c.argv[0] === 'qm' && c.argv[1] === 'destroy').map((c) => Number(c.argv[2]));
   expect(destroyed.sort((a, b) => a - b)).toEqual([halfVm, 151].sort((a, b) => a - b));
 

@@ -3,6 +3,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { adoptionOf, ownerOf, VM_OPERATION } from '../../contract';
 import { parseVmConfig } from '../../lib/proxmox/vmConfig';
 import { vmDestroy, vmSetCpu, vmStart } from '../../workflows';
+import { markerSealFor } from '../../lib/vm/markerSeal';
 import { startHarness, Harness } from '../support/harness';
 import { apiCall } from '../support/api';
 
@@ -146,6 +147,8 @@ describe('adoption', () => {
     expect(owner).toMatch(/^adopted-vm-151-/);
     expect(res.json.owner).toBe(owner);
     expect(adoptionOf(text)).toMatch(/^\d{4}-\d\d-\d\dT\S+ workflow=vm-151 run=\S+ by=127\.0\.0\.1$/);
+    // Sealed, like an install's markers: the reconciler tells it from a line typed into the Notes.
+    expect(markerSealFor(h.config).check(text, 151)).toMatchObject({ sealed: true, fields: { owner } });
     // the only change: the description
     const changes = await mutatingSince(h, n);
     expect(changes.map((c) => c.argv.slice(0, 4))).toEqual([['qm', 'set', '151', '--description']]);

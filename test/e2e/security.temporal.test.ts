@@ -1,12 +1,16 @@
 import { execa } from 'execa';
+import { WorkflowFailedError } from '@temporalio/client';
 import { findTemporalCli, LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
 import { startHarness, Harness } from '../support/harness';
+import { apiCall } from '../support/api';
+import { isMutating, operations, operationsMark } from '../support/proxmoxCalls';
 
 /**
  * The Temporal server as a way around the API: from the same host, the real CLI started
  * workflows on the service's task queue with plain JSON input, skipping ALLOW_IPS, the
  * token and every input check. The workers now refuse any payload the service's codec did
- * not encrypt, so such a workflow never runs a step, and the cluster stays as it was.
+ * not encrypt for that very workflow, so such a workflow fails before its first step, the
+ * cluster stays as it was, and the VM's id `vm-<id>` is not held busy.
  */
 
 let h: Harness;
@@ -26,8 +30,11 @@ async function qm(...args: string[]): Promise<string> {
   return (await execa('qm', args, { env: { ...process.env, ...h.sandbox.envFor(h.config.mainNode) } })).stdout;
 }
 
-/** `temporal workflow execute` against the test server; a short run timeout ends the wait. */
-async function execute(type: string, input: string, workflowId: string) {
+/**
+ * `temporal workflow execute` against the test server. The run timeout is long: a refused
+ * input must end the run by itself, not by the timeout.
+ */
+async function execute(type: string, input: string, workflowId: string, extra: string[] = []) {
   return execa(
     cli,
     [
@@ -38,7 +45,8 @@ async function execute(type: string, input: string, workflowId: string) {
       '--task-queue', h.config.temporal.taskQueue,
       '--workflow-id', workflowId,
       '--input', input,
-      '--execution-timeout', '8s',
+      ...extra,
+      '--execution-timeout', '5m',
     ],
     { reject: false },
   );
@@ -51,9 +59,12 @@ async function historyText(workflowId: string): Promise<string> {
 
 test('temporal workflow execute --type vmSetCpu --input {"vmid":240,"cores":7}: refused, the VM keeps 2 cores', async () => {
   const before = await qm('config', String(VMID));
-  const run = await execute('vmSetCpu', '{"vmid":240,"cores":7}', `backdoor-setcpu-${Date.now()}`);
+  const workflowId = `backdoor-setcpu-${Date.now()}`;
+  const run = await execute('vmSetCpu', '{"vmid":240,"cores":7}', workflowId);
   expect(run.exitCode).not.toBe(0);
-  expect(`${run.stdout}\n${run.stderr}`).toMatch(/timed out|TimedOut|timeout/i);
+  // It failed on its input, at once: not a run left failing its tasks until a timeout.
+  expect((await h.service.client.workflow.getHandle(workflowId).describe()).status.name).toBe('FAILED');
+  expect(await historyText(workflowId)).toMatch(/not encrypted/);
   expect(await qm('config', String(VMID))).toBe(before);
   expect(before).toMatch(/^cores: 2$/m);
 });
@@ -72,4 +83,71 @@ test('an installVm with an unchecked user and a key option reaches no qm command
   expect(history).not.toMatch(/activityTaskScheduledEventAttributes/);
   expect(history).toMatch(/not encrypted/);
   await expect(qm('config', '241')).rejects.toThrow(/does not exist/);
+});
+
+test('a plaintext run under vm-240 fails at once, and the API is not held busy by it', async () => {
+  const run = await execute('vmStart', '{"vmid":240}', 'vm-240');
+  expect(run.exitCode).not.toBe(0);
+  const d = await h.service.client.workflow.getHandle('vm-240').describe();
+  expect(d.status.name).toBe('FAILED');
+  expect(JSON.stringify((await h.service.client.workflow.getHandle('vm-240').fetchHistory()).events)).not.toMatch(/activityTaskScheduledEventAttributes/);
+  // An operation on VM 240 runs as vm-240 too: it is not refused as busy.
+  const adopt = await apiCall(h.api, 'POST', `/vm/${VMID}/adopt`);
+  expect(adopt.status).toBe(200);
+});
+
+test('an encrypted input copied from one workflow into another is refused', async () => {
+  // The adoption's own input, as the server holds it: ciphertext bound to vm-240.
+  const history = await h.service.client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId: `vm-${VMID}` } });
+  const started = history.history!.events!.find((e) => e.workflowExecutionStartedEventAttributes)!.workflowExecutionStartedEventAttributes!;
+  const payload = started.input!.payloads![0];
+  const metaArgs = (without?: string) =>
+    Object.entries(payload.metadata!)
+      .filter(([k]) => k !== without)
+      .flatMap(([k, v]) => ['--input-meta', `${k}=${Buffer.from(v).toString('utf8')}`]);
+  const meta = metaArgs();
+  expect(meta).toContain(`encryption-workflow-id=vm-${VMID}`);
+  const input = Buffer.from(payload.data!).toString('base64');
+
+  // Given to the same type under another VM's id (and to another type): refused before any step.
+  await qm('create', '242', '--name', 'other');
+  for (const [type, workflowId] of [['vmAdopt', 'vm-242'], ['vmDestroy', `backdoor-replay-${Date.now()}`]]) {
+    const run = await execute(type, input, workflowId, [...meta, '--input-base64']);
+    expect(run.exitCode).not.toBe(0);
+    const text = await historyText(workflowId);
+    expect(text).toMatch(new RegExp(`payload of workflow \\\\?"vm-${VMID}\\\\?" given to workflow \\\\?"${workflowId}`));
+    expect(text).not.toMatch(/activityTaskScheduledEventAttributes/);
+  }
+  expect(await qm('config', '242')).not.toMatch(/qemurun-owner/);
+  // Without its binding metadata the same ciphertext fails authentication.
+  const run = await execute('vmAdopt', input, 'vm-242', [...metaArgs('encryption-workflow-id'), '--input-base64']);
+  expect(run.exitCode).not.toBe(0);
+  expect(await qm('config', '242')).not.toMatch(/qemurun-owner/);
+});
+
+test('temporal workflow reset of a completed install does not run it again against the live VM', async () => {
+  const res = await fetch(`${h.api}/vm/install`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Prefer: 'respond-async' },
+    body: JSON.stringify({ os: 'debian', version: '12', name: 'kept', id: 243 }),
+  });
+  expect(res.status).toBe(202);
+  const { workflowId } = (await res.json()) as { workflowId: string };
+  const handle = h.service.client.workflow.getHandle(workflowId);
+  await handle.result();
+  const history = (await handle.fetchHistory()).events ?? [];
+  // The workflow task right after qm create: a reset there would import a disk into the
+  // live VM, reconfigure it, start it and run the init script on it again.
+  const created = history.findIndex((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'qmCreate');
+  const resetAt = history.slice(created).find((e) => e.workflowTaskCompletedEventAttributes)!.eventId!.toString();
+  const before = await h.sandbox.readConfig(243);
+  const mark = await operationsMark(h);
+
+  const reset = await execa(cli, ['workflow', 'reset', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', 'default', '--workflow-id', workflowId, '--event-id', resetAt, '--reason', 'again', '-o', 'json']);
+  const { runId } = JSON.parse(reset.stdout) as { runId: string };
+  const again = h.service.client.workflow.getHandle(workflowId, runId);
+  await expect(again.result()).rejects.toThrow(WorkflowFailedError);
+  expect(JSON.stringify((await again.fetchHistory()).events)).toMatch(/ResetRunError/);
+  expect((await operations(h, mark)).filter(isMutating)).toEqual([]);
+  expect(await h.sandbox.readConfig(243)).toBe(before);
 });

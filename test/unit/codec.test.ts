@@ -77,3 +77,34 @@ describe('EncryptionCodec', () => {
     expect(dataConverterFor(codec)).toEqual({ payloadCodecs: [codec] });
   });
 });
+
+describe('EncryptionCodec: payloads bound to their workflow', () => {
+  const key = randomKey();
+  const display = codecWith([['k1', key]]);
+  const worker = new EncryptionCodec({ keys: new Map([['k1', key]]), encryptWith: 'k1', worker: true });
+  const ctx = (workflowId: string) => ({ type: 'workflow' as const, namespace: 'default', workflowId });
+
+  test('a payload written for one workflow is refused by another, and read by its own and its schedule runs', async () => {
+    const [p] = await display.encode([toPayload({ vmid: 240 })], ctx('vm-240'));
+    expect(metaText(p, 'encryption-workflow-id')).toBe('vm-240');
+    expect(fromPayload(await worker.decode([p], ctx('vm-240')).then((d) => d[0]))).toEqual({ vmid: 240 });
+    expect(fromPayload(await worker.decode([p], ctx('vm-240-2026-12-02T06:00:00Z')).then((d) => d[0]))).toEqual({ vmid: 240 });
+    await expect(display.decode([p], ctx('vm-241'))).rejects.toThrow(/payload of workflow "vm-240" given to workflow "vm-241"/);
+    await expect(display.decode([p], ctx('vm-2400'))).rejects.toThrow(EncryptionCodecError);
+    // The binding is authenticated: renaming it breaks the ciphertext.
+    const renamed = { ...p, metadata: { ...p.metadata, 'encryption-workflow-id': Buffer.from('vm-241') } };
+    await expect(display.decode([renamed], ctx('vm-241'))).rejects.toThrow(/failed authentication/);
+    // For display (no context), bound payloads read as before.
+    expect(fromPayload((await display.decode([p]))[0])).toEqual({ vmid: 240 });
+  });
+
+  test('for a workflow, the worker turns a refusal into a value its interceptor fails the workflow on', async () => {
+    const [unbound] = await display.encode([toPayload({ vmid: 240 })]);
+    const refused = (await worker.decode([toPayload({ vmid: 240 }), unbound], ctx('vm-240'))).map((d) => fromPayload<Record<string, string>>(d));
+    expect(refused[0].qemurunRefusedPayload).toMatch(/not encrypted/);
+    expect(refused[1].qemurunRefusedPayload).toMatch(/bound to no workflow/);
+    // Elsewhere (activities, display) a refusal stays an error, and display reads old payloads.
+    await expect(worker.decode([toPayload(1)], { type: 'activity', namespace: 'default', workflowId: 'vm-240', isLocal: false })).rejects.toThrow(/not encrypted/);
+    expect(fromPayload((await display.decode([unbound], ctx('vm-240')))[0])).toEqual({ vmid: 240 });
+  });
+});

@@ -122,3 +122,12 @@ test('one API and N workers: the roles, one set of keys, nothing that stops a wo
   // A stopping worker gets its shutdown grace (20 s by default) before Docker kills it.
   expect(Number(/^(\d+)s$/.exec(worker.stop_grace_period ?? '')?.[1])).toBeGreaterThan(20);
 });
+
+test('the Temporal UI is published on loopback only and offers no write actions', async () => {
+  const ui = services['temporal-ui'];
+  // The UI holds a client certificate: published on every interface with its terminate and
+  // reset buttons, it would be Temporal access for anyone who reaches the host.
+  expect(ui.ports).toEqual(['127.0.0.1:8088:8080']);
+  expect(ui.environment!.TEMPORAL_UI_DISABLE_WRITE_ACTIONS).toBe('true');
+  expect((await composeConfig('TEMPORAL_DB_PASSWORD=x\n')).exitCode).toBe(0);
+});

@@ -114,14 +114,15 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
       },
     });
     const workflowId = id();
-    const { err, page } = await t.withActivities(acts, async () => {
+    const { err, page, run } = await t.withActivities(acts, async () => {
       const handle = await t.env.client.workflow.start(installVm, { workflowId, taskQueue: t.taskQueue, args: [input()] });
-      return { err: await handle.result().catch((e: unknown) => e), page: await handle.query(progressQuery, 0) };
+      return { err: await handle.result().catch((e: unknown) => e), page: await handle.query(progressQuery, 0), run: handle.firstExecutionRunId };
     });
 
     expect(rootCause(err)?.type).toBe('StorageError');
     expect(cluster.inputs('importDisk')).toHaveLength(1); // non-retryable: tried once
-    expect(cluster.inputs('destroyOwnedVm')).toEqual([{ vmid: 121, owner: workflowId }]);
+    // This run's VM only: a later run under the same id (a reset) is not its owner.
+    expect(cluster.inputs('destroyOwnedVm')).toEqual([{ vmid: 121, owner: workflowId, run }]);
     expect(cluster.vms.has(121)).toBe(false);
     expect(cluster.vms.get(120)?.owner).toBe('install-by-someone-else');
     expect(page.state).toBe('failed');
@@ -133,16 +134,16 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     const cluster = new FakeCluster();
     const acts = cluster.activities({ waitForSsh: untilCancelled });
     const workflowId = id();
-    const { err, page } = await t.withActivities(acts, async () => {
+    const { err, page, run } = await t.withActivities(acts, async () => {
       const handle = await t.env.client.workflow.start(installVm, { workflowId, taskQueue: t.taskQueue, args: [input()] });
       await cluster.called('waitForSsh');
       await handle.cancel();
-      return { err: await handle.result().catch((e: unknown) => e), page: await handle.query(progressQuery, 0) };
+      return { err: await handle.result().catch((e: unknown) => e), page: await handle.query(progressQuery, 0), run: handle.firstExecutionRunId };
     });
 
     expect(err).toBeInstanceOf(WorkflowFailedError);
     expect((err as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
-    expect(cluster.inputs('destroyOwnedVm')).toEqual([{ vmid: 120, owner: workflowId }]);
+    expect(cluster.inputs('destroyOwnedVm')).toEqual([{ vmid: 120, owner: workflowId, run }]);
     expect(cluster.vms.size).toBe(0);
     expect(cluster.sequence()).not.toContain('runInitScript');
     expect(page.state).toBe('cancelled');

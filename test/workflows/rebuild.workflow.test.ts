@@ -141,7 +141,7 @@ describeWorkflows('vmRebuild (time-skipping server, fake activities)', () => {
     expect(child?.status.name).toBe('CANCELLED');
     expect(cluster.inputs('destroyOwnedVm')).toEqual([
       { vmid: 120, owner: 'install-old' },
-      { vmid: 120, owner: child?.workflowId },
+      { vmid: 120, owner: child?.workflowId, run: child?.runId },
     ]);
     expect(cluster.vms.has(120)).toBe(false);
     expect(page.state).toBe('cancelled');

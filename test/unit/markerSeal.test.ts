@@ -1,0 +1,36 @@
+import crypto from 'node:crypto';
+import { installedDescription, specMarkerValue, verdict, type InstallSpec } from '../../contract';
+import { MarkerSeal, sealedSpec } from '../../lib/vm/markerSeal';
+
+/** Markers a Proxmox user can write (VM.Config.Options) against the ones QemuRun seals. */
+
+const seal = new MarkerSeal(new Map([['k1', crypto.randomBytes(32)]]), 'k1');
+const spec: InstallSpec = { os: 'debian', version: '12', vmid: 120, cpu: 2, ramMb: 1024, diskGb: 20, user: 'debian' };
+const markers = { owner: 'install-1', run: 'run-1', spec: specMarkerValue(spec) };
+const sealed = installedDescription(markers, seal.seal({ vmid: 120, ...markers }));
+
+test('sealed markers are trusted for their own VMID only, and give back their spec', () => {
+  expect(seal.check(sealed, 120)).toEqual({ sealed: true, fields: { vmid: 120, ...markers } });
+  expect(sealedSpec(seal.check(sealed, 120))).toEqual(spec);
+  expect(seal.check(`operator's notes\n${sealed}`, 120).sealed).toBe(true);
+  expect(seal.check(sealed, 121)).toMatchObject({ sealed: false, owner: 'install-1', reason: expect.stringMatching(/copied from another VM than 121/) });
+});
+
+test('edited, unsealed, foreign-keyed and old markers are not trusted, and say why', () => {
+  const bigger = sealed.replace(/^qemurun-spec=.*$/m, `qemurun-spec=${specMarkerValue({ ...spec, diskGb: 500 })}`);
+  expect(seal.check(bigger, 120)).toMatchObject({ sealed: false, reason: expect.stringMatching(/do not match their seal/) });
+  expect(seal.check(sealed.replace('qemurun-run=run-1', 'qemurun-run=run-2'), 120).sealed).toBe(false);
+  expect(seal.check(sealed.replace(/^qemurun-seal=.*$/m, ''), 120)).toMatchObject({ sealed: false, reason: expect.stringMatching(/no seal/) });
+  const other = new MarkerSeal(new Map([['k2', crypto.randomBytes(32)]]), 'k2');
+  expect(other.check(sealed, 120)).toMatchObject({ sealed: false, reason: expect.stringMatching(/key "k1", which this QemuRun does not hold/) });
+  expect(seal.check('qemurun-owner=install-1', 120)).toEqual({ sealed: false, owner: 'install-1', reason: expect.stringMatching(/before markers were sealed/) });
+  expect(seal.check('just notes', 120)).toEqual({ sealed: false, reason: expect.any(String) });
+});
+
+test('the reconciler keeps a VM with untrusted markers, or one created after its owner run closed', () => {
+  const facts = { vmid: 120, node: 'pve1', owner: 'install-1', ownerState: 'TERMINATED' as const, ownerType: 'installVm', disabled: false, createdAtSec: 1000 };
+  expect(verdict(facts, 2000).action).toBe('remove');
+  expect(verdict({ ...facts, untrusted: 'its markers carry no seal' }, 2000)).toEqual({ action: 'keep', reason: 'its qemurun-owner marker is not trusted: its markers carry no seal' });
+  expect(verdict({ ...facts, ownerClosedAtSec: 900 }, 2000)).toMatchObject({ action: 'keep', reason: expect.stringMatching(/closed before the VM was created/) });
+  expect(verdict({ ...facts, ownerClosedAtSec: 1500 }, 2000).action).toBe('remove');
+});

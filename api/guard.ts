@@ -74,10 +74,10 @@ export function holdsRole(res: Response, config: Config, role: Role): boolean {
  * when tokens are configured, a bearer token with at least `role`. 401 without a token
  * (or with a wrong one), 403 naming the role needed with a token of a lesser role.
  */
-export function requireRole(config: Config, role: Role, opts: { checkAddress?: boolean } = {}): RequestHandler {
+export function requireRole(config: Config, role: Role): RequestHandler {
   return (req: Request, res: Response, next: NextFunction) => {
     const ip = clientIp(req, config.trustedProxies);
-    if (opts.checkAddress !== false && !isAllowed(ip, config.allowIps)) {
+    if (!isAllowed(ip, config.allowIps)) {
       next(new HttpError(403, `client ${ip} is not in ALLOW_IPS`));
       return;
     }
@@ -93,11 +93,6 @@ export function requireRole(config: Config, role: Role, opts: { checkAddress?: b
     }
     next();
   };
-}
-
-/** The seed's name for the guard of every mutating endpoint: the `operate` role. */
-export function requireMutationAccess(config: Config): RequestHandler {
-  return requireRole(config, 'operate');
 }
 
 /**

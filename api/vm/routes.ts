@@ -213,6 +213,8 @@ export function vmRoutes({ config, client, proxmox, knownNodes }: VmRouteDeps): 
       args: [{ vmid, by: clientIp(req, config.trustedProxies) }],
       operation: 'adopt',
       summary: `adopt VM ${vmid}${conf.name ? ` (${conf.name})` : ''} on ${vm.node} into the managed set`,
+      // The description records the address; the memo, which token it was.
+      memo: startedByMemo(res),
     });
     res.set('X-Workflow-Id', h.workflowId);
     await vms.finished(h);

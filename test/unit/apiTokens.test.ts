@@ -5,6 +5,7 @@ import { findToken, parseApiTokens, roleAtLeast, sha256 } from '../../lib/apiTok
 import { loadConfig } from '../../lib/config';
 import { ensureDataDir } from '../../lib/dataDir';
 import { cronShortestGapMs } from '../../api/schedules/request';
+import { openApiDocument } from '../../api/openapi/document';
 
 /**
  * API_TOKENS_FILE: roles, plain tokens or their digests, a private file; and the other
@@ -129,4 +130,22 @@ test('DATA_DIR is made private (0700) whatever the umask', () => {
   const warnings: string[] = [];
   ensureDataDir(open, { warn: (_o: unknown, msg?: string) => void warnings.push(String(msg)) } as never);
   expect(warnings).toEqual([`DATA_DIR ${open} is accessible by group or others (mode 755); run: chmod 700 ${open}`]);
+});
+
+test('the OpenAPI document names the role of every API operation, as the routes enforce it', () => {
+  const doc = openApiDocument('test') as { paths: Record<string, Record<string, { 'x-role'?: string }>> };
+  const role = (path: string, method: string) => doc.paths[path][method]['x-role'];
+  expect(role('/api/vm/list', 'get')).toBe('read');
+  expect(role('/api/workflows/{workflowId}/events', 'get')).toBe('read');
+  expect(role('/api/vm/install', 'post')).toBe('operate');
+  expect(role('/api/vm/{id}/start', 'post')).toBe('operate');
+  expect(role('/api/vm/{id}/rebuild', 'post')).toBe('operate');
+  expect(role('/api/workflows/{workflowId}/cancel', 'post')).toBe('operate');
+  for (const [path, method] of [['/api/vm/{id}/adopt', 'post'], ['/api/reconcile', 'post'], ['/api/schedules', 'post'], ['/api/schedules/{id}', 'delete'], ['/api/cluster/cpu/refresh', 'post']]) {
+    expect([path, role(path, method)]).toEqual([path, 'admin']);
+  }
+  const unnamed = Object.entries(doc.paths)
+    .filter(([p]) => p.startsWith('/api/') && !/^\/api\/(health|openapi)/.test(p))
+    .flatMap(([p, ops]) => Object.entries(ops).filter(([, op]) => !op['x-role']).map(([m]) => `${m} ${p}`));
+  expect(unnamed).toEqual([]);
 });

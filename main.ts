@@ -20,6 +20,7 @@ import { embeddedDevServer } from './app/devServer';
 import { serviceSshKey } from './app/sshKey';
 import { startRole } from './app/role';
 import { RunRecords } from './lib/run/records';
+import { ensureDataDir } from './lib/dataDir';
 import { checkPortsFree } from './lib/run/ports';
 import { servicePorts } from './lib/run/servicePorts';
 import type { SandboxToolPaths } from './sandbox/requirements';
@@ -54,7 +55,7 @@ function onStopSignals(stop: Stop, logger: Logger): void {
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger({ level: config.logLevel });
-  fs.mkdirSync(config.dataDir, { recursive: true });
+  ensureDataDir(config.dataDir, logger);
   if (config.role !== 'all') {
     const role = await startRole(config, config.role, prebuiltWorkflowBundle(), logger);
     console.log(role.banner.join('\n'));

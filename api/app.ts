@@ -2,8 +2,8 @@ import express, { NextFunction, Request, Response } from 'express';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { PayloadCodec } from '@temporalio/common';
-import { cors, requireMutationAccess } from './guard';
-import { refuseCrossSite } from './crossSite';
+import { cors, mayReadDiagnostics, principalOf, readAccess, requireRole } from './guard';
+import { hasBody, isMutating, refuseCrossSite } from './crossSite';
 import { codecRouter } from './codec';
 import { installRoutes } from './install';
 import { initScriptRoutes } from './initScripts';
@@ -36,7 +36,7 @@ export interface AppDeps {
   codec?: PayloadCodec;
   /** The cluster's nodes: the API's fast reads (preconditions, /vm/list) go through them. */
   proxmox: ProxmoxCluster;
-  /** The subnets CORS admits origins from; default: the server's own (tests inject their own). */
+  /** The subnets CORS admits reading origins from; default: the server's own (tests inject their own). */
   corsSubnets?: Array<{ address: string; bits: number }>;
   /** Answers /api/health/ready; without it the API reports itself ready. */
   readiness?: () => Promise<ReadinessReport>;
@@ -50,8 +50,7 @@ export interface AppDeps {
 
 /** A body in another format is refused outright instead of being read as "no fields". */
 function requireJsonBody(req: Request, _res: Response, next: NextFunction) {
-  const hasBody = Number(req.get('Content-Length') ?? 0) > 0 || req.get('Transfer-Encoding') !== undefined;
-  next(hasBody && !req.is('application/json') ? new InvalidRequestError('Content-Type must be application/json', 415) : undefined);
+  next(hasBody(req) && !req.is('application/json') ? new InvalidRequestError('Content-Type must be application/json', 415) : undefined);
 }
 
 export function createApp(deps: AppDeps): express.Express {
@@ -63,29 +62,42 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.pushes) progressReaders(deps.client.workflow).pushes = deps.pushes;
   // First of all: a deadline for every answer but event streams. The cap on streams is
   // applied by each streaming route (limitsFor in api/limits.ts) and counted here.
-  const limits = deps.config.http ?? { requestTimeoutMs: 30_000, sseMaxPerClient: 20, sseMaxTotal: 100 };
+  const limits = deps.config.http ?? { requestTimeoutMs: 30_000, sseMaxPerClient: 20, sseMaxTotal: 100, sseMaxAnonymous: 50 };
   app.use(requestTimeout(limits.requestTimeoutMs));
-  const sse = sseLimiter({ maxPerClient: limits.sseMaxPerClient, maxTotal: limits.sseMaxTotal, trustedProxies: deps.config.trustedProxies });
+  const sse = sseLimiter({
+    maxPerClient: limits.sseMaxPerClient,
+    maxTotal: limits.sseMaxTotal,
+    maxAnonymous: limits.sseMaxAnonymous,
+    trustedProxies: deps.config.trustedProxies,
+    // A watcher with no token; the stream of an install (or any change) is never one.
+    isAnonymous: (req, res) => !isMutating(req.method) && typeof principalOf(req, res, deps.config) !== 'object',
+  });
   app.locals.sseLimiter = sse;
   if (deps.metrics) {
     deps.metrics.countOpenStreams(() => sse.openTotal());
-    // Read-only and without VM data, like /api/health: scrapers need no token.
-    app.get('/metrics', metricsRoute(deps.metrics));
+    // Counts and timings, no VM data; still none of a stranger's business (PUBLIC_DIAGNOSTICS opens it).
+    app.get('/metrics', (req, res, next) => {
+      if (mayReadDiagnostics(req, res, deps.config)) return next();
+      next(new HttpError(403, 'metrics are served to loopback, ALLOW_IPS and token holders (PUBLIC_DIAGNOSTICS=true serves everyone)'));
+    }, metricsRoute(deps.metrics));
   }
   // Before the API's CORS and body limit: the Temporal UI (another origin, e.g.
   // localhost:8233) posts whole history pages here.
   if (deps.codec) {
-    app.use(codecRouter(deps.codec, { authorize: requireMutationAccess(deps.config), allowedOrigins: deps.config.codecUiOrigins }));
+    // History for display (secrets redacted): a read, but only from ALLOW_IPS, as before.
+    app.use(codecRouter(deps.codec, { authorize: requireRole(deps.config, 'read'), allowedOrigins: deps.config.codecUiOrigins }));
   }
-  app.use(cors(deps.corsSubnets));
-  app.use(refuseCrossSite(deps.corsSubnets));
+  app.use(cors(deps.config, deps.corsSubnets));
+  app.use(refuseCrossSite(deps.config.allowOrigins));
   app.use(checkResumePoint);
   app.use(requireJsonBody);
   app.use(express.json({ limit: '64kb', verify: verifyJsonBody }));
 
   const api = express.Router();
-  api.use(healthRoutes(deps.readiness));
+  api.use(healthRoutes(deps.readiness, (req, res) => mayReadDiagnostics(req, res, deps.config)));
   api.get('/openapi.json', openApiRoute());
+  // Everything after this needs a token when ANONYMOUS_ACCESS=none; a wrong token is 401 anywhere.
+  api.use(readAccess(deps.config));
   api.use(installRoutes(deps));
   api.use(listRoutes(deps));
   api.use(vmRoutes(deps));
@@ -93,7 +105,7 @@ export function createApp(deps: AppDeps): express.Express {
   api.use(rebuildRoutes(deps));
   api.use(scheduleRoutes(deps));
   api.use(reconcileRoutes(deps));
-  const workflows = workflowRoutes(deps.client, requireMutationAccess(deps.config), deps.config.temporal.taskQueue);
+  const workflows = workflowRoutes(deps.client, deps.config);
   api.use('/workflows/:workflowId', workflows);
   api.use('/vm/install/:workflowId', workflows);
   app.use('/api', api);

@@ -2,7 +2,7 @@ import { Router, Request, Response } from 'express';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { cpuBaseline } from '../lib/vm/cpuBaseline';
-import { requireMutationAccess } from './guard';
+import { requireRole } from './guard';
 import { HttpError } from './errors';
 
 export interface ClusterRouteDeps {
@@ -18,7 +18,7 @@ export interface ClusterRouteDeps {
 export function clusterRoutes({ config, proxmox }: ClusterRouteDeps): Router {
   const router = Router();
 
-  router.post('/cluster/cpu/refresh', requireMutationAccess(config), async (_req: Request, res: Response) => {
+  router.post('/cluster/cpu/refresh', requireRole(config, 'admin'), async (_req: Request, res: Response) => {
     try {
       const baseline = await cpuBaseline(proxmox.main(), config.dataDir, { refresh: true });
       res.json({ success: true, cpu: baseline.cpuType, nodes: baseline.nodes });

@@ -1,6 +1,5 @@
 import net from 'node:net';
 import type { NextFunction, Request, Response } from 'express';
-import { isAllowedOrigin, localSubnets } from './guard';
 import { HttpError, InvalidRequestError } from './errors';
 
 /**
@@ -39,13 +38,10 @@ function isOwnOrigin(origin: string, req: Request): boolean {
 }
 
 /** Why a mutating request looks cross-site, or undefined when it does not. */
-export function crossSiteReason(
-  req: Request,
-  subnets: Array<{ address: string; bits: number }>,
-): string | undefined {
+export function crossSiteReason(req: Request, allowOrigins: string[]): string | undefined {
   const origin = req.get('Origin');
   if (origin !== undefined) {
-    if (isOwnOrigin(origin, req) || isAllowedOrigin(origin, subnets)) return undefined;
+    if (isOwnOrigin(origin, req) || allowOrigins.includes(origin.toLowerCase())) return undefined;
     return `origin ${JSON.stringify(origin.slice(0, 200))} may not change anything here`;
   }
   // Browsers send Origin with every cross-site POST; a cross-site request without one
@@ -56,20 +52,26 @@ export function crossSiteReason(
   return undefined;
 }
 
-export function refuseCrossSite(subnets: Array<{ address: string; bits: number }> = localSubnets()) {
+/** No body at all: neither a length above 0 nor a chunked one. */
+export function hasBody(req: Request): boolean {
+  return Number(req.get('Content-Length') ?? 0) > 0 || req.get('Transfer-Encoding') !== undefined;
+}
+
+export function refuseCrossSite(allowOrigins: string[]) {
   return (req: Request, res: Response, next: NextFunction) => {
     if (!isMutating(req.method)) {
       next();
       return;
     }
-    const reason = crossSiteReason(req, subnets);
+    const reason = crossSiteReason(req, allowOrigins);
     if (reason) {
       next(new HttpError(403, reason));
       return;
     }
     // Read from the header itself: req.is() answers null when there is no body.
     const type = (req.get('Content-Type') ?? '').split(';')[0].trim().toLowerCase();
-    if (type !== 'application/json') {
+    const seedClient = req.get('Origin') === undefined && req.get('Content-Type') === undefined && !hasBody(req);
+    if (type !== 'application/json' && !seedClient) {
       next(new InvalidRequestError('Content-Type must be application/json, even with an empty body', 415));
       return;
     }

@@ -1,8 +1,9 @@
-import crypto from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
-import type { NextFunction, Request, Response } from 'express';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Config } from '../lib/config';
+import { findToken, roleAtLeast, type Role } from '../lib/apiTokens';
+import { isMutating } from './crossSite';
 import { HttpError } from './errors';
 
 /** `::ffff:127.0.0.1` and `127.0.0.1` are the same caller. */
@@ -28,16 +29,85 @@ export function isAllowed(ip: string, allowIps: string[]): boolean {
   return allowIps.includes('0.0.0.0') || allowIps.includes(ip);
 }
 
-/** Guards mutating endpoints: ALLOW_IPS, then the optional bearer token. */
-export function requireMutationAccess(config: Config) {
+/** Who a request is, once its bearer token matched: the token's role and name. */
+export interface Principal {
+  role: Role;
+  name: string;
+}
+
+const PRINCIPAL = Symbol('qemurun.principal');
+type WithPrincipal = Response & { [PRINCIPAL]?: Principal | null };
+
+/**
+ * The token holder behind the request, or undefined without a token (or with no tokens
+ * configured); a token that matches none is `wrong`. Worked out once per request.
+ */
+export function principalOf(req: Request, res: Response, config: Config): Principal | undefined | 'wrong' {
+  const cached = (res as WithPrincipal)[PRINCIPAL];
+  if (cached !== undefined) return cached ?? undefined;
+  const header = req.get('Authorization');
+  if (header === undefined || config.apiTokens.length === 0) {
+    (res as WithPrincipal)[PRINCIPAL] = null;
+    return undefined;
+  }
+  const token = findToken(config.apiTokens, bearerToken(header));
+  if (!token) return 'wrong';
+  const principal = { role: token.role, name: token.name };
+  (res as WithPrincipal)[PRINCIPAL] = principal;
+  return principal;
+}
+
+/** The token holder's name, for the record of who started what; undefined without tokens. */
+export function actorOf(res: Response): string | undefined {
+  return (res as WithPrincipal)[PRINCIPAL]?.name;
+}
+
+/** Whether the caller holds `role` (any caller does when no tokens are configured). */
+export function holdsRole(res: Response, config: Config, role: Role): boolean {
+  if (config.apiTokens.length === 0) return true;
+  const p = (res as WithPrincipal)[PRINCIPAL];
+  return p ? roleAtLeast(p.role, role) : false;
+}
+
+/**
+ * Guards an endpoint that changes something: the caller's address in ALLOW_IPS, then,
+ * when tokens are configured, a bearer token with at least `role`. 401 without a token
+ * (or with a wrong one), 403 naming the role needed with a token of a lesser role.
+ */
+export function requireRole(config: Config, role: Role): RequestHandler {
   return (req: Request, res: Response, next: NextFunction) => {
     const ip = clientIp(req, config.trustedProxies);
     if (!isAllowed(ip, config.allowIps)) {
       next(new HttpError(403, `client ${ip} is not in ALLOW_IPS`));
       return;
     }
-    if (config.apiToken && !tokenMatches(bearerToken(req.get('Authorization')), config.apiToken)) {
+    if (config.apiTokens.length === 0) return next();
+    const p = principalOf(req, res, config);
+    if (p === undefined || p === 'wrong') {
       next(new HttpError(401, 'missing or wrong bearer token'));
+      return;
+    }
+    if (!roleAtLeast(p.role, role)) {
+      next(new HttpError(403, `this needs the ${role} role; token ${p.name} has the ${p.role} role`, { role }));
+      return;
+    }
+    next();
+  };
+}
+
+/**
+ * Reads: with tokens configured, a wrong token is 401 everywhere, and with
+ * ANONYMOUS_ACCESS=none a read without a token is 401 too. Changes have their own guard.
+ */
+export function readAccess(config: Config): RequestHandler {
+  return (req: Request, res: Response, next: NextFunction) => {
+    const p = principalOf(req, res, config);
+    if (p === 'wrong') {
+      next(new HttpError(401, 'missing or wrong bearer token'));
+      return;
+    }
+    if (p === undefined && config.apiTokens.length > 0 && config.anonymousAccess === 'none' && !isMutating(req.method)) {
+      next(new HttpError(401, 'this needs a bearer token with the read role (ANONYMOUS_ACCESS=none)', { role: 'read' }));
       return;
     }
     next();
@@ -49,12 +119,20 @@ export function bearerToken(header: string | undefined): string | undefined {
   return /^bearer[ \t]+([^\s]+)[ \t]*$/i.exec(header ?? '')?.[1];
 }
 
-/** Compared in constant time, so the answer's timing does not leak how much of a guess was right. */
-function tokenMatches(given: string | undefined, expected: string): boolean {
-  if (given === undefined) return false;
-  const a = crypto.createHash('sha256').update(given).digest();
-  const b = crypto.createHash('sha256').update(expected).digest();
-  return crypto.timingSafeEqual(a, b);
+/**
+ * Who may read /metrics and readiness details (node names, addresses, error texts): the
+ * machine itself, ALLOW_IPS, and token holders; everyone with PUBLIC_DIAGNOSTICS=true.
+ */
+export function mayReadDiagnostics(req: Request, res: Response, config: Config): boolean {
+  if (config.publicDiagnostics) return true;
+  const ip = clientIp(req, config.trustedProxies);
+  if (isLoopback(ip) || isAllowed(ip, config.allowIps)) return true;
+  return typeof principalOf(req, res, config) === 'object';
+}
+
+/** Loopback callers: the machine's own users, who can read the process anyway. */
+export function isLoopback(ip: string): boolean {
+  return ip === '::1' || (net.isIPv4(ip) && ip.startsWith('127.'));
 }
 
 function ipv4ToInt(ip: string): number {
@@ -100,21 +178,35 @@ export function isAllowedOrigin(origin: string, subnets = localSubnets()): boole
   return subnets.some((s) => inCidr(host, s.address, s.bits));
 }
 
-export function cors(subnets: Array<{ address: string; bits: number }> = localSubnets()) {
+const READ_METHODS = new Set(['GET', 'HEAD']);
+
+/**
+ * CORS: an origin in ALLOW_ORIGINS may call every endpoint; one the seed's rule admits (a
+ * private address in the server's subnets) may only read, since another machine's page
+ * on the management network is no more trusted than any other page.
+ */
+export function cors(config: Pick<Config, 'allowOrigins'>, subnets: Array<{ address: string; bits: number }> = localSubnets()) {
+  const access = (origin: string | undefined): 'all' | 'read' | undefined => {
+    if (!origin) return undefined;
+    if (config.allowOrigins.includes(origin.toLowerCase())) return 'all';
+    return isAllowedOrigin(origin, subnets) ? 'read' : undefined;
+  };
   return (req: Request, res: Response, next: NextFunction) => {
     const origin = req.get('Origin');
-    if (origin && isAllowedOrigin(origin, subnets)) {
+    const allowed = access(origin);
+    if (allowed) {
       res.set({
         'Access-Control-Allow-Origin': origin,
         Vary: 'Origin',
-        'Access-Control-Allow-Methods': 'GET, POST, DELETE, OPTIONS',
+        'Access-Control-Allow-Methods': allowed === 'all' ? 'GET, POST, DELETE, OPTIONS' : 'GET, OPTIONS',
         'Access-Control-Allow-Headers': 'Content-Type, Authorization, Last-Event-ID, Idempotency-Key',
         'Access-Control-Expose-Headers': 'X-Workflow-Id',
         'Access-Control-Max-Age': '600',
       });
     }
     if (req.method === 'OPTIONS') {
-      res.status(origin && isAllowedOrigin(origin, subnets) ? 204 : 403).end();
+      const wanted = (req.get('Access-Control-Request-Method') ?? 'GET').toUpperCase();
+      res.status(allowed === 'all' || (allowed === 'read' && READ_METHODS.has(wanted)) ? 204 : 403).end();
       return;
     }
     next();

@@ -7,7 +7,8 @@ import { toInstallSpec } from './installRequest';
 import { InvalidRequestError } from './errors';
 import { limitsFor } from './limits';
 import { openEventStream, streamProgress } from './sse';
-import { requireMutationAccess } from './guard';
+import { requireRole } from './guard';
+import { startedByMemo } from './startedBy';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { diskTooBig } from '../lib/vm/diskSpace';
 import { checkSameRequest } from './idempotency';
@@ -44,7 +45,7 @@ function workflowIdFor(req: Request): string {
 
 export function installRoutes({ config, client, knownNodes, proxmox }: InstallRouteDeps): Router {
   const router = Router();
-  const guard = requireMutationAccess(config);
+  const guard = requireRole(config, 'operate');
 
   router.post('/vm/install', ...limitsFor({ stream: { unless: prefersAsync } }), guard, async (req: Request, res: Response) => {
     const { spec, secrets } = toInstallSpec(req.body, config, knownNodes);
@@ -69,7 +70,7 @@ export function installRoutes({ config, client, knownNodes, proxmox }: InstallRo
           // The Proxmox name, `<name>-<vmid>`; known up front only with an explicit id.
           ...(spec.vmid !== undefined ? [{ key: VM_NAME, value: vmName(spec.name, spec.vmid) }] : []),
         ],
-        memo: { request: spec },
+        memo: { request: spec, ...startedByMemo(res) },
         staticSummary: `install ${spec.os} ${spec.version}${spec.name ? ` "${spec.name}"` : ''}${spec.vmid ? ` as VM ${spec.vmid}` : ''} on ${spec.node ?? config.mainNode}`,
       });
     } catch (err) {

@@ -120,24 +120,40 @@ export interface SseLimiter {
   openFor(ip: string): number;
   /** Open streams of all clients. */
   openTotal(): number;
+  /** Open streams of anonymous readers. */
+  openAnonymous(): number;
 }
 
 /**
- * Two caps: per client address (`maxPerClient`, one client cannot take every slot) and in
+ * Three caps: per client address (`maxPerClient`, one client cannot take every slot), in
  * total (`maxTotal`, many addresses together cannot load the server: every open stream
- * costs a Temporal query loop). 0 turns a cap off.
+ * costs a Temporal query loop), and for anonymous readers (`maxAnonymous`: streams of
+ * callers with no token that change nothing, so that watchers anyone can open never take
+ * the slots an install's own stream needs). 0 turns a cap off.
  */
-export function sseLimiter(opts: { maxPerClient: number; maxTotal?: number; trustedProxies: string[] }): SseLimiter {
+export function sseLimiter(opts: {
+  maxPerClient: number;
+  maxTotal?: number;
+  maxAnonymous?: number;
+  trustedProxies: string[];
+  /** Whether the request is an anonymous reader's; default: none is. */
+  isAnonymous?(req: Request, res: Response): boolean;
+}): SseLimiter {
   const open = new Map<string, number>();
   let total = 0;
+  let anonymous = 0;
   const maxTotal = opts.maxTotal ?? 0;
-  const counting = () => opts.maxPerClient > 0 || maxTotal > 0;
-  const take = (ip: string, res: Response) => {
+  const maxAnonymous = opts.maxAnonymous ?? 0;
+  const counting = () => opts.maxPerClient > 0 || maxTotal > 0 || maxAnonymous > 0;
+  const take = (ip: string, req: Request, res: Response) => {
+    const anon = opts.isAnonymous?.(req, res) ?? false;
     open.set(ip, (open.get(ip) ?? 0) + 1);
     total++;
+    if (anon) anonymous++;
     (res as WithSlot)[SLOT] = true;
     res.once('close', () => {
       total--;
+      if (anon) anonymous--;
       const n = (open.get(ip) ?? 1) - 1;
       if (n <= 0) open.delete(ip);
       else open.set(ip, n);
@@ -152,19 +168,31 @@ export function sseLimiter(opts: { maxPerClient: number; maxTotal?: number; trus
         next(new HttpError(503, `too many open event streams: the server already serves ${maxTotal} (SSE_MAX_TOTAL); retry later`, {}, RETRY_LATER));
         return;
       }
+      if (maxAnonymous > 0 && anonymous >= maxAnonymous && opts.isAnonymous?.(req, res)) {
+        next(
+          new HttpError(
+            503,
+            `too many open event streams without a token: the server already serves ${maxAnonymous} (SSE_MAX_ANONYMOUS); retry later, or send a bearer token`,
+            {},
+            RETRY_LATER,
+          ),
+        );
+        return;
+      }
       if (opts.maxPerClient > 0 && (open.get(ip) ?? 0) >= opts.maxPerClient) {
         next(new HttpError(429, `too many open event streams: client ${ip} already has ${opts.maxPerClient} (SSE_MAX_PER_CLIENT); close one and retry`, {}, RETRY_LATER));
         return;
       }
-      take(ip, res);
+      take(ip, req, res);
       next();
     },
     track(req, res) {
       if (!counting() || (res as WithSlot)[SLOT]) return;
-      take(clientIp(req, opts.trustedProxies), res);
+      take(clientIp(req, opts.trustedProxies), req, res);
     },
     openFor: (ip) => open.get(ip) ?? 0,
     openTotal: () => total,
+    openAnonymous: () => anonymous,
   };
 }
 

@@ -6,7 +6,8 @@ import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { installBodySchema } from './installRequest';
 import { openEventStream, streamProgress } from './sse';
-import { requireMutationAccess } from './guard';
+import { requireRole } from './guard';
+import { startedByMemo } from './startedBy';
 import { startVmOperation } from './vm/operation';
 import { checkRebuildTarget, parseVmid, vmidProblem } from './rebuildCheck';
 import { InvalidRequestError, parseInput } from './errors';
@@ -30,7 +31,7 @@ export const rebuildBodySchema = z.object({ passwd: installBodySchema.shape.pass
 export function rebuildRoutes({ config, client, proxmox }: RebuildRouteDeps): Router {
   const router = Router();
 
-  router.post('/vm/:id/rebuild', ...limitsFor({ stream: true }), requireMutationAccess(config), async (req: Request, res: Response) => {
+  router.post('/vm/:id/rebuild', ...limitsFor({ stream: true }), requireRole(config, 'operate'), async (req: Request, res: Response) => {
     const vmid = parseVmid(String(req.params.id));
     if (vmid === undefined) throw new InvalidRequestError(vmidProblem(String(req.params.id)));
     const body = parseInput(rebuildBodySchema, req.body);
@@ -45,6 +46,7 @@ export function rebuildRoutes({ config, client, proxmox }: RebuildRouteDeps): Ro
       node: target.spec.node ?? target.mainNode,
       operation: 'rebuild',
       summary: `rebuild VM ${vmid} (${name}): ${target.spec.os} ${target.spec.version}`,
+      memo: startedByMemo(res),
     });
     openEventStream(res, handle.workflowId);
     await streamProgress(req, res, handle, 0);

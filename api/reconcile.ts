@@ -3,7 +3,7 @@ import { Router, Request, Response } from 'express';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { VM_OPERATION, type Workflows } from '../contract';
-import { requireMutationAccess } from './guard';
+import { requireRole } from './guard';
 import { HttpError } from './errors';
 import { limitsFor } from './limits';
 
@@ -12,39 +12,84 @@ export interface ReconcileRouteDeps {
   client: Client;
 }
 
+type ReconcileResult = Awaited<ReturnType<Workflows['reconcileVms']>>;
+interface Run {
+  workflowId: string;
+  done: Promise<ReconcileResult>;
+}
+
 /**
- * The reconciler on demand: `POST /api/reconcile` removes what abandoned installs left
- * behind and answers what it did, VM by VM; `GET /api/reconcile` answers what it would do
- * and changes nothing. Both run the reconcileVms workflow (its survey needs the worker's
- * cluster access and Temporal's view of each owner), so each leaves a history to read.
+ * The reconciler on demand: `POST /api/reconcile` (admin) removes what abandoned installs
+ * left behind and answers what it did, VM by VM; `GET /api/reconcile` answers what it
+ * would do and changes nothing. Both run the reconcileVms workflow (its survey needs the
+ * worker's cluster access and Temporal's view of each owner), so each leaves a history.
+ *
+ * A GET is a read anyone may make (an `<img src>` too), and a survey reads every VM's
+ * config: so GETs share one preview. Requests arriving while one runs wait for it, and a
+ * preview younger than RECONCILE_PREVIEW_MAX_AGE seconds is answered again (with `Age`)
+ * instead of starting another; a POST starts afresh and drops the kept preview.
  */
 export function reconcileRoutes({ config, client }: ReconcileRouteDeps): Router {
   const router = Router();
+  let running: Run | undefined;
+  let kept: { run: Run; result: ReconcileResult; at: number } | undefined;
 
-  async function run(res: Response, dryRun: boolean) {
+  function start(dryRun: boolean): Run {
     const workflowId = `reconcile-${dryRun ? 'dry-run-' : ''}${crypto.randomUUID()}`;
-    // Named before waiting: a request that times out tells where to follow the run.
-    res.set('X-Workflow-Id', workflowId);
-    try {
-      const result = await client.workflow.execute<Workflows['reconcileVms']>('reconcileVms', {
+    const done = client.workflow
+      .execute<Workflows['reconcileVms']>('reconcileVms', {
         workflowId,
         taskQueue: config.temporal.taskQueue,
         args: [{ dryRun }],
         typedSearchAttributes: [{ key: VM_OPERATION, value: 'reconcile' }],
         staticSummary: dryRun ? 'reconcile dry run (GET /api/reconcile)' : 'reconcile (POST /api/reconcile)',
+      })
+      .catch((err: unknown) => {
+        if (!(err instanceof WorkflowFailedError)) throw err;
+        // The survey could not read the cluster (a node down, ...): nothing was removed.
+        let cause: unknown = err;
+        while (cause instanceof Error && cause.cause) cause = cause.cause;
+        throw new HttpError(502, `reconcile failed: ${cause instanceof Error ? cause.message : String(cause)}`, { workflowId });
       });
-      res.json({ success: true, workflowId, ...result });
-    } catch (err) {
-      if (!(err instanceof WorkflowFailedError)) throw err;
-      // The survey could not read the cluster (a node down, ...): nothing was removed.
-      let cause: unknown = err;
-      while (cause instanceof Error && cause.cause) cause = cause.cause;
-      throw new HttpError(502, `reconcile failed: ${cause instanceof Error ? cause.message : String(cause)}`, { workflowId });
-    }
+    return { workflowId, done };
+  }
+
+  /** The preview in progress, or a new one; a finished one is kept for the next GETs. */
+  function preview(): Run {
+    if (running) return running;
+    const run = start(true);
+    running = run;
+    run.done.then(
+      (result) => {
+        kept = { run, result, at: Date.now() };
+      },
+      () => undefined,
+    ).finally(() => {
+      if (running === run) running = undefined;
+    });
+    return run;
+  }
+
+  async function answer(res: Response, run: Run, age?: number) {
+    // Named before waiting: a request that times out tells where to follow the run.
+    res.set('X-Workflow-Id', run.workflowId);
+    const result = await run.done;
+    if (age !== undefined) res.set('Age', String(age));
+    res.json({ success: true, workflowId: run.workflowId, ...result });
   }
 
   // A survey reads every VM's config, and a run also destroys what it found: minutes on a big cluster.
-  router.get('/reconcile', ...limitsFor({ long: true }), (_req: Request, res: Response) => run(res, true));
-  router.post('/reconcile', ...limitsFor({ long: true }), requireMutationAccess(config), (_req: Request, res: Response) => run(res, false));
+  router.get('/reconcile', ...limitsFor({ long: true }), async (_req: Request, res: Response) => {
+    const ageMs = kept ? Date.now() - kept.at : Infinity;
+    if (kept && ageMs < config.reconcilePreviewMaxAgeSec * 1000) {
+      await answer(res, kept.run, Math.floor(ageMs / 1000));
+      return;
+    }
+    await answer(res, preview());
+  });
+  router.post('/reconcile', ...limitsFor({ long: true }), requireRole(config, 'admin'), async (_req: Request, res: Response) => {
+    kept = undefined;
+    await answer(res, start(false));
+  });
   return router;
 }

@@ -1,10 +1,13 @@
-import { Router, Request, Response, RequestHandler } from 'express';
+import { Router, Request, Response } from 'express';
 import { Client, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
 import { lastEventId, openEventStream, streamProgress } from './sse';
 import { progressReaders } from './progressReader';
 import { limitsFor } from './limits';
 import { HttpError } from './errors';
 import { progressQuery, WORKFLOW_TYPES } from '../contract';
+import type { Config } from '../lib/config';
+import { actorOf, holdsRole, requireRole } from './guard';
+import { STARTED_BY } from './startedBy';
 
 /** The workflow types the worker registers: nothing else in the namespace is this API's business. */
 const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
@@ -21,8 +24,9 @@ const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
  */
 const notFound = (id: string) => new HttpError(404, `no workflow ${id}`);
 
-export function workflowRoutes(client: Client, guard: RequestHandler, taskQueue: string): Router {
+export function workflowRoutes(client: Client, config: Config): Router {
   const router = Router({ mergeParams: true });
+  const taskQueue = config.temporal.taskQueue;
 
   /** The workflow's description when it is one of ours; undefined (answer 404) otherwise. */
   async function describeOwn(id: string): Promise<WorkflowExecutionDescription | undefined> {
@@ -71,10 +75,15 @@ export function workflowRoutes(client: Client, guard: RequestHandler, taskQueue:
     });
   });
 
-  router.post('/cancel', guard, async (req: Request, res: Response) => {
+  router.post('/cancel', requireRole(config, 'operate'), async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
     const d = await describeOwn(id);
     if (!d) throw notFound(id);
+    // The operate role cancels what its own token started; anything else is the admin's.
+    const startedBy = d.memo?.[STARTED_BY];
+    if (!holdsRole(res, config, 'admin') && (startedBy === undefined || startedBy !== actorOf(res))) {
+      throw new HttpError(403, `this needs the admin role: workflow ${id} was not started with token ${actorOf(res)}`, { role: 'admin' });
+    }
     if (d.status.name !== 'RUNNING') {
       throw new HttpError(409, `workflow ${id} has already finished (${d.status.name}); there is nothing to cancel`, { status: d.status.name });
     }

@@ -100,7 +100,8 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     const host = opts.host ?? '0.0.0.0';
     const listener =
       opts.api === false
-        ? await startWorkerHealth({ port: config.worker.healthPort, host, checks, metrics })
+        ? // Readiness details and metrics only: loopback unless WORKER_HEALTH_HOST opens it.
+          await startWorkerHealth({ port: config.worker.healthPort, host: opts.host ?? config.worker.healthHost, checks, metrics })
         : await startApi({ config, temporal, proxmox, knownNodes, host, metrics, logger, checks, pushes });
     return {
       url: listener.url,

@@ -4,6 +4,7 @@ import os from 'node:os';
 import { z } from 'zod';
 import { StartupError } from './startupError';
 import { LOG_LEVELS } from './observability/log';
+import { type ApiToken, readApiTokensFile, sha256 } from './apiTokens';
 
 /**
  * Settings, read once from the environment (and `.env`, loaded by the entry point).
@@ -65,6 +66,7 @@ export const envSchema = z.object({
   QEMURUN_ROLE: z.enum(['all', 'api', 'worker'], { error: 'must be all, api or worker' }).default('all'),
   PORT: intFrom(8080),
   WORKER_HEALTH_PORT: intFrom(8081),
+  WORKER_HEALTH_HOST: z.string().trim().min(1).default('127.0.0.1'),
   WORKER_SHUTDOWN_GRACE: intFrom(20),
   WORKER_MAX_CACHED_WORKFLOWS: intFrom(50),
   GATEWAY: ipv4.optional(),
@@ -72,6 +74,25 @@ export const envSchema = z.object({
   ALLOW_IPS: csv,
   TRUSTED_PROXIES: csv,
   API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  API_TOKENS_FILE: z.string().trim().min(1).optional(),
+  ANONYMOUS_ACCESS: z.enum(['read', 'none'], { error: 'must be read or none' }).optional(),
+  ALLOW_ORIGINS: csv.refine(
+    (list) => list.every((o) => /^https?:\/\/[^/\s?#]+$/i.test(o)),
+    'must list origins like https://ui.example:8443 (scheme, host, port; no path), comma-separated',
+  ),
+  PUBLIC_DIAGNOSTICS: z
+    .string()
+    .trim()
+    .regex(/^(0|1|true|false|yes|no)?$/i, 'must be true or false')
+    .optional()
+    .transform((v) => /^(1|true|yes)$/i.test(v ?? '')),
+  ADOPT_VMID_RANGE: z
+    .string()
+    .trim()
+    .regex(/^\d{3,9}-\d{3,9}$/, 'must be <first>-<last>, e.g. 100-254')
+    .optional()
+    .transform((v) => (v === undefined ? undefined : (v.split('-').map(Number) as [number, number])))
+    .refine((r) => r === undefined || (r[0] >= 100 && r[0] <= r[1]), 'must be <first>-<last> with 100 <= first <= last'),
   ASSIGN_STORAGE: z.string().trim().min(1).optional(),
   ASSIGN_IP_START: intFrom(100),
   ASSIGN_IP_END: intFrom(254),
@@ -151,6 +172,15 @@ export const envSchema = z.object({
   REQUEST_TIMEOUT_MS: intFrom(30_000),
   SSE_MAX_PER_CLIENT: intFrom(20),
   SSE_MAX_TOTAL: intFrom(100),
+  SSE_MAX_ANONYMOUS: optionalInt,
+  RECONCILE_PREVIEW_MAX_AGE: intFrom(30),
+  SCHEDULE_MIN_INTERVAL: z
+    .string()
+    .trim()
+    .regex(/^[1-9]\d*(s|m|h|d)$/i, 'must be a duration like 15m, 1h or 1d')
+    .default('1h')
+    .transform((v) => durationMs(v) as number),
+  SCHEDULE_MAX_COUNT: intFrom(100),
   MANAGE_ALL_VMS: z
     .string()
     .trim()
@@ -241,6 +271,15 @@ export class ConfigError extends StartupError {
   }
 }
 
+/** `HTTPS://UI.example:443` → `https://ui.example`: the form a browser's Origin header takes. */
+function originOf(text: string): string {
+  try {
+    return new URL(text).origin;
+  } catch {
+    return text.toLowerCase();
+  }
+}
+
 function clamp(n: number, lo: number, hi: number): number {
   return Math.min(hi, Math.max(lo, n));
 }
@@ -257,7 +296,12 @@ export interface ProxmoxApiConfig {
   imageStorage: string;
 }
 
-function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeAddress>, proxmoxApi: ProxmoxApiConfig | undefined) {
+function buildConfig(
+  env: z.infer<typeof envSchema>,
+  nodes: Record<string, NodeAddress>,
+  proxmoxApi: ProxmoxApiConfig | undefined,
+  apiTokens: ApiToken[],
+) {
   const dataDir = path.resolve(env.DATA_DIR ?? 'data');
   const ipStart = clamp(env.ASSIGN_IP_START, 100, 254);
   const ipEnd = clamp(env.ASSIGN_IP_END, 100, 254);
@@ -271,6 +315,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     worker: {
       /** The worker role's liveness/readiness port (the API's port serves them otherwise). */
       healthPort: env.WORKER_HEALTH_PORT,
+      /** Where the health port listens: loopback unless opened (it serves readiness details and metrics). */
+      healthHost: env.WORKER_HEALTH_HOST,
       /** Seconds a stopping worker gives running activities before they are cancelled. */
       shutdownGraceSec: Math.max(0, env.WORKER_SHUTDOWN_GRACE),
       /**
@@ -291,7 +337,19 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     // Sandbox mode is for trying the product on one machine: local callers may mutate.
     allowIps: env.ALLOW_IPS.length > 0 || env.MAIN_NODE !== undefined ? env.ALLOW_IPS : ['127.0.0.1', '::1'],
     trustedProxies: env.TRUSTED_PROXIES,
-    apiToken: env.API_TOKEN,
+    /** API_TOKEN (role admin) and API_TOKENS_FILE's tokens; empty: the guard decides by address alone. */
+    apiTokens: [...(env.API_TOKEN ? [{ role: 'admin' as const, name: 'API_TOKEN', sha256: sha256(env.API_TOKEN) }] : []), ...apiTokens],
+    /**
+     * What a caller without a token may do once tokens exist: `read` (the GET endpoints) or
+     * `none` (health, the OpenAPI document and the init scripts only). Default: `none` with
+     * API_TOKENS_FILE (an operator who hands out read tokens wants them needed), `read`
+     * otherwise (API_TOKEN alone has always left reads open).
+     */
+    anonymousAccess: env.ANONYMOUS_ACCESS ?? (env.API_TOKENS_FILE ? 'none' : 'read'),
+    /** Browser origins, besides the API's own, that may call it (CORS) and change things. */
+    allowOrigins: env.ALLOW_ORIGINS.map(originOf),
+    /** /metrics and readiness details for every caller, not only loopback and token holders. */
+    publicDiagnostics: env.PUBLIC_DIAGNOSTICS,
     /**
      * The managed set: false (default) lets mutating operations act only on VMs carrying the
      * owner marker (installed or adopted); true acts on every VM, as the seed did.
@@ -299,6 +357,10 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
     manageAllVms: env.MANAGE_ALL_VMS,
     storage: env.ASSIGN_STORAGE ?? 'local',
     vmidRange: { start: Math.min(ipStart, ipEnd), end: Math.max(ipStart, ipEnd) },
+    /** VMIDs an adoption may take in; default the install range (a VM's address follows its VMID). */
+    adoptVmidRange: env.ADOPT_VMID_RANGE
+      ? { start: env.ADOPT_VMID_RANGE[0], end: env.ADOPT_VMID_RANGE[1] }
+      : { start: Math.min(ipStart, ipEnd), end: Math.max(ipStart, ipEnd) },
     limits: { maxCpu: env.VM_MAX_CPU, maxRamMb: env.VM_MAX_RAM, maxDiskGb: env.VM_MAX_DISK },
     balloonMinMb: env.VM_BALLOON_MIN,
     /**
@@ -369,7 +431,12 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       requestTimeoutMs: Math.max(0, env.REQUEST_TIMEOUT_MS),
       sseMaxPerClient: Math.max(0, env.SSE_MAX_PER_CLIENT),
       sseMaxTotal: Math.max(0, env.SSE_MAX_TOTAL),
+      /** Streams of callers without a token and not changing anything: the rest is kept for installs and token holders. */
+      sseMaxAnonymous: env.SSE_MAX_ANONYMOUS ?? Math.floor(Math.max(0, env.SSE_MAX_TOTAL) / 2),
     },
+    /** GET /api/reconcile answers a preview at most this old (seconds) instead of starting another run. */
+    reconcilePreviewMaxAgeSec: Math.max(0, env.RECONCILE_PREVIEW_MAX_AGE),
+    schedules: { minIntervalMs: env.SCHEDULE_MIN_INTERVAL, maxCount: Math.max(0, env.SCHEDULE_MAX_COUNT) },
     sandboxOptions: {
       bootDelayMs: env.SANDBOX_BOOT_DELAY_MS,
       /** A slow package mirror: the guests' first apt-get/dnf says nothing for this long. */
@@ -425,6 +492,8 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     }
   }
   const proxmoxApi = parsed.success ? readApiSettings(parsed.data, problems) : undefined;
+  const tokens = parsed.success && parsed.data.API_TOKENS_FILE ? readApiTokensFile(parsed.data.API_TOKENS_FILE) : { tokens: [], problems: [] };
+  problems.push(...tokens.problems);
   // A process of one role shares its Temporal server and cluster with the others: neither
   // can be one it would start for itself.
   const role = source.QEMURUN_ROLE?.trim();
@@ -437,7 +506,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     }
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
-  return buildConfig(parsed.data, nodes, proxmoxApi);
+  return buildConfig(parsed.data, nodes, proxmoxApi, tokens.tokens);
 }
 
 /** API mode's settings with the token and CA read from their files; problems are collected. */

@@ -4,6 +4,7 @@ import { rebuildBodySchema } from '../rebuild';
 import { createScheduleSchema, reasonSchema, updateScheduleSchema } from '../schedules/request';
 import { adoptBody, cpuBody, diskBody, memoryBody, nodeBody } from '../vm/bodies';
 import * as answers from './responses';
+import type { Role } from '../../lib/apiTokens';
 
 /**
  * The OpenAPI 3.1 description of the API, served at /api/openapi.json. Request bodies are
@@ -29,8 +30,12 @@ interface Operation {
   /** Express pattern, `/api/vm/:id/start`. */
   path: string;
   summary: string;
-  /** Needs an allowed address and, when API_TOKEN is set, the bearer token. */
-  guarded?: boolean;
+  /**
+   * `operate` and `admin`: an allowed address and, when tokens are configured, a bearer
+   * token of that role or above. Undefined under /api: a read (`read` role when anonymous
+   * reads are off); elsewhere, open.
+   */
+  role?: Role;
   body?: Schema;
   query?: Record<string, { schema: Schema; description: string }>;
   headers?: Array<'Idempotency-Key' | 'Last-Event-ID' | 'Prefer'>;
@@ -89,7 +94,7 @@ const OPERATIONS: Operation[] = [
   {
     method: 'GET',
     path: '/api/health/ready',
-    summary: 'Readiness: Temporal, the worker and every node',
+    summary: 'Readiness: Temporal, the worker and every node (the checks only for loopback, ALLOW_IPS and token holders)',
     answers: { 200: { description: 'ready', json: answers.readiness }, 503: { description: 'not ready; names what is down', json: answers.readiness } },
   },
   { method: 'GET', path: '/api/openapi.json', summary: 'This document', answers: { 200: { description: 'OpenAPI 3.1', json: z.record(z.string(), z.unknown()) } } },
@@ -97,7 +102,7 @@ const OPERATIONS: Operation[] = [
     method: 'POST',
     path: '/api/vm/install',
     summary: 'Install a VM from an official cloud image',
-    guarded: true,
+    role: 'operate',
     body: installBodySchema,
     headers: ['Idempotency-Key', 'Prefer'],
     answers: {
@@ -131,7 +136,7 @@ const OPERATIONS: Operation[] = [
       method: 'POST',
       path: `/api/vm/:id/${op}`,
       summary: `${op === 'start' ? 'Start' : 'Reboot'} a VM and wait for its SSH`,
-      guarded: true,
+      role: 'operate',
       answers: { 200: stream('the operation, until `event: close`'), 400: err('not a VMID'), 404: err('no such VM'), 409: err('not in the managed set, or in the wrong state') },
     }),
   ),
@@ -140,7 +145,7 @@ const OPERATIONS: Operation[] = [
       method: 'POST',
       path: `/api/vm/:id/${op}`,
       summary: `${op[0].toUpperCase()}${op.slice(1)} a VM`,
-      guarded: true,
+      role: 'operate',
       answers: { 200: { description: 'done', text: answers.okText }, 400: err('not a VMID'), 404: err('no such VM'), 409: err('not in the managed set, or in the wrong state') },
     }),
   ),
@@ -155,7 +160,7 @@ const OPERATIONS: Operation[] = [
       method: 'POST',
       path: `/api/vm/:id/set/${what}`,
       summary: `Change a stopped VM's ${what}`,
-      guarded: true,
+      role: 'operate',
       body,
       answers: { 200: { description: 'done', text: answers.okText }, 400: err('the body is invalid (the field is named)'), 404: err('no such VM'), 409: err('not in the managed set, or running') },
     }),
@@ -164,7 +169,7 @@ const OPERATIONS: Operation[] = [
     method: 'POST',
     path: '/api/vm/:id/set/node',
     summary: 'Migrate a stopped VM to another node',
-    guarded: true,
+    role: 'operate',
     body: nodeBody,
     answers: { 200: stream('the migration, until `event: close`'), 400: err('the body is invalid'), 404: err('no such VM'), 409: err('not in the managed set, or running') },
   },
@@ -172,15 +177,20 @@ const OPERATIONS: Operation[] = [
     method: 'POST',
     path: '/api/vm/:id/adopt',
     summary: 'Take a VM made elsewhere into the managed set',
-    guarded: true,
+    role: 'admin',
     body: adoptBody,
-    answers: { 200: { description: 'adopted', json: answers.adopted }, 400: err('the body is not empty'), 404: err('no such VM'), 409: err('already managed') },
+    answers: {
+      200: { description: 'adopted', json: answers.adopted },
+      400: err('the body is not empty, or the VMID is outside ADOPT_VMID_RANGE'),
+      404: err('no such VM'),
+      409: err('already managed, a template, or protected'),
+    },
   },
   {
     method: 'POST',
     path: '/api/vm/:id/rebuild',
     summary: 'Re-create a VM from the spec it records',
-    guarded: true,
+    role: 'operate',
     body: rebuildBodySchema,
     answers: { 200: stream('the rebuild, until `event: close`'), 400: err('the body is invalid'), 404: err('no such VM'), 409: err('not in the managed set, or it records no spec') },
   },
@@ -188,20 +198,22 @@ const OPERATIONS: Operation[] = [
     method: 'POST',
     path: '/api/cluster/cpu/refresh',
     summary: 'Detect the cluster CPU baseline now',
-    guarded: true,
+    role: 'admin',
     answers: { 200: { description: 'the baseline', json: answers.cpuBaseline }, 502: err('detection failed') },
   },
   {
     method: 'GET',
     path: '/api/reconcile',
-    summary: 'Dry run of the reconciler: what it would remove, VM by VM; changes nothing',
-    answers: { 200: { description: 'the plan', json: answers.reconcileAnswer }, 502: err('the survey could not read the cluster') },
+    summary:
+      'Dry run of the reconciler: what it would remove, VM by VM; changes nothing. Requests share one run: those arriving ' +
+      'while one runs wait for it, and one younger than RECONCILE_PREVIEW_MAX_AGE seconds is answered again',
+    answers: { 200: { description: 'the plan', json: answers.reconcileAnswer, headers: { Age: 'seconds since a shared run finished, when it is answered again' } }, 502: err('the survey could not read the cluster') },
   },
   {
     method: 'POST',
     path: '/api/reconcile',
     summary: 'Remove the VMs that closed or vanished installs left behind',
-    guarded: true,
+    role: 'admin',
     answers: { 200: { description: 'what was done', json: answers.reconcileAnswer }, 502: err('the survey could not read the cluster; nothing was removed') },
   },
   { method: 'GET', path: '/api/schedules', summary: 'Rebuild schedules', answers: { 200: { description: 'the schedules', json: answers.scheduleAnswer } } },
@@ -209,9 +221,13 @@ const OPERATIONS: Operation[] = [
     method: 'POST',
     path: '/api/schedules',
     summary: 'Create a rebuild schedule (exactly one of cron, every, at; either vmid or spec)',
-    guarded: true,
+    role: 'admin',
     body: createScheduleSchema,
-    answers: { 201: { description: 'created', json: answers.scheduleAnswer }, 400: err('the body is invalid'), 409: err('the id exists') },
+    answers: {
+      201: { description: 'created', json: answers.scheduleAnswer },
+      400: err('the body is invalid, or the schedule runs more often than SCHEDULE_MIN_INTERVAL'),
+      409: err('the id exists, or there are SCHEDULE_MAX_COUNT rebuild schedules already'),
+    },
   },
   {
     method: 'GET',
@@ -224,7 +240,7 @@ const OPERATIONS: Operation[] = [
       method: 'POST',
       path: `/api/schedules/:id/${op}`,
       summary: `${op === 'pause' ? 'Pause' : 'Unpause'} a schedule`,
-      guarded: true,
+      role: 'admin',
       body: reasonSchema,
       answers: { 200: { description: 'done', json: answers.scheduleAnswer }, 404: err('no such schedule') },
     }),
@@ -233,7 +249,7 @@ const OPERATIONS: Operation[] = [
     method: 'POST',
     path: '/api/schedules/:id/trigger',
     summary: 'Run a schedule now',
-    guarded: true,
+    role: 'admin',
     answers: { 202: { description: 'started', json: answers.scheduleAnswer }, 404: err('no such schedule') },
   },
   ...(['PATCH', 'POST'] as const).map(
@@ -241,7 +257,7 @@ const OPERATIONS: Operation[] = [
       method,
       path: method === 'PATCH' ? '/api/schedules/:id' : '/api/schedules/:id/update',
       summary: "Change a schedule's timing, overlap, note or password",
-      guarded: true,
+      role: 'admin',
       body: updateScheduleSchema,
       answers: { 200: { description: 'changed', json: answers.scheduleAnswer }, 400: err('the body is invalid'), 404: err('no such schedule') },
     }),
@@ -250,7 +266,7 @@ const OPERATIONS: Operation[] = [
     method: 'DELETE',
     path: '/api/schedules/:id',
     summary: 'Delete a schedule (its runs stay in history)',
-    guarded: true,
+    role: 'admin',
     answers: { 200: { description: 'deleted', json: answers.scheduleAnswer }, 404: err('no such schedule') },
   },
   ...['/api/workflows/:workflowId', '/api/vm/install/:workflowId'].flatMap((base): Operation[] => [
@@ -271,8 +287,8 @@ const OPERATIONS: Operation[] = [
     {
       method: 'POST',
       path: `${base}/cancel`,
-      summary: 'Cancel an operation; a VM it created is removed',
-      guarded: true,
+      summary: 'Cancel an operation; a VM it created is removed. The operate role cancels what its own token started; the admin anything',
+      role: 'operate',
       answers: { 202: { description: 'cancellation requested', json: answers.cancelAccepted }, 404: err('no such QemuRun workflow'), 409: err('already finished') },
     },
   ]),
@@ -286,7 +302,7 @@ const OPERATIONS: Operation[] = [
     method: 'POST',
     path: '/codec/decode',
     summary: "Decode history payloads for the Temporal UI (secrets redacted): Temporal's remote codec protocol",
-    guarded: true,
+    role: 'read',
     body: codecPayloads,
     answers: { 200: { description: 'the decoded payloads', json: codecPayloads }, 400: err('not a list of payloads') },
   },
@@ -294,17 +310,32 @@ const OPERATIONS: Operation[] = [
     method: 'POST',
     path: '/codec/encode',
     summary: 'Refused: the codec endpoint only decodes',
-    guarded: true,
+    role: 'read',
     answers: { 403: err('always') },
   },
-  { method: 'GET', path: '/metrics', summary: 'Prometheus metrics', answers: { 200: { description: 'text format 0.0.4', text: z.string() } } },
+  {
+    method: 'GET',
+    path: '/metrics',
+    summary: 'Prometheus metrics, for loopback, ALLOW_IPS and token holders (everyone with PUBLIC_DIAGNOSTICS=true)',
+    answers: { 200: { description: 'text format 0.0.4', text: z.string() }, 403: err('another caller') },
+  },
 ];
 
-/** Routes every guarded operation can also answer with. */
+/** What every operation needing operate or admin can also answer. */
 const GUARD_ANSWERS: Record<number, Answer> = {
-  401: err('API_TOKEN is set and the bearer token is missing or wrong'),
-  403: err('the caller is not in ALLOW_IPS, or a cross-site request'),
+  401: err('tokens are configured (API_TOKEN, API_TOKENS_FILE) and the bearer token is missing or wrong'),
+  403: err('the caller is not in ALLOW_IPS, a cross-site request, or the token lacks the role (`role` names the one needed)'),
 };
+/** What every read can also answer. */
+const READ_ANSWERS: Record<number, Answer> = {
+  401: err('a wrong bearer token, or none with ANONYMOUS_ACCESS=none'),
+};
+
+/** The role an operation needs: its own, `read` for the other routes under /api, none elsewhere. */
+function roleOf(op: Operation): Role | undefined {
+  if (op.role) return op.role;
+  return op.path.startsWith('/api/') && !/^\/api\/(health|openapi)/.test(op.path) ? 'read' : undefined;
+}
 const BODY_ANSWERS: Record<number, Answer> = {
   413: err('the body is larger than 64 KiB'),
   415: err('the body is not application/json (UTF-8)'),
@@ -353,16 +384,17 @@ function operationObject(op: Operation): Record<string, unknown> {
   }));
   const query = Object.entries(op.query ?? {}).map(([name, q]) => ({ name, in: 'query', required: false, description: q.description, schema: convert(q.schema) }));
   const headers = (op.headers ?? []).map((name) => ({ name, in: 'header', required: false, ...HEADER_PARAMETERS[name] }));
+  const role = roleOf(op);
   const all: Record<number, Answer> = {
     ...op.answers,
-    ...(op.guarded ? GUARD_ANSWERS : {}),
+    ...(role === 'operate' || role === 'admin' || op.path.startsWith('/codec/') ? GUARD_ANSWERS : role === 'read' ? READ_ANSWERS : {}),
     ...(op.body ? BODY_ANSWERS : {}),
     500: err('an unexpected failure'),
   };
   return {
     summary: op.summary,
     operationId: `${op.method.toLowerCase()}${op.path.replace(/[:/.](\w)/g, (_m, c: string) => c.toUpperCase())}`,
-    ...(op.guarded ? { security: [{}, { bearer: [] }] } : {}),
+    ...(role ? { security: [{}, { bearer: [] }], 'x-role': role } : {}),
     ...(pathParams.length + query.length + headers.length > 0 ? { parameters: [...pathParams, ...query, ...headers] } : {}),
     ...(op.body ? { requestBody: { required: false, content: { 'application/json': { schema: jsonSchema(op.body) } } } } : {}),
     responses: Object.fromEntries(Object.entries(all).map(([status, a]) => [status, responseObject(a)])),
@@ -380,13 +412,16 @@ export function openApiDocument(version: string): Record<string, unknown> {
     info: {
       title: 'QemuRun',
       version,
-      description: 'One HTTP request to a running, SSH-ready Proxmox VE VM. Mutating operations need an allowed address and, when API_TOKEN is set, the bearer token.',
+      description:
+        'One HTTP request to a running, SSH-ready Proxmox VE VM. Each operation names the role it needs in `x-role` ' +
+        '(read, operate, admin; each includes the ones before it). Changes need an allowed address (ALLOW_IPS) and, when ' +
+        'tokens are configured (API_TOKEN, API_TOKENS_FILE), a bearer token of that role; reads need a token only with ANONYMOUS_ACCESS=none.',
     },
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
     paths,
     components: {
       schemas: Object.fromEntries(Object.entries(COMPONENTS).map(([name, s]) => [name, convert(s)])),
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'API_TOKEN' } },
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'a token of API_TOKENS_FILE (its role), or API_TOKEN (admin)' } },
     },
   };
 }

@@ -91,7 +91,12 @@ export const vmList = z
 export const vmState = z.enum(['running', 'stopped']);
 
 export const readiness = z
-  .object({ ready: z.boolean(), checks: z.record(z.string(), z.string()), message: z.string().optional() })
+  .object({
+    ready: z.boolean(),
+    // Only for loopback, ALLOW_IPS and token holders (or with PUBLIC_DIAGNOSTICS=true).
+    checks: z.record(z.string(), z.string()).optional(),
+    message: z.string().optional(),
+  })
   ;
 
 export const cpuBaseline = z.object({ success: z.literal(true), cpu: z.string(), nodes: z.array(z.string()) });

@@ -63,6 +63,36 @@ function cronFieldProblem(part: string, f: (typeof CRON_FIELDS)[number]): string
   return undefined;
 }
 
+/** The values one field of a valid cron expression takes. */
+function cronValues(part: string, f: (typeof CRON_FIELDS)[number]): number[] {
+  const out = new Set<number>();
+  for (const item of part.split(',')) {
+    const [range, step] = item.split('/');
+    const [lo, hi] = range === '*' ? [f.min, f.max] : range.split('-').map(Number);
+    const last = hi ?? (step !== undefined ? f.max : lo);
+    for (let v = lo; v <= last; v += Number(step ?? 1)) out.add(v);
+  }
+  return [...out].sort((a, b) => a - b);
+}
+
+const SHORTHAND_GAP_MIN: Record<string, number> = { '@hourly': 60 };
+
+/**
+ * The shortest time between two runs of a valid cron expression, in ms, judged by its
+ * times of day (minute and hour fields): the day fields can only spread runs further.
+ */
+export function cronShortestGapMs(expr: string): number {
+  const e = expr.trim();
+  if (e.startsWith('@')) return (SHORTHAND_GAP_MIN[e] ?? 24 * 60) * 60_000;
+  const [minute, hour] = e.split(/\s+/);
+  const minutes = cronValues(minute, CRON_FIELDS[0]);
+  const hours = cronValues(hour, CRON_FIELDS[1]);
+  const times = hours.flatMap((h) => minutes.map((m) => h * 60 + m));
+  let gap = 24 * 60 - times[times.length - 1] + times[0];
+  for (let i = 1; i < times.length; i++) gap = Math.min(gap, times[i] - times[i - 1]);
+  return gap * 60_000;
+}
+
 // ---- interval ---------------------------------------------------------------------------
 
 const UNIT_MS: Record<string, number> = { d: 86_400_000, h: 3_600_000, m: 60_000, s: 1000 };

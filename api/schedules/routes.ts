@@ -3,11 +3,11 @@ import { Client, ScheduleOverlapPolicy } from '@temporalio/client';
 import { type InstallSpec, type RebuildInput, rebuildScheduleId, VM_OPERATION } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster } from '../../lib/proxmox';
-import { requireMutationAccess } from '../guard';
+import { requireRole } from '../guard';
 import { toInstallSpec } from '../installRequest';
 import { checkRebuildTarget } from '../rebuildCheck';
 import { HttpError, InvalidRequestError, parseInput } from '../errors';
-import { createScheduleSchema, reasonSchema, timingOf, toScheduleSpec, updateScheduleSchema } from './request';
+import { createScheduleSchema, cronShortestGapMs, formatInterval, parseInterval, reasonSchema, timingOf, toScheduleSpec, updateScheduleSchema } from './request';
 import { actionAttributes, scheduleService, WORKFLOW_TYPE } from './service';
 import { presentListed, presentRecentRuns, presentSchedule } from './presentation';
 
@@ -30,9 +30,35 @@ const CATCHUP_WINDOW = '15m';
  */
 export function scheduleRoutes({ config, client, knownNodes, proxmox }: ScheduleRouteDeps): Router {
   const router = Router();
-  const guard = requireMutationAccess(config);
+  const guard = requireRole(config, 'admin');
   const schedules = scheduleService(client);
   const check = (vmid: number, spec?: InstallSpec) => checkRebuildTarget({ config, proxmox, client }, { vmid, spec });
+
+  /**
+   * Rebuilds more often than SCHEDULE_MIN_INTERVAL are refused: each destroys and re-creates
+   * a VM, and a schedule is a way to make the cluster do that unattended, forever.
+   */
+  function checkFrequency(body: { cron?: string; interval?: string }): void {
+    const min = config.schedules.minIntervalMs;
+    const field = body.cron !== undefined ? 'cron' : body.interval !== undefined ? 'interval' : undefined;
+    if (field === undefined) return;
+    const gap = field === 'cron' ? cronShortestGapMs(body.cron!) : parseInterval(body.interval!)!;
+    if (gap < min) {
+      throw new InvalidRequestError(
+        `${field}: runs every ${formatInterval(gap)} at the shortest; rebuilds may run at most every ${formatInterval(min)} (SCHEDULE_MIN_INTERVAL)`,
+      );
+    }
+  }
+
+  /** SCHEDULE_MAX_COUNT rebuild schedules at most (0: no limit): each is a standing order on the cluster. */
+  async function checkCount(): Promise<void> {
+    if (config.schedules.maxCount === 0) return;
+    let count = 0;
+    for await (const s of schedules.list()) if (s.action?.workflowType === WORKFLOW_TYPE) count++;
+    if (count >= config.schedules.maxCount) {
+      throw new HttpError(409, `there are already ${count} rebuild schedules, SCHEDULE_MAX_COUNT (${config.schedules.maxCount}); delete one first`);
+    }
+  }
 
   /** The install spec a `spec` body field describes, checked like an install body; `id` is required. */
   function specFromBody(raw: unknown): { spec: InstallSpec; passwd?: string } {
@@ -44,6 +70,8 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
 
   router.post('/schedules', guard, async (req: Request, res: Response) => {
     const body = parseInput(createScheduleSchema, req.body);
+    checkFrequency(body);
+    await checkCount();
     let input: RebuildInput;
     if (body.spec !== undefined) {
       const { spec, passwd } = specFromBody(body.spec);
@@ -124,6 +152,7 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
 
   async function update(req: Request, res: Response) {
     const body = parseInput(updateScheduleSchema, req.body);
+    checkFrequency(body);
     const { desc, handle, input: current } = await schedules.load(String(req.params.id));
     let input: RebuildInput = { ...current };
     let attributes: ReturnType<typeof actionAttributes> | undefined;

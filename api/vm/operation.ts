@@ -37,6 +37,8 @@ export type VmOperationOptions = VmOperation & {
   operation: string;
   /** One line shown in the Temporal UI. */
   summary: string;
+  /** Who started it (api/startedBy.ts), when tokens are configured. */
+  memo?: Record<string, string>;
 };
 
 /** How long a start waits for an operation that has finished its work but not yet closed. */
@@ -63,6 +65,7 @@ export async function startVmOperation(opts: VmOperationOptions): Promise<Workfl
           { key: VM_OPERATION, value: opts.operation },
         ],
         staticSummary: opts.summary,
+        ...(opts.memo && Object.keys(opts.memo).length > 0 ? { memo: opts.memo } : {}),
       });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;

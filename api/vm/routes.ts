@@ -5,7 +5,8 @@ import { type FailureType, ownerOf } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster } from '../../lib/proxmox';
 import { vmIp } from '../../lib/network';
-import { clientIp, requireMutationAccess } from '../guard';
+import { clientIp, requireRole } from '../guard';
+import { startedByMemo } from '../startedBy';
 import { openEventStream, streamProgress } from '../sse';
 import { limitsFor, streamOpened, type RouteLimits } from '../limits';
 import { HttpError, InvalidRequestError, parseInput } from '../errors';
@@ -53,7 +54,7 @@ function vmidOf(req: Request): number {
 
 export function vmRoutes({ config, client, proxmox, knownNodes }: VmRouteDeps): Router {
   const router = Router();
-  const guard = requireMutationAccess(config);
+  const guard = requireRole(config, 'operate');
   const vms = vmService({ config, client, proxmox });
   const guestOf = async (vm: VmFacts) => ({ vmid: vm.vmid, ip: vmIp(config.gateway, vm.vmid), user: await vms.sshUser(vm) });
 
@@ -164,7 +165,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes }: VmRouteDeps): 
       vms.refuseDisabled(vmid);
       const body = op.body ? parseInput(op.body, req.body) : undefined;
       const vm = await vms.preconditions(vmid, op.needs);
-      const h = await vms.start(vm, await op.build(vm, body));
+      const h = await vms.start(vm, { ...(await op.build(vm, body)), memo: startedByMemo(res) });
       if (op.answer === 'stream') {
         openEventStream(res, h.workflowId);
         await streamProgress(req, res, h, 0);
@@ -182,14 +183,25 @@ export function vmRoutes({ config, client, proxmox, knownNodes }: VmRouteDeps): 
   /**
    * Adoption: a VM made elsewhere joins the managed set on purpose. Runs as the workflow
    * `vmAdopt` under `vm-<vmid>` (so it is in history, and never runs beside another
-   * operation on the VM), and answers once the marker is written.
+   * operation on the VM), and answers once the marker is written. Not every VM may join:
+   * a template (clones depend on it), a protected VM (someone said "do not touch") and a
+   * VMID outside ADOPT_VMID_RANGE (another team's, or one whose address does not follow
+   * the install scheme) are refused before anything starts.
    */
-  router.post('/vm/:id/adopt', guard, async (req: Request, res: Response) => {
+  router.post('/vm/:id/adopt', requireRole(config, 'admin'), async (req: Request, res: Response) => {
     const vmid = vmidOf(req);
     vms.refuseDisabled(vmid);
     parseInput(adoptBody, req.body);
+    const range = config.adoptVmidRange;
+    if (vmid < range.start || vmid > range.end) {
+      throw new HttpError(400, `VM ${vmid} is outside ADOPT_VMID_RANGE (${range.start}-${range.end}) and cannot be adopted`);
+    }
     const vm = await vms.lookUp(vmid, { config: true });
     const conf = vm.conf ?? {};
+    if (conf.entries?.template === '1') throw new HttpError(409, `VM ${vmid} is a template: its clones depend on it, so it cannot be adopted`);
+    if (conf.entries?.protection === '1') {
+      throw new HttpError(409, `VM ${vmid} is protected (protection: 1): turn protection off in Proxmox first if QemuRun should manage it`);
+    }
     const owner = ownerOf(conf.description);
     if (owner !== undefined) {
       throw new HttpError(409, `VM ${vmid} is already managed by QemuRun (qemurun-owner=${owner}); there is nothing to adopt`, {
@@ -201,6 +213,8 @@ export function vmRoutes({ config, client, proxmox, knownNodes }: VmRouteDeps): 
       args: [{ vmid, by: clientIp(req, config.trustedProxies) }],
       operation: 'adopt',
       summary: `adopt VM ${vmid}${conf.name ? ` (${conf.name})` : ''} on ${vm.node} into the managed set`,
+      // The description records the address; the memo, which token it was.
+      memo: startedByMemo(res),
     });
     res.set('X-Workflow-Id', h.workflowId);
     await vms.finished(h);

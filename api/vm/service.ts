@@ -17,10 +17,10 @@ export interface VmFacts {
 }
 
 /** What the VM's config says about it that the managed set needs. */
-export type VmNotes = { description?: string; name?: string };
+export type VmNotes = { description?: string; name?: string; entries?: Record<string, string> };
 
 /** An operation to start on a VM: its workflow and arguments, and how the Temporal UI shows it. */
-export type Operation = VmOperation & { operation: string; summary: string; node?: string };
+export type Operation = VmOperation & { operation: string; summary: string; node?: string; memo?: Record<string, string> };
 
 export interface VmServiceDeps {
   config: Config;

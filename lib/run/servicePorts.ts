@@ -4,7 +4,7 @@ import type { PlannedPort } from './ports';
 /** Every port `npm start` will listen on with this configuration, with its setting. */
 export function servicePorts(config: Config): PlannedPort[] {
   if (config.role === 'worker') {
-    return [{ host: '0.0.0.0', port: config.worker.healthPort, setting: 'WORKER_HEALTH_PORT', what: "the worker's health port" }];
+    return [{ host: config.worker.healthHost, port: config.worker.healthPort, setting: 'WORKER_HEALTH_PORT', what: "the worker's health port" }];
   }
   const ports: PlannedPort[] = [{ host: '0.0.0.0', port: config.port, setting: 'PORT', what: 'the API' }];
   // The other roles start no Temporal server and no sandbox (their settings name both).

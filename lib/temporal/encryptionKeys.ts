@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import { assertPrivateFile } from '../privateFile';
 import path from 'node:path';
 
 /**
@@ -68,16 +69,8 @@ function parseList(value: string): Omit<ResolvedEncryptionKeys, 'created'> {
   return parseEntries(entries, 'ENCRYPTION_KEYS');
 }
 
-/** Keys on disk must be private to the service's user, as ssh insists for private keys. */
 function assertPrivate(file: string, setting: string): void {
-  const st = fs.statSync(file);
-  if (!st.isFile()) throw new Error(`${setting}: ${file} is not a regular file`);
-  if ((st.mode & 0o077) !== 0) {
-    throw new Error(
-      `${setting}: ${file} is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); ` +
-        `anyone who can read it can read all workflow history. Run: chmod 600 ${file}`,
-    );
-  }
+  assertPrivateFile(file, setting, 'can read all workflow history');
 }
 
 function readKeyFile(file: string, setting: string): Omit<ResolvedEncryptionKeys, 'created'> {

@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../api/app';
 import { startHarness, Harness } from '../support/harness';
+import { parseApiTokens, sha256 } from '../../lib/apiTokens';
 
 /**
  * The access guard behind a reverse proxy: the API trusts X-Forwarded-For from
@@ -92,23 +93,25 @@ describe('API_TOKEN', () => {
 });
 
 describe('CORS', () => {
-  async function preflight(base: string, origin: string) {
+  async function preflight(base: string, origin: string, method = 'POST') {
     const res = await fetch(`${base}/vm/9999/stop`, {
       method: 'OPTIONS',
-      headers: { Origin: origin, 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'content-type,authorization' },
+      headers: { Origin: origin, 'Access-Control-Request-Method': method, 'Access-Control-Request-Headers': 'content-type,authorization' },
     });
     return { status: res.status, headers: res.headers };
   }
 
-  test('the server\'s own subnets: a loopback origin is admitted, others are refused without ACAO', async () => {
-    const ok = await preflight(h.api, 'http://127.0.0.1:5173');
+  test('the server\'s own subnets: a loopback origin may read, not change; others are refused without ACAO', async () => {
+    const ok = await preflight(h.api, 'http://127.0.0.1:5173', 'GET');
     expect(ok.status).toBe(204);
     expect(ok.headers.get('access-control-allow-origin')).toBe('http://127.0.0.1:5173');
-    expect(ok.headers.get('access-control-allow-methods')).toContain('POST');
+    expect(ok.headers.get('access-control-allow-methods')).toBe('GET, OPTIONS');
     expect(ok.headers.get('access-control-allow-headers')).toMatch(/Authorization/);
     expect(ok.headers.get('vary')).toMatch(/Origin/);
+    // A page on another loopback address (or machine of the subnet) is not the API's own.
+    expect((await preflight(h.api, 'http://127.0.0.2:5173', 'POST')).status).toBe(403);
     for (const origin of ['http://192.0.2.10', 'https://evil.example', 'null']) {
-      const no = await preflight(h.api, origin);
+      const no = await preflight(h.api, origin, 'GET');
       expect(no.status).toBe(403);
       expect(no.headers.get('access-control-allow-origin')).toBeNull();
     }
@@ -136,12 +139,12 @@ describe('CORS', () => {
       await new Promise((r) => server.close(r));
     });
 
-    test('a private origin in that subnet is admitted; one outside it, loopback included, is refused', async () => {
-      const ok = await preflight(base, 'http://10.20.30.40:8080');
+    test('a private origin in that subnet may read; one outside it, loopback included, is refused', async () => {
+      const ok = await preflight(base, 'http://10.20.30.40:8080', 'GET');
       expect(ok.status).toBe(204);
       expect(ok.headers.get('access-control-allow-origin')).toBe('http://10.20.30.40:8080');
       for (const origin of ['http://10.20.31.40', 'http://127.0.0.1:5173', 'http://8.8.8.8']) {
-        const no = await preflight(base, origin);
+        const no = await preflight(base, origin, 'GET');
         expect({ origin, status: no.status, acao: no.headers.get('access-control-allow-origin') }).toEqual({ origin, status: 403, acao: null });
       }
     });
@@ -154,5 +157,162 @@ describe('CORS', () => {
       expect(no.status).toBe(200);
       expect(no.headers.get('access-control-allow-origin')).toBeNull();
     });
+  });
+});
+
+describe('roles (API_TOKENS_FILE)', () => {
+  const READER = 'reader-token-0123456789';
+  const OPERATOR = 'operator-token-0123456789';
+  const OTHER_OPERATOR = 'operator-two-token-0123456789';
+  const ADMIN = 'admin-token-0123456789abc';
+  let server: http.Server;
+  let base: string;
+
+  beforeAll(async () => {
+    const { tokens, problems } = parseApiTokens(
+      `read ${READER} grafana\noperate ${OPERATOR} ci\noperate ${OTHER_OPERATOR} ci2\nadmin sha256:${sha256(ADMIN).toString('hex')} alice\n`,
+      'test',
+    );
+    expect(problems).toEqual([]);
+    // API_TOKEN of the harness stays, as admin; the file's default: no anonymous reads.
+    const config = { ...h.config, apiTokens: [...h.config.apiTokens, ...tokens], anonymousAccess: 'none' as const };
+    const app = createApp({ config, client: h.service.client, knownNodes: ['pve1', 'pve2'], proxmox: cliCluster({}, h.config.mainNode) });
+    server = http.createServer(app);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api`;
+  });
+
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  async function as(token: string | undefined, method: string, p: string, extra: Record<string, string> = {}) {
+    const res = await fetch(`${base}${p}`, {
+      method,
+      headers: { ...viaProxy(token ? { Authorization: `Bearer ${token}` } : {}), ...(method === 'GET' ? {} : { 'Content-Type': 'application/json' }), ...extra },
+    });
+    return { status: res.status, json: (await res.json().catch(() => undefined)) as Record<string, unknown> | undefined };
+  }
+
+  test('each endpoint needs its role: 403 names it; a role includes the ones below it', async () => {
+    const needs = (role: string, name: string, has: string) => ({
+      status: 403,
+      json: { success: false, message: `this needs the ${role} role; token ${name} has the ${has} role`, role },
+    });
+    expect(await as(READER, 'POST', '/vm/9999/stop')).toEqual(needs('operate', 'grafana', 'read'));
+    expect(await as(READER, 'POST', '/vm/install')).toEqual(needs('operate', 'grafana', 'read'));
+    for (const p of ['/vm/199/adopt', '/reconcile', '/schedules', '/cluster/cpu/refresh']) {
+      expect([p, await as(OPERATOR, 'POST', p)]).toEqual([p, needs('admin', 'ci', 'operate')]);
+    }
+    // Past the guard (this app reaches no node: the answers need none).
+    for (const token of [OPERATOR, ADMIN, TOKEN]) expect((await as(token, 'POST', '/workflows/no-such-workflow/cancel')).status).toBe(404);
+    for (const token of [ADMIN, TOKEN]) {
+      expect(await as(token, 'POST', '/vm/9999/adopt')).toEqual({
+        status: 400,
+        json: { success: false, message: 'VM 9999 is outside ADOPT_VMID_RANGE (100-254) and cannot be adopted' },
+      });
+    }
+    for (const token of [READER, OPERATOR, ADMIN]) expect((await as(token, 'GET', '/schedules')).status).toBe(200);
+  });
+
+  test('without a token: changes are 401, and reads too with ANONYMOUS_ACCESS=none; a wrong token is 401 everywhere', async () => {
+    expect(await as(undefined, 'POST', '/vm/9999/stop')).toEqual({ status: 401, json: { success: false, message: 'missing or wrong bearer token' } });
+    expect(await as(undefined, 'GET', '/schedules')).toEqual({
+      status: 401,
+      json: { success: false, message: 'this needs a bearer token with the read role (ANONYMOUS_ACCESS=none)', role: 'read' },
+    });
+    expect((await as(undefined, 'GET', '/health')).status).toBe(200);
+    expect((await as(undefined, 'GET', '/openapi.json')).status).toBe(200);
+    expect((await as('wrong-token-0123456789', 'GET', '/schedules')).status).toBe(401);
+  });
+
+  test('the operate role cancels its own work only; the admin anyone\'s', async () => {
+    // The install's first qm start hangs: it is still running while the cancels arrive.
+    await h.sandbox.injectFault({ command: 'qm start', hangMs: 8000, times: 1 });
+    const started = await fetch(`${base}/vm/install`, {
+      method: 'POST',
+      headers: { ...viaProxy({ Authorization: `Bearer ${OPERATOR}` }), 'Content-Type': 'application/json', Prefer: 'respond-async' },
+      body: JSON.stringify({ os: 'debian', version: '12', name: 'roles' }),
+    });
+    expect(started.status).toBe(202);
+    const { workflowId } = (await started.json()) as { workflowId: string };
+    expect(await as(OTHER_OPERATOR, 'POST', `/workflows/${workflowId}/cancel`)).toEqual({
+      status: 403,
+      json: { success: false, message: `this needs the admin role: workflow ${workflowId} was not started with token ci2`, role: 'admin' },
+    });
+    expect((await as(OPERATOR, 'POST', `/workflows/${workflowId}/cancel`)).status).toBe(202);
+    await h.service.client.workflow.getHandle(workflowId).result().catch(() => undefined);
+    expect((await h.service.client.workflow.getHandle(workflowId).describe()).status.name).toBe('CANCELLED');
+  });
+});
+
+describe('diagnostics: /metrics and readiness details', () => {
+  const STRANGER = '198.51.100.2';
+  test('served to loopback, ALLOW_IPS and token holders; a stranger gets 403 and the bare verdict', async () => {
+    const metrics = (headers: Record<string, string>) => fetch(`${h.service.url}/metrics`, { headers });
+    expect((await metrics({})).status).toBe(200);
+    expect((await metrics({ 'X-Forwarded-For': CLIENT })).status).toBe(200);
+    expect((await metrics({ 'X-Forwarded-For': STRANGER, ...bearer })).status).toBe(200);
+    const refused = await metrics({ 'X-Forwarded-For': STRANGER });
+    expect(refused.status).toBe(403);
+    expect(await refused.text()).not.toMatch(/qemurun_/);
+
+    const ready = async (headers: Record<string, string>) => (await call('GET', '/health/ready', headers)).json();
+    expect(Object.keys(await ready({}))).toEqual(['ready', 'checks']);
+    expect(await ready({ 'X-Forwarded-For': STRANGER })).toEqual({ ready: true });
+  });
+});
+
+describe('schedules: SCHEDULE_MIN_INTERVAL and SCHEDULE_MAX_COUNT', () => {
+  let server: http.Server;
+  let base: string;
+  const existing = `guard-test-schedule-${process.pid}`;
+
+  beforeAll(async () => {
+    const config = { ...h.config, schedules: { minIntervalMs: 3_600_000, maxCount: 1 } };
+    const app = createApp({ config, client: h.service.client, knownNodes: ['pve1', 'pve2'], proxmox: cliCluster({}, h.config.mainNode) });
+    server = http.createServer(app);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api`;
+  });
+
+  afterAll(async () => {
+    await h.service.client.schedule.getHandle(existing).delete().catch(() => undefined);
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  const create = async (body: unknown) => {
+    const res = await fetch(`${base}/schedules`, { method: 'POST', headers: viaProxy({ ...bearer, 'Content-Type': 'application/json' }), body: JSON.stringify(body) });
+    return { status: res.status, json: (await res.json()) as { message?: string } };
+  };
+
+  test('a rebuild more often than the minimum is 400 naming the field', async () => {
+    expect(await create({ vmid: 140, interval: '30m' })).toEqual({
+      status: 400,
+      json: { success: false, message: 'please check your input: interval: runs every 30m at the shortest; rebuilds may run at most every 1h (SCHEDULE_MIN_INTERVAL)' },
+    });
+    expect((await create({ vmid: 140, cron: '*/10 * * * *' })).json.message).toBe(
+      'please check your input: cron: runs every 10m at the shortest; rebuilds may run at most every 1h (SCHEDULE_MIN_INTERVAL)',
+    );
+  });
+
+  test('past the count limit a new schedule is 409, before anything is read or made', async () => {
+    await h.service.client.schedule.create({
+      scheduleId: existing,
+      spec: { intervals: [{ every: '1d' }] },
+      action: { type: 'startWorkflow', workflowType: 'scheduledRebuild', args: [], taskQueue: `${h.config.temporal.taskQueue}-nobody` },
+      state: { paused: true },
+    });
+    // Schedules are listed from visibility: wait until the new one is there.
+    const listed = async () => {
+      for await (const s of h.service.client.schedule.list()) if (s.scheduleId === existing) return true;
+      return false;
+    };
+    for (let i = 0; i < 100 && !(await listed()); i++) await new Promise((r) => setTimeout(r, 100));
+    const res = await create({ vmid: 140, interval: '1d' });
+    expect(res.status).toBe(409);
+    expect(res.json.message).toMatch(/^there are already \d+ rebuild schedules, SCHEDULE_MAX_COUNT \(1\); delete one first$/);
   });
 });

@@ -150,3 +150,19 @@ test('a terminated install: its half-built VM is removed; completed, foreign and
   const again = await apiCall(h.api, 'POST', '/reconcile');
   expect(again.json).toMatchObject({ removed: [], failed: [] });
 });
+
+test('30 GETs at once (an <img src> on a busy page) start one dry run, and all get its answer', async () => {
+  const since = new Date();
+  const answers = await Promise.all(Array.from({ length: 30 }, () => apiCall(h.api, 'GET', '/reconcile')));
+  expect(answers.map((a) => a.status)).toEqual(Array(30).fill(200));
+  const ids = new Set(answers.map((a) => a.json.workflowId as string));
+  expect(ids.size).toBe(1);
+  const [id] = ids;
+  expect(answers.every((a) => a.json.dryRun === true && Array.isArray(a.json.vms))).toBe(true);
+  // Another GET soon after is answered from the same run.
+  expect((await apiCall(h.api, 'GET', '/reconcile')).json.workflowId).toBe(id);
+  const { count } = await h.service.client.workflow.count(
+    `TaskQueue = '${h.config.temporal.taskQueue}' AND WorkflowType = 'reconcileVms' AND StartTime >= '${since.toISOString()}'`,
+  );
+  expect(count).toBe(1);
+});

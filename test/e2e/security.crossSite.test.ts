@@ -14,9 +14,10 @@ import { send } from '../support/securityHttp';
 let h: Harness;
 const VMID = 113;
 const EVIL = 'http://evil.example';
+const UI = 'https://ui.example:8443';
 
 beforeAll(async () => {
-  h = await startHarness();
+  h = await startHarness({ ALLOW_ORIGINS: UI });
   const res = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: VMID } });
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
 });
@@ -82,13 +83,18 @@ test('Sec-Fetch-Site: cross-site without an Origin is refused', async () => {
   expect((await vmState()).status).toBe('status: running');
 });
 
-test.each(OPS)('%s without Origin but with a simple type, or none, is 415: a browser could send it without asking', async (p) => {
+test.each(OPS)('%s without Origin but with a simple type is 415: a browser could send it without asking', async (p) => {
   const before = await vmState();
-  for (const type of [...SIMPLE_TYPES, undefined]) {
+  for (const type of SIMPLE_TYPES) {
     const a = await send(h.service.url, { method: 'POST', path: p, headers: { 'Content-Type': type, 'Content-Length': '0' } });
     expect({ type, status: a.status }).toEqual({ type, status: 415 });
     expect(a.json!.message).toMatch(/Content-Type must be application\/json/);
   }
+  // A body without a type, or with the own origin and no type, is refused as well.
+  const untyped = await send(h.service.url, { method: 'POST', path: p, body: '{}' });
+  expect(untyped.status).toBe(415);
+  const ownNoType = await send(h.service.url, { method: 'POST', path: p, headers: { Origin: new URL(h.service.url).origin, 'Content-Length': '0' } });
+  expect(ownNoType.status).toBe(415);
   expect(await vmState()).toEqual(before);
   expect(await vmWorkflows()).toBe(0);
 });
@@ -105,13 +111,29 @@ test('a schedule cannot be made, changed or deleted cross-site either', async ()
   }
 });
 
-test('the API\'s own origin, and an origin CORS admits, pass with a JSON type; reads stay open cross-site', async () => {
+test('the API\'s own origin, and an origin named in ALLOW_ORIGINS, pass with a JSON type; reads stay open cross-site', async () => {
   const own = new URL(h.service.url).origin;
-  for (const origin of [own, 'http://127.0.0.1:5173']) {
+  for (const origin of [own, UI]) {
     // VM 9999 does not exist: a 404 means the request got past the cross-site check.
     const a = await send(h.service.url, { method: 'POST', path: '/api/vm/9999/stop', headers: { Origin: origin, 'Content-Type': 'application/json' } });
     expect({ origin, status: a.status }).toEqual({ origin, status: 404 });
   }
   const read = await send(h.service.url, { path: `/api/vm/${VMID}/status`, headers: { Origin: EVIL } });
   expect([read.status, read.text]).toEqual([200, 'running']);
+});
+
+test('a page on another loopback address, or a private one CORS lets read, may not change anything', async () => {
+  const port = new URL(h.service.url).port;
+  for (const origin of [`http://127.0.0.2:${port}`, 'http://127.0.0.1:5173', `http://localhost:${Number(port) + 1}`]) {
+    const a = await send(h.service.url, { method: 'POST', path: `/api/vm/${VMID}/stop`, headers: { Origin: origin, 'Content-Type': 'application/json' } });
+    expect({ origin, status: a.status, message: a.json?.message }).toEqual({ origin, status: 403, message: `origin "${origin}" may not change anything here` });
+  }
+  expect((await vmState()).status).toBe('status: running');
+  expect(await vmWorkflows()).toBe(0);
+});
+
+test('a seed client\'s POST with no Origin, no body and no Content-Type runs (last: it stops the VM)', async () => {
+  const a = await send(h.service.url, { method: 'POST', path: `/api/vm/${VMID}/stop` });
+  expect([a.status, a.text]).toEqual([200, 'ok']);
+  expect((await vmState()).status).toBe('status: stopped');
 });

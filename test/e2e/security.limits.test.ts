@@ -4,6 +4,8 @@ import { send, sendRaw } from '../support/securityHttp';
 import express from 'express';
 import type { AddressInfo } from 'node:net';
 import { findDuplicateKey, limitsFor, requestTimeout } from '../../api/limits';
+import { createApp } from '../../api/app';
+import { cliCluster } from '../../lib/proxmox';
 
 /**
  * HTTP hardening (api/limits.ts): a deadline for every answer that is not an event
@@ -22,6 +24,8 @@ beforeAll(async () => {
     REQUEST_TIMEOUT_MS: String(TIMEOUT_MS),
     SSE_MAX_PER_CLIENT: String(MAX_STREAMS),
     SSE_MAX_TOTAL: String(MAX_TOTAL),
+    // These tests fill the server with watchers; the reserve for installs has its own test.
+    SSE_MAX_ANONYMOUS: String(MAX_TOTAL),
     // Guests take long to boot, so an install's stream stays open while the tests watch it.
     SANDBOX_BOOT_DELAY_MS: '45000',
   });
@@ -40,10 +44,10 @@ interface OpenStream {
 }
 
 /** Opens an event stream (GET, or POST with a JSON body) and keeps it open until `close()`. */
-function openStream(path: string, body?: unknown, from?: string): Promise<OpenStream> {
+function openStream(path: string, body?: unknown, from?: string, base = h.service.url): Promise<OpenStream> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(`${h.service.url}${path}`, {
+    const req = http.request(`${base}${path}`, {
       method: payload ? 'POST' : 'GET',
       agent: false,
       // Another loopback address is another client.
@@ -272,6 +276,44 @@ describe('event streams', () => {
       streams.push(again);
     } finally {
       for (const s of streams) s.close();
+    }
+  });
+
+  test('100 anonymous watchers take at most SSE_MAX_ANONYMOUS slots: an install\'s own stream still opens', async () => {
+    // The defaults (20 per client, 100 in all, 50 anonymous), in an app of their own on this worker.
+    const config = { ...h.config, http: { ...h.config.http, sseMaxPerClient: 20, sseMaxTotal: 100, sseMaxAnonymous: 50 } };
+    const app = createApp({ config, client: h.service.client, knownNodes: ['pve1', 'pve2'], proxmox: cliCluster({}, h.config.mainNode) });
+    const server = http.createServer(app);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const streams: OpenStream[] = [];
+    let installId = '';
+    try {
+      // Five addresses, 20 watchers each: every one under its own cap.
+      for (let i = 0; i < 100; i++) streams.push(await openStream(eventsPath(), undefined, `127.0.0.${11 + Math.floor(i / 20)}`, base));
+      const statuses = streams.map((s) => s.status);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(50);
+      expect(statuses.filter((s) => s === 503)).toHaveLength(50);
+      const refused = await send(base, { path: eventsPath(), headers: {} });
+      expect(refused.json?.message).toMatch(/SSE_MAX_ANONYMOUS/);
+
+      const install = await openStream('/api/vm/install', { os: 'debian', version: '12', name: 'reserved' }, undefined, base);
+      streams.push(install);
+      expect(install.status).toBe(200);
+      expect(install.contentType).toMatch(/^text\/event-stream/);
+      for (let i = 0; i < 100 && !installId; i++) {
+        await sleep(50);
+        installId = /workflow id: (\S+)"/.exec(install.body())?.[1] ?? '';
+      }
+      expect(installId).toMatch(/^install-/);
+    } finally {
+      for (const s of streams) s.close();
+      if (installId) {
+        await h.service.client.workflow.getHandle(installId).cancel().catch(() => undefined);
+        await h.service.client.workflow.getHandle(installId).result().catch(() => undefined);
+      }
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
     }
   });
 });

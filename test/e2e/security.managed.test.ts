@@ -168,6 +168,29 @@ describe('adoption', () => {
     expect(await h.sandbox.readConfig(151)).toBe(before);
   });
 
+  test('a template, a protected VM and a VMID outside ADOPT_VMID_RANGE are refused, and nothing changes', async () => {
+    await qm(h, ['create', '153', '--name', 'golden', '--template', '1']);
+    await qm(h, ['create', '154', '--name', 'precious', '--protection', '1']);
+    await qm(h, ['create', '300', '--name', 'elsewhere']);
+    const before = await Promise.all([153, 154, 300].map((v) => h.sandbox.readConfig(v)));
+    const n = (await h.sandbox.calls()).length;
+    expect(await apiCall(h.api, 'POST', '/vm/153/adopt')).toEqual({
+      status: 409,
+      json: { success: false, message: 'VM 153 is a template: its clones depend on it, so it cannot be adopted' },
+    });
+    expect(await apiCall(h.api, 'POST', '/vm/154/adopt')).toEqual({
+      status: 409,
+      json: { success: false, message: 'VM 154 is protected (protection: 1): turn protection off in Proxmox first if QemuRun should manage it' },
+    });
+    expect(await apiCall(h.api, 'POST', '/vm/300/adopt')).toEqual({
+      status: 400,
+      json: { success: false, message: 'VM 300 is outside ADOPT_VMID_RANGE (100-254) and cannot be adopted' },
+    });
+    expect(await mutatingSince(h, n)).toEqual([]);
+    expect(await Promise.all([153, 154, 300].map((v) => h.sandbox.readConfig(v)))).toEqual(before);
+    for (const vmid of [153, 154, 300]) expect(ownerOf(await description(vmid))).toBeUndefined();
+  });
+
   test('an adopted VM is operated on like an installed one', async () => {
     expect(await apiCall(h.api, 'POST', '/vm/151/set/cpu', { cpu: 3 })).toEqual({ status: 200, json: 'ok' });
     expect(await h.sandbox.readConfig(151)).toMatch(/^cores: 3$/m);

@@ -83,6 +83,8 @@ export async function startHarness(
     // Test services share one namespace: a scheduled reconcile firing during another test
     // would remove the VMs that test left on purpose. The reconciler's own test turns it on.
     RECONCILE_INTERVAL: 'off',
+    // Schedule tests watch runs fire every few seconds.
+    SCHEDULE_MIN_INTERVAL: '10s',
     // The api-mode project's runs have a namespace of their own (./apiMode).
     ...(process.env.TEST_TEMPORAL_NAMESPACE ? { TEMPORAL_NAMESPACE: process.env.TEST_TEMPORAL_NAMESPACE } : {}),
     ...env,

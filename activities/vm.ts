@@ -33,8 +33,11 @@ export function vmActivities({ config, proxmox }: VmDeps) {
   const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);
 
   return {
-    /** `qm create` on the main node; finding our own VM already there counts as done. */
-    async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string }> {
+    /**
+     * `qm create` on the main node (this worker's MAIN_NODE, which the result names for the
+     * workflow); finding our own VM already there counts as done.
+     */
+    async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node: string }> {
       const { vmid } = input;
       const spec = checkedInput(installSpecSchema, input.spec, 'qmCreate');
       const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
@@ -57,12 +60,12 @@ export function vmActivities({ config, proxmox }: VmDeps) {
           // A retry after a crash finds the VM this very run created.
           const vm = await proxmox.locateVm(vmid);
           const conf = vm ? await proxmox.requireNode(vm.node).config(vmid).catch(() => undefined) : undefined;
-          if (conf && isOwnedBy(conf.description, input.owner)) return { ip: vmIp(config.gateway, vmid) };
+          if (vm && conf && isOwnedBy(conf.description, input.owner)) return { ip: vmIp(config.gateway, vmid), node: vm.node };
           throw failure('VmidTakenError', err.message);
         }
         throw err;
       }
-      return { ip: vmIp(config.gateway, vmid) };
+      return { ip: vmIp(config.gateway, vmid), node: proxmox.mainNode };
     },
 
     /** Cloud-init, disks, boot order and network in the seed's order; every step absolute. */

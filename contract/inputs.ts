@@ -66,7 +66,9 @@ export const installSecretsSchema = z
   .object({ passwd: field.passwd.optional(), passwdHash: field.passwdHash.optional(), rootPassword: z.string().regex(/^[^\r\n]*$/).optional() })
   .strict();
 
-export const installInputSchema = z.object({ spec: installSpecSchema, secrets: installSecretsSchema, mainNode: field.node }).strict();
+export const installInputSchema = z
+  .object({ spec: installSpecSchema, secrets: installSecretsSchema, mainNode: field.node.optional() })
+  .strict();
 
 const vmRef = z.object({ vmid: field.vmid });
 export const workflowInputs = {

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { writeFileAtomic } from './atomicFile';
 
 /**
  * The seed's state files, kept in DATA_DIR under the same meaning. A missing file is an
@@ -60,8 +61,7 @@ export function readCachedCpuBaseline(dataDir: string): { cpuType: string; nodes
 
 export function writeCachedCpuType(dataDir: string, cpuType: string, nodes?: string[]): void {
   const file = stateFiles(dataDir).cpuType;
-  fs.mkdirSync(path.dirname(file), { recursive: true });
   const nodeLine = nodes ? `nodes=${[...nodes].sort().join(',')}\n` : '';
-  fs.writeFileSync(`${file}.tmp`, `${cpuType}\n${nodeLine}`);
-  fs.renameSync(`${file}.tmp`, file);
+  // Two workers detecting the baseline at once each write their own temporary file.
+  writeFileAtomic(file, `${cpuType}\n${nodeLine}`);
 }

@@ -22,7 +22,7 @@ import { startRole } from './app/role';
 import { RunRecords } from './lib/run/records';
 import { checkPortsFree } from './lib/run/ports';
 import { servicePorts } from './lib/run/servicePorts';
-import type { SandboxToolPaths } from './sandbox/requirements';
+import type { SandboxToolPaths } from './sandbox';
 import { createLogger, type Logger } from './lib/observability/log';
 import { installTemporalRuntime } from './lib/observability/runtime';
 

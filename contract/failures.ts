@@ -1,5 +1,8 @@
 import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure } from '@temporalio/common';
 
+/** What startChild throws when the child's id is taken; @temporalio/workflow does not re-export it. */
+export { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+
 /**
  * Every failure type the product names (the `type` of an ApplicationFailure, i.e. the error
  * class name an activity throws), each once: whether retrying can heal it, and the HTTP

@@ -84,8 +84,11 @@ export const workflowInputs = {
   install: installInputSchema,
 };
 
+/** A schema of the contract: what workflow code names without importing zod itself. */
+export type InputSchema<T> = z.ZodType<T>;
+
 /** `input` if it follows `schema`; otherwise an error naming every bad field (never its value). */
-export function checkInput<T>(schema: z.ZodType<T>, input: unknown, what: string): T {
+export function checkInput<T>(schema: InputSchema<T>, input: unknown, what: string): T {
   const parsed = schema.safeParse(input);
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ');

@@ -1,4 +1,3 @@
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
   ApplicationFailure,
   isCancellation,
@@ -16,6 +15,7 @@ import {
   type FailureType,
   failureOf,
   isFailureOf,
+  WorkflowExecutionAlreadyStartedError,
 } from '../contract';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';

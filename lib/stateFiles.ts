@@ -42,10 +42,6 @@ export function readAdminKeys(dataDir: string): string[] {
   return readLines(stateFiles(dataDir).adminKeys);
 }
 
-export function readCachedCpuType(dataDir: string): string | undefined {
-  return readLines(stateFiles(dataDir).cpuType)[0];
-}
-
 /**
  * The cached CPU type and the online nodes it was detected on. The first line is the type,
  * as in the seed's file; a `nodes=a,b` line follows when the product wrote it. A file

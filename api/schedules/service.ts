@@ -126,4 +126,3 @@ export function scheduleService(client: Client) {
   };
 }
 
-export type ScheduleService = ReturnType<typeof scheduleService>;

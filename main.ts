@@ -7,7 +7,7 @@
  * Exit status: 0 after SIGINT/SIGTERM, 78 when the set-up is wrong (a StartupError: a
  * setting, a port, a file, a program; one message, no stack trace), 1 on a crash.
  */
-import 'dotenv/config';
+import './lib/dotEnv';
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from './lib/config';

@@ -10,7 +10,7 @@
  * It reads the sandbox's settings (DATA_DIR, SSH_KEY_PATH, GATEWAY, VM_SSH_PORT,
  * SANDBOX_*, IMAGE_BASE_*) and ignores MAIN_NODE and NODE_*, which it prints.
  */
-import 'dotenv/config';
+import '../lib/dotEnv';
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../lib/config';

@@ -18,12 +18,29 @@ const nodeBuiltinPattern = {
   group: ['node:*'],
   message: 'Node built-ins do not exist in the workflow sandbox: do this in an activity.',
 };
-/** Packages that run in the workflow sandbox; everything else on npm is Node-side. */
-const sandboxPackages = ['@temporalio/workflow', '@temporalio/common', 'zod'];
-const nodeSidePackages = {
-  regex: `^(?!\\.|(${sandboxPackages.map((p) => p.replace('/', '\\/')).join('|')})$)`,
-  message: `Node-side package: code bundled into the workflow sandbox uses ${sandboxPackages.join(', ')} only.`,
+/** The npm packages `packages` allows, as a pattern refusing every other one. */
+const onlyPackages = (packages, why) => ({
+  regex: `^(?!\\.|(${packages.map((p) => p.replace('/', '\\/')).join('|')})$)`,
+  message: `${why}: ${packages.join(', ')} only.`,
+});
+/** The contract runs in the workflow sandbox and uses the SDK's common types and zod. */
+const nodeSidePackages = onlyPackages(['@temporalio/workflow', '@temporalio/common', 'zod'], 'Node-side package: code bundled into the workflow sandbox uses');
+/** Workflow code takes everything else (failure classes, schemas) through the contract. */
+const workflowPackages = onlyPackages(['@temporalio/workflow'], 'Workflow code imports the SDK as @temporalio/workflow and the rest through ../contract');
+
+/** The product's folders: none reaches into sandbox/ but through its entry point. */
+const productFolders = ['api', 'activities', 'lib', 'worker', 'app'];
+/** From a product file at any depth: a sandbox module other than the entry point sandbox/index.ts. */
+const sandboxInternals = {
+  regex: '^(\\./|(\\.\\./)+)sandbox/',
+  message: 'The product reaches the sandbox only through its entry point, sandbox/index.ts (import "../sandbox"); tests use sandbox/testkit.ts.',
 };
+
+/**
+ * sandbox/ has folders named like the product's (sandbox/api, sandbox/cli): a pattern on
+ * the import string tells them apart only by the file's depth, so one block per depth.
+ */
+const sandboxDepths = [0, 1, 2, 3];
 
 /** Pure lib/ modules workflow code may import besides contract/ (none yet: add one here with a reason). */
 const workflowLib = [];
@@ -57,12 +74,23 @@ export default tseslint.config(
         paths: nodeBuiltinPaths,
         patterns: [
           nodeBuiltinPattern,
-          nodeSidePackages,
+          workflowPackages,
           {
             regex: `^\\.\\./(?!(contract${workflowLib.map((m) => `|lib/${m}`).join('')})$)`,
             message: 'Workflow code imports only ../contract (and the pure lib/ modules eslint.config.mjs lists) besides other workflow files.',
           },
         ],
+      }],
+    },
+  },
+  {
+    // The bundle's preload module (worker/bundleOptions.ts) evaluates zod once before any
+    // run, for the contract's schemas: the one workflow file that names zod itself.
+    files: ['workflows/preload.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        paths: nodeBuiltinPaths,
+        patterns: [nodeBuiltinPattern, onlyPackages(['@temporalio/workflow', 'zod'], 'The workflow preload module uses')],
       }],
     },
   },
@@ -89,7 +117,7 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\.\\./)+(api|activities|worker|workflows|app)(/|$)',
           message: 'lib/ imports nothing from api/, activities/, worker/, workflows/ or app/: the dependency points the other way.',
-        }],
+        }, sandboxInternals],
       }],
     },
   },
@@ -103,7 +131,7 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\.\\./)+(workflows|worker|app|api)(/|$)',
           message: 'Activities take workflow-facing names from contract/ and shared rules from lib/, and are wired in app/: no imports from workflows/, worker/, app/ or api/.',
-        }],
+        }, sandboxInternals],
       }],
     },
   },
@@ -114,10 +142,50 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\.\\./)+(workflows|worker|app|activities)(/|$)',
           message: 'The API takes workflow-facing names from contract/ and the rules it shares with activities from lib/, and is wired in app/: no imports from workflows/, worker/, app/ or activities/.',
-        }],
+        }, sandboxInternals],
       }],
     },
   },
+  {
+    // The worker runs workflows and activities: it is wired in app/ and knows nothing of
+    // the API or the CLI.
+    files: ['worker/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [{
+          regex: '^(\\.\\./)+(api|app|cli)(/|$)',
+          message: 'worker/ is wired in app/ and serves workflows and activities: no imports from api/, app/ or cli/.',
+        }, sandboxInternals],
+      }],
+    },
+  },
+  {
+    // app/ and main.ts are the composition root: they may wire any layer of the product,
+    // but the CLI is a separate program and the sandbox is reached through its entry point.
+    files: ['app/**/*.ts', 'main.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [{
+          regex: '^(\\./|(\\.\\./)+)cli(/|$)',
+          message: 'The service does not load the CLI: cli/ is a client of the HTTP API.',
+        }, sandboxInternals],
+      }],
+    },
+  },
+  // The sandbox is a product of its own, standing in for Proxmox: it may use lib/'s
+  // helpers and the contract's names, never the service that runs against it.
+  ...sandboxDepths.map((depth) => ({
+    files: [`sandbox/${'*/'.repeat(depth)}*.ts`],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [{
+          regex: `^${depth === 0 ? '\\.\\./' : '(\\.\\./){' + (depth + 1) + '}'}(${[...productFolders.filter((f) => f !== 'lib'), 'workflows', 'cli'].join('|')})(/|$)`,
+          message: 'sandbox/ stands in for Proxmox and does not depend on the service it is tested with: no imports from api/, activities/, worker/, app/, workflows/ or cli/ (lib/ and contract/ are fine).',
+        }],
+      }],
+    },
+  })),
+  // test/ and scripts/ may import anything: they set the pieces up and look inside them.
   {
     // The CLI is a client of the HTTP API and nothing else: it loads none of the service's
     // code, so it starts fast and works against any server that speaks the API. Types only.

@@ -7,7 +7,7 @@
  * Exit status: 0 after SIGINT/SIGTERM, 78 when the set-up is wrong (a StartupError: a
  * setting, a port, a file, a program; one message, no stack trace), 1 on a crash.
  */
-import 'dotenv/config';
+import './lib/dotEnv';
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from './lib/config';
@@ -23,7 +23,7 @@ import { RunRecords } from './lib/run/records';
 import { ensureDataDir } from './lib/dataDir';
 import { checkPortsFree } from './lib/run/ports';
 import { servicePorts } from './lib/run/servicePorts';
-import type { SandboxToolPaths } from './sandbox/requirements';
+import type { SandboxToolPaths } from './sandbox';
 import { createLogger, type Logger } from './lib/observability/log';
 import { installTemporalRuntime } from './lib/observability/runtime';
 

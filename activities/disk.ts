@@ -4,7 +4,6 @@ import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { failure } from '../contract';
 import { outputStream } from './output';
-import { keepAlive } from './keepAlive';
 import { managedNodeOf } from './managedSet';
 import { recordedTask } from './tasks';
 
@@ -34,13 +33,11 @@ export function diskActivities({ config, proxmox, client }: DiskDeps) {
       }
       const out = outputStream(client);
       try {
-        return await keepAlive(() =>
-          node.importDisk(input.vmid, input.imagePath, config.storage, {
-            ...task,
-            onProgress: (line) => out.line(line),
-            signal: Context.current().cancellationSignal,
-          }),
-        );
+        return await node.importDisk(input.vmid, input.imagePath, config.storage, {
+          ...task,
+          onProgress: (line) => out.line(line),
+          signal: Context.current().cancellationSignal,
+        });
       } finally {
         await out.close();
       }

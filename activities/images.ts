@@ -7,7 +7,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { NodeExecutor } from '../lib/executor/types';
 import { outputStream } from './output';
-import { keepAlive } from './keepAlive';
 import type { Metrics } from '../lib/observability/metrics';
 import { copyDir, pruneOlderCopies, touchCopy } from '../lib/images/nodeCopies';
 import { asApiNode, type ProxmoxCluster } from '../lib/proxmox';
@@ -42,13 +41,11 @@ export function imageActivities({ config, client, executors, proxmox, metrics }:
     const out = outputStream(client);
     try {
       if (task.resumeTask) out.line(`[*] following the download task the previous attempt started (${task.resumeTask})`);
-      const image = await keepAlive(() =>
-        ensureImageOnNode(node, storage, imageFor(input.os, input.version, config.imageBase), {
-          ...task,
-          signal: Context.current().cancellationSignal,
-          onLine: (line) => out.line(line),
-        }),
-      );
+      const image = await ensureImageOnNode(node, storage, imageFor(input.os, input.version, config.imageBase), {
+        ...task,
+        signal: Context.current().cancellationSignal,
+        onLine: (line) => out.line(line),
+      });
       out.line(
         image.downloaded
           ? `[*] ${config.mainNode} downloaded ${image.volid} and verified it (${image.algorithm})`
@@ -95,18 +92,16 @@ export function imageActivities({ config, client, executors, proxmox, metrics }:
       const out = outputStream(client);
       let lastPercent = -1;
       try {
-        await keepAlive(() =>
-          putFile(local.path, remote, {
-            signal: ctx.cancellationSignal,
-            onProgress: (sent, total) => {
-              const percent = Math.floor((sent / total) * 100);
-              if (percent >= lastPercent + 5) {
-                lastPercent = percent;
-                out.line(`[*] copying the image to ${config.mainNode}: ${percent}%`);
-              }
-            },
-          }),
-        );
+        await putFile(local.path, remote, {
+          signal: ctx.cancellationSignal,
+          onProgress: (sent, total) => {
+            const percent = Math.floor((sent / total) * 100);
+            if (percent >= lastPercent + 5) {
+              lastPercent = percent;
+              out.line(`[*] copying the image to ${config.mainNode}: ${percent}%`);
+            }
+          },
+        });
         const pruned = await pruneOlderCopies(main, config.nodeImageDir, local.sha, fileName);
         if (pruned.length > 0) out.line(`[*] removed ${pruned.length} older cop${pruned.length === 1 ? 'y' : 'ies'} of ${fileName} from ${config.mainNode}`);
       } finally {
@@ -120,18 +115,17 @@ export function imageActivities({ config, client, executors, proxmox, metrics }:
       const ctx = Context.current();
       const out = outputStream(client);
       try {
-        // Hashing a cached image or waiting on another worker's download reports nothing.
-        const image = await keepAlive(() =>
-          ensureImage({
-            os: input.os,
-            version: input.version,
-            dataDir: config.dataDir,
-            bases: config.imageBase,
-            signal: ctx.cancellationSignal,
-            onProgress: (p) => out.line(`[*] downloading: ${p.percent === undefined ? `${p.receivedBytes} bytes` : `${p.percent.toFixed(0)}%`}`),
-            onWaitForLock: () => out.line('[*] another worker is downloading this image; waiting for it'),
-          }),
-        );
+        // Hashing a cached image or waiting on another worker's download reports nothing:
+        // the heartbeats of every activity (heartbeating, activities/index.ts) say it is alive.
+        const image = await ensureImage({
+          os: input.os,
+          version: input.version,
+          dataDir: config.dataDir,
+          bases: config.imageBase,
+          signal: ctx.cancellationSignal,
+          onProgress: (p) => out.line(`[*] downloading: ${p.percent === undefined ? `${p.receivedBytes} bytes` : `${p.percent.toFixed(0)}%`}`),
+          onWaitForLock: () => out.line('[*] another worker is downloading this image; waiting for it'),
+        });
         metrics?.imageCache.inc({ result: image.downloaded ? 'miss' : 'hit' });
         if (image.downloaded) metrics?.imageBytes.inc(image.bytes);
         out.line(image.downloaded ? `[*] ${image.url} downloaded and verified (${image.algorithm})` : `[*] cached image is current (${image.algorithm} verified)`);

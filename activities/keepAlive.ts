@@ -10,6 +10,10 @@ const EVERY_MS = 10_000;
  * mirror, qemu-img allocating a volume), and without this a quiet minute looked like a
  * dead worker: Temporal started a second attempt while the first still ran. It is also
  * how a cancellation reaches the attempt.
+ *
+ * `heartbeating` below runs every activity in one: an activity does not call it again
+ * (a second timer only doubles the beats) nor heartbeat by itself, except relayProgress,
+ * whose heartbeats carry its resume point (activities/temporal.ts).
  */
 export async function keepAlive<T>(work: () => Promise<T>): Promise<T> {
   const ctx = Context.current();

@@ -4,7 +4,6 @@ import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { field } from '../contract';
 import { outputStream } from './output';
-import { keepAlive } from './keepAlive';
 import { managedNodeOf } from './managedSet';
 import { checkedInput } from './checkInput';
 import { recordedTask } from './tasks';
@@ -35,14 +34,12 @@ export function migrationActivities({ config, proxmox, client }: MigrationDeps) 
         if (task.resumeTask) out.line(`[*] following the migration task the previous attempt started (${task.resumeTask})`);
         // The task's node is the source, where the VM's config may no longer be.
         const node = task.resumeTask ? main() : await managedNode(input.vmid);
-        await keepAlive(() =>
-          node.migrate(input.vmid, input.target, {
-            ...task,
-            withLocalDisks: true,
-            onLine: (line) => out.line(line),
-            signal: Context.current().cancellationSignal,
-          }),
-        );
+        await node.migrate(input.vmid, input.target, {
+          ...task,
+          withLocalDisks: true,
+          onLine: (line) => out.line(line),
+          signal: Context.current().cancellationSignal,
+        });
       } finally {
         await out.close();
       }

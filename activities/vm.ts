@@ -40,10 +40,11 @@ export function vmActivities({ config, proxmox }: VmDeps) {
 
   return {
     /**
-     * `qm create` on the main node, its description the sealed owner and spec markers of
-     * this run; finding this very run's VM already there counts as done.
+     * `qm create` on the main node (this worker's MAIN_NODE, which the result names for the
+     * workflow), its description the sealed owner and spec markers of this run; finding this
+     * very run's VM already there counts as done.
      */
-    async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string }> {
+    async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node: string }> {
       const { vmid } = input;
       const spec = checkedInput(installSpecSchema, input.spec, 'qmCreate');
       // The run from Temporal, not from the input: a later run under the same workflow id
@@ -71,12 +72,12 @@ export function vmActivities({ config, proxmox }: VmDeps) {
           // A retry after a crash finds the VM this very run created.
           const vm = await proxmox.locateVm(vmid);
           const conf = vm ? await proxmox.requireNode(vm.node).config(vmid).catch(() => undefined) : undefined;
-          if (conf && sealedFor(conf.description, vmid, input.owner, run)) return { ip: vmIp(config.gateway, vmid) };
+          if (vm && conf && sealedFor(conf.description, vmid, input.owner, run)) return { ip: vmIp(config.gateway, vmid), node: vm.node };
           throw failure('VmidTakenError', err.message);
         }
         throw err;
       }
-      return { ip: vmIp(config.gateway, vmid) };
+      return { ip: vmIp(config.gateway, vmid), node: proxmox.mainNode };
     },
 
     /** Cloud-init, disks, boot order and network in the seed's order; every step absolute. */

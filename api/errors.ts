@@ -1,14 +1,13 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { z } from 'zod';
 import {
-  ActivityFailure,
   ApplicationFailure,
   CancelledFailure,
   TerminatedFailure,
   TimeoutFailure,
   WorkflowFailedError,
 } from '@temporalio/client';
-import { failureStatus } from '../contract';
+import { failureStatus, unwrapFailure } from '../contract';
 import { describeIssues } from './issues';
 import type { Logger } from '../lib/observability/log';
 
@@ -53,8 +52,7 @@ export function parseInput<T>(schema: z.ZodType<T>, raw: unknown): T {
 
 /** What a failed workflow means for an HTTP client: the status of its failure type and the reason. */
 export function workflowFailure(err: unknown, extra: Record<string, unknown> = {}): HttpError {
-  let cause: unknown = err instanceof WorkflowFailedError ? err.cause : err;
-  while (cause instanceof ActivityFailure && cause.cause) cause = cause.cause;
+  const cause = unwrapFailure(err instanceof WorkflowFailedError ? err.cause : err);
   if (cause instanceof CancelledFailure) return new HttpError(409, 'the operation was cancelled', { type: 'Cancelled', ...extra });
   if (cause instanceof TerminatedFailure) return new HttpError(500, 'the operation was terminated', { type: 'Terminated', ...extra });
   if (cause instanceof TimeoutFailure) return new HttpError(504, 'the operation timed out', { type: 'Timeout', ...extra });

@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow';
+import { fromPayloadsAtIndex, type Payload, type WorkflowSerializationContext } from '@temporalio/common';
 import type { InstallInput } from '../contract';
 import { HttpError } from './errors';
 
@@ -42,6 +42,19 @@ function canonical(value: unknown): string {
 export async function checkSameRequest(client: Client, key: string, workflowId: string, input: InstallInput): Promise<void> {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
-  const first = await decodeFromPayloadsAtIndex<InstallInput>(client.options.loadedDataConverter, 0, started?.input?.payloads);
+  const context: WorkflowSerializationContext = { type: 'workflow', namespace: client.options.namespace, workflowId };
+  const first = fromPayloadsAtIndex<InstallInput>(
+    client.options.loadedDataConverter.payloadConverter,
+    0,
+    await decoded(client, (started?.input?.payloads ?? []) as Payload[], context),
+    context,
+  );
   if (fingerprint(first) !== fingerprint(input)) throw new IdempotencyKeyReused(key, workflowId);
+}
+
+/** History payloads through the client's codecs, last one first, as the SDK decodes them (public API only). */
+async function decoded(client: Client, payloads: Payload[], context: WorkflowSerializationContext): Promise<Payload[]> {
+  const codecs = client.options.loadedDataConverter.payloadCodecs;
+  for (let i = codecs.length - 1; i >= 0; i--) payloads = await codecs[i].decode(payloads, context);
+  return payloads;
 }

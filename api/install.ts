@@ -1,4 +1,4 @@
-import { type InstallInput, VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS, vmName, type Workflows } from '../contract';
+import { type InstallInput, vmSearchAttributes, type Workflows } from '../contract';
 import crypto from 'node:crypto';
 import { Router, Request, Response } from 'express';
 import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
@@ -49,7 +49,9 @@ export function installRoutes({ config, client, knownNodes, proxmox }: InstallRo
 
   router.post('/vm/install', ...limitsFor({ stream: { unless: prefersAsync } }), guard, async (req: Request, res: Response) => {
     const { spec, secrets } = toInstallSpec(req.body, config, knownNodes);
-    const input: InstallInput = { spec, secrets, mainNode: config.mainNode };
+    // No main node: the worker's MAIN_NODE decides where the VM is created (one source, even
+    // when this API is configured with another).
+    const input: InstallInput = { spec, secrets };
     const noRoom = await diskProblem(config, proxmox, spec.diskGb);
     if (noRoom) throw new InvalidRequestError(noRoom);
     const workflowId = workflowIdFor(req);
@@ -62,16 +64,9 @@ export function installRoutes({ config, client, knownNodes, proxmox }: InstallRo
         workflowIdConflictPolicy: 'USE_EXISTING',
         // A finished install under the same Idempotency-Key is attached to, not repeated.
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
-        typedSearchAttributes: [
-          { key: VM_OPERATION, value: 'install' },
-          { key: VM_OS, value: `${spec.os}-${spec.version}` },
-          { key: VM_NODE, value: spec.node ?? config.mainNode },
-          ...(spec.vmid !== undefined ? [{ key: VM_ID, value: spec.vmid }] : []),
-          // The Proxmox name, `<name>-<vmid>`; known up front only with an explicit id.
-          ...(spec.vmid !== undefined ? [{ key: VM_NAME, value: vmName(spec.name, spec.vmid) }] : []),
-        ],
+        typedSearchAttributes: vmSearchAttributes('install', spec),
         memo: { request: spec, ...startedByMemo(res) },
-        staticSummary: `install ${spec.os} ${spec.version}${spec.name ? ` "${spec.name}"` : ''}${spec.vmid ? ` as VM ${spec.vmid}` : ''} on ${spec.node ?? config.mainNode}`,
+        staticSummary: `install ${spec.os} ${spec.version}${spec.name ? ` "${spec.name}"` : ''}${spec.vmid ? ` as VM ${spec.vmid}` : ''}${spec.node ? ` on ${spec.node}` : ''}`,
       });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;

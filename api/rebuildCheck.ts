@@ -8,7 +8,7 @@ import { inspectVmForRebuild, RebuildRefusal } from '../lib/vm/rebuildTarget';
 
 
 /**
- * A VMID in a path, read as the other VM endpoints read it (api/vm.ts). Leading zeros are
+ * A VMID in a path, read as the other VM endpoints read it (api/vm/routes.ts). Leading zeros are
  * refused: `0240` is not how anyone writes VM 240, so it is more likely a mistake than a name.
  */
 export function parseVmid(raw: string): number | undefined {

@@ -17,6 +17,12 @@ interface Layer {
  * Every route the app serves, walked out of express's router (routers mounted with
  * `use(path, router)` included): what the route-labelled metrics and the OpenAPI
  * document's completeness test both need.
+ *
+ * Not public API: Express 5 has no way to list its routes, so this reads the `router`
+ * package's layer stack (`app.router.stack`, each layer's `route` or mounted `handle`).
+ * Registering every route through a table of our own instead would duplicate what the
+ * route files say. An Express whose layers look different yields no routes, which the
+ * OpenAPI completeness test (test/e2e/openapi.test.ts) reports.
  */
 export function registeredRoutes(app: Express): RegisteredRoute[] {
   const routes: RegisteredRoute[] = [];

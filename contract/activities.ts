@@ -47,7 +47,8 @@ export interface Activities {
   mainNodeKey(): Promise<string>;
 
   // Building the VM.
-  qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string }>;
+  /** `node`: where the VM was created, the worker's MAIN_NODE (absent in results recorded by earlier versions). */
+  qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node?: string }>;
   importDisk(input: { vmid: number; imagePath: string }): Promise<string>;
   configureVm(input: {
     vmid: number;

@@ -1,4 +1,7 @@
-import { ApplicationFailure } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure } from '@temporalio/common';
+
+/** What startChild throws when the child's id is taken; @temporalio/workflow does not re-export it. */
+export { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 
 /**
  * Every failure type the product names (the `type` of an ApplicationFailure, i.e. the error
@@ -87,4 +90,23 @@ export const NON_RETRYABLE_ERRORS: string[] = Object.keys(FAILURE_TYPES).filter(
  */
 export function failure(type: FailureType, message: string): ApplicationFailure {
   return ApplicationFailure.create({ type, message, nonRetryable: !isRetryableType(type) });
+}
+
+/**
+ * The failure inside the wrappers Temporal puts around it (ActivityFailure,
+ * ChildWorkflowFailure): the activity's or the child's own error, whose type and words say
+ * what happened. A client unwraps WorkflowFailedError's `cause` first.
+ */
+export function unwrapFailure(err: unknown): unknown {
+  let cur = err;
+  while ((cur instanceof ActivityFailure || cur instanceof ChildWorkflowFailure) && cur.cause) cur = cur.cause;
+  return cur;
+}
+
+/** The unwrapped failure's message and, for an ApplicationFailure, its type. */
+export function failureOf(err: unknown): { message: string; type?: string } {
+  const inner = unwrapFailure(err);
+  const message = inner instanceof Error ? inner.message : String(inner);
+  const type = inner instanceof ApplicationFailure ? (inner.type ?? undefined) : undefined;
+  return type === undefined ? { message } : { message, type };
 }

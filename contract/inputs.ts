@@ -66,7 +66,9 @@ export const installSecretsSchema = z
   .object({ passwd: field.passwd.optional(), passwdHash: field.passwdHash.optional(), rootPassword: z.string().regex(/^[^\r\n]*$/).optional() })
   .strict();
 
-export const installInputSchema = z.object({ spec: installSpecSchema, secrets: installSecretsSchema, mainNode: field.node }).strict();
+export const installInputSchema = z
+  .object({ spec: installSpecSchema, secrets: installSecretsSchema, mainNode: field.node.optional() })
+  .strict();
 
 const vmRef = z.object({ vmid: field.vmid });
 export const workflowInputs = {
@@ -82,8 +84,11 @@ export const workflowInputs = {
   install: installInputSchema,
 };
 
+/** A schema of the contract: what workflow code names without importing zod itself. */
+export type InputSchema<T> = z.ZodType<T>;
+
 /** `input` if it follows `schema`; otherwise an error naming every bad field (never its value). */
-export function checkInput<T>(schema: z.ZodType<T>, input: unknown, what: string): T {
+export function checkInput<T>(schema: InputSchema<T>, input: unknown, what: string): T {
   const parsed = schema.safeParse(input);
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ');

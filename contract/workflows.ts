@@ -11,8 +11,12 @@ import type { ReconcileInput, ReconcileResult } from './reconcile';
 export interface InstallInput {
   spec: InstallSpec;
   secrets: InstallSecrets;
-  /** Where VMs live when no `node` is asked for, and where images are downloaded. */
-  mainNode: string;
+  /**
+   * Sent by earlier versions of the API, whose MAIN_NODE could differ from the worker's.
+   * Read only when replaying those installs: the worker's MAIN_NODE decides where a VM is
+   * created, and qmCreate's result says which node that was.
+   */
+  mainNode?: string;
 }
 
 export interface VmRef {

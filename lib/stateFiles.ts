@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { writeFileAtomic } from './atomicFile';
 
 /**
  * The seed's state files, kept in DATA_DIR under the same meaning. A missing file is an
@@ -41,10 +42,6 @@ export function readAdminKeys(dataDir: string): string[] {
   return readLines(stateFiles(dataDir).adminKeys);
 }
 
-export function readCachedCpuType(dataDir: string): string | undefined {
-  return readLines(stateFiles(dataDir).cpuType)[0];
-}
-
 /**
  * The cached CPU type and the online nodes it was detected on. The first line is the type,
  * as in the seed's file; a `nodes=a,b` line follows when the product wrote it. A file
@@ -60,8 +57,7 @@ export function readCachedCpuBaseline(dataDir: string): { cpuType: string; nodes
 
 export function writeCachedCpuType(dataDir: string, cpuType: string, nodes?: string[]): void {
   const file = stateFiles(dataDir).cpuType;
-  fs.mkdirSync(path.dirname(file), { recursive: true });
   const nodeLine = nodes ? `nodes=${[...nodes].sort().join(',')}\n` : '';
-  fs.writeFileSync(`${file}.tmp`, `${cpuType}\n${nodeLine}`);
-  fs.renameSync(`${file}.tmp`, file);
+  // Two workers detecting the baseline at once each write their own temporary file.
+  writeFileAtomic(file, `${cpuType}\n${nodeLine}`);
 }

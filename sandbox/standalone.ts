@@ -10,8 +10,7 @@
  * It reads the sandbox's settings (DATA_DIR, SSH_KEY_PATH, GATEWAY, VM_SSH_PORT,
  * SANDBOX_*, IMAGE_BASE_*) and ignores MAIN_NODE and NODE_*, which it prints.
  */
-import 'dotenv/config';
-import { realGuests, sandboxClusterOptions, sandboxTools, startImages } from '../app/sandbox';
+import '../lib/dotEnv';
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../lib/config';
@@ -19,6 +18,8 @@ import { ensureSshKey } from '../lib/sshKey';
 import { RunRecords } from '../lib/run/records';
 import { StartupError, EXIT_CRASH } from '../lib/startupError';
 import { startSandboxCluster } from './cluster';
+import { realGuests, sandboxClusterOptions, sandboxTools } from './fromConfig';
+import { startImageMirror } from './mirror/server';
 import { clusterPaths } from './state/paths';
 
 function sandboxSettings(): NodeJS.ProcessEnv {
@@ -53,7 +54,8 @@ async function main(): Promise<void> {
       for (const node of Object.keys(cluster.sshdPids)) run.forget(`sandbox-sshd-${node}`);
       run.forget('sandbox-api');
     });
-    const mirror = await startImages(config, guests);
+    // Real guests boot real Debian images; the other OSes stay stand-ins (process guests).
+    const mirror = config.imageMirror ? await startImageMirror({ files: guests?.files }) : undefined;
     if (mirror) stops.push(() => mirror.stop());
 
     const settings: Record<string, string> = {

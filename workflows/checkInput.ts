@@ -1,12 +1,11 @@
 import { workflowInfo } from '@temporalio/workflow';
-import type { z } from 'zod';
-import { checkInput, failure, InvalidInputError } from '../contract';
+import { checkInput, failure, type InputSchema, InvalidInputError } from '../contract';
 
 /**
  * A workflow's own input, checked with the API's rules before any step runs. Input that
  * breaks them did not come through the API: the workflow fails at once, retrying nothing.
  */
-export function checkedInput<T>(schema: z.ZodType<T>, input: unknown): T {
+export function checkedInput<T>(schema: InputSchema<T>, input: unknown): T {
   try {
     return checkInput(schema, input, workflowInfo().workflowType);
   } catch (err) {

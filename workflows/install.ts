@@ -1,22 +1,17 @@
 import {
   failure,
+  failureOf,
   type InstallInput,
   type InstallResult,
   type InstallSecrets,
   type InstallSpec,
   type QemuRunSinks,
-  VM_ID,
-  VM_NAME,
-  VM_NODE,
-  VM_OPERATION,
-  VM_OS,
   vmName,
+  vmSearchAttributes,
   workflowInputs,
   isFailureOf,
 } from '../contract';
 import {
-  ActivityFailure,
-  ApplicationFailure,
   CancellationScope,
   isCancellation,
   upsertSearchAttributes,
@@ -34,7 +29,8 @@ const { metrics } = proxySinks<QemuRunSinks>();
 
 /** Creates a VM from an official cloud image and initialises it, step by step. */
 export async function installVm(input: InstallInput): Promise<InstallResult> {
-  const { spec, secrets, mainNode } = checkedInput(workflowInputs.install, input) as InstallInput;
+  // `mainNode` is in the inputs of earlier versions only: see createdOn below.
+  const { spec, secrets, mainNode: recordedMainNode } = checkedInput(workflowInputs.install, input) as InstallInput;
   const progress = new Progress();
   const started = Date.now();
   const { workflowId: owner, runId } = workflowInfo();
@@ -45,11 +41,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   metrics.installStarted(os);
 
   progress.emit('preparation > workflow', 'info', `[*] workflow id: ${owner}`);
-  upsertSearchAttributes([
-    { key: VM_OPERATION, value: 'install' },
-    { key: VM_OS, value: os },
-    { key: VM_NODE, value: spec.node ?? mainNode },
-  ]);
+  upsertSearchAttributes(vmSearchAttributes('install', spec));
 
   try {
     await step('preparation > storage', 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb }));
@@ -59,7 +51,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const image = await step('OS preparation > download', `fetching ${spec.os} ${spec.version} cloud image`, () =>
       transfer.downloadImage({ os: spec.os, version: spec.version }),
     );
-    const imagePath = await step('OS preparation > stage image', `placing the image on ${mainNode}`, () =>
+    const imagePath = await step('OS preparation > stage image', 'placing the image on the main node', () =>
       transfer.stageImage({ path: image.path, sha: image.sha, os: spec.os, version: spec.version }),
     );
     const mainKey = await step('SSH preparation > main node key', 'reading the main node SSH key', () =>
@@ -67,10 +59,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     );
 
     const vm = await step('VM creation > qm create', 'creating VM', () => createWithFreeVmid(cpuType));
-    upsertSearchAttributes([
-      { key: VM_ID, value: vm.vmid },
-      { key: VM_NAME, value: vm.name },
-    ]);
+    upsertSearchAttributes(vmSearchAttributes('install', spec, { vmid: vm.vmid, node: spec.node ?? vm.node }));
     progress.vm = { vmid: vm.vmid, ip: vm.ip };
     progress.info('VM creation > qm create', `VMID ${vm.vmid}, IP ${vm.ip}, name ${vm.name}`);
 
@@ -88,7 +77,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         passwdHash: secrets.passwdHash,
       }),
     );
-    if (spec.node && spec.node !== mainNode) {
+    if (spec.node && spec.node !== vm.node) {
       const target = spec.node;
       await step('VM initialization > migrate', `migrating to node ${target}`, () =>
         transfer.migrateVm({ vmid: vm.vmid, target }),
@@ -117,7 +106,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const elapsedSec = (Date.now() - started) / 1000;
     metrics.installFinished(os, 'completed', elapsedSec);
     progress.finished('VM initialization > finalizing', `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, user: spec.user });
-    return { vmid: vm.vmid, ip: vm.ip, user: spec.user, node: spec.node ?? mainNode, name: vm.name, elapsedSec };
+    return { vmid: vm.vmid, ip: vm.ip, user: spec.user, node: spec.node ?? vm.node, name: vm.name, elapsedSec };
   } catch (err) {
     const cancelled = isCancellation(err);
     const failedStep = progress.current;
@@ -143,7 +132,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
    * atomically. Candidates come from one cluster query; when another install (or a VM
    * created by hand) wins the race, an auto-assigned install tries the next free ID.
    */
-  async function createWithFreeVmid(cpuType: string): Promise<{ vmid: number; ip: string; name: string }> {
+  async function createWithFreeVmid(cpuType: string): Promise<{ vmid: number; ip: string; name: string; node: string }> {
     const tried: number[] = [];
     for (let attempt = 0; attempt < MAX_VMID_ATTEMPTS; attempt++) {
       const vmid = spec.vmid ?? (await proxmox.allocateVmid({ exclude: tried }));
@@ -157,10 +146,10 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       compensations.unshift(undo);
       try {
         const created = await proxmox.qmCreate({ vmid, name, spec, cpuType, owner });
-        return { vmid, ip: created.ip, name };
+        return { vmid, ip: created.ip, name, node: createdOn(created, recordedMainNode) };
       } catch (err) {
         // Any other failure may have left a VM behind, so its undo stays registered.
-        if (!isFailureOf(failureType(err), 'VmidTakenError')) throw err;
+        if (!isFailureOf(failureOf(err).type, 'VmidTakenError')) throw err;
         compensations.splice(compensations.indexOf(undo), 1); // the ID belongs to someone else
         if (spec.vmid !== undefined) throw err;
         progress.info('VM creation > qm create', `VMID ${vmid} was taken meanwhile, picking another`);
@@ -172,15 +161,18 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   }
 }
 
-function failureType(err: unknown): string | undefined {
-  if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) return err.cause.type ?? undefined;
-  if (err instanceof ApplicationFailure) return err.type ?? undefined;
-  return undefined;
+/**
+ * The node qmCreate made the VM on: the worker's MAIN_NODE, the one source of it. An
+ * install recorded before qmCreate said so carries the node its API sent in the input
+ * instead, and replays with that.
+ */
+function createdOn(created: { node?: string }, recordedMainNode: string | undefined): string {
+  const node = created.node ?? recordedMainNode;
+  if (node === undefined) throw failure('ConfigError', 'qmCreate did not say which node it created the VM on');
+  return node;
 }
 
 /** The message an operator needs: the activity's own error, not Temporal's wrapper. */
 export function describeFailure(err: unknown): string {
-  if (err instanceof ActivityFailure && err.cause) return err.cause.message;
-  if (err instanceof Error) return err.message;
-  return String(err);
+  return failureOf(err).message;
 }

@@ -9,6 +9,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import {
+  failureOf,
   type InstallInput,
   type RebuildInput,
   rebuildInstallWorkflowId,
@@ -16,11 +17,9 @@ import {
   type RebuildTarget,
   relayedProgressSignal,
   VM_ID,
-  VM_NAME,
-  VM_NODE,
   VM_OPERATION,
-  VM_OS,
   vmName,
+  vmSearchAttributes,
   workflowInputs,
   type FailureType,
 } from '../contract';
@@ -64,11 +63,8 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
     );
     const { spec, mainNode } = target;
     const name = vmName(spec.name, vmid);
-    upsertSearchAttributes([
-      { key: VM_OS, value: `${spec.os}-${spec.version}` },
-      { key: VM_NODE, value: spec.node ?? mainNode },
-      { key: VM_NAME, value: name },
-    ]);
+    // mainNode comes from the worker's check (recorded in history), like the node the install creates on.
+    upsertSearchAttributes(vmSearchAttributes('rebuild', spec, { vmid, node: spec.node ?? mainNode }));
     progress.info('VM rebuild > check', describeTarget(target, name));
     const { rootPassword } = await proxmox.initRootPassword();
     const password = input.passwd !== undefined
@@ -91,7 +87,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
 
     const installId = rebuildInstallWorkflowId(workflowId, runId);
     const installed = await step('VM rebuild > install', `re-creating VM ${vmid} (workflow ${installId})`, () =>
-      runInstall(installId, { spec, secrets: { ...password, ...(rootPassword !== undefined ? { rootPassword } : {}) }, mainNode }, name, progress),
+      runInstall(installId, { spec, secrets: { ...password, ...(rootPassword !== undefined ? { rootPassword } : {}) } }, spec.node ?? mainNode, progress),
     );
 
     const elapsedSec = (Date.now() - started) / 1000;
@@ -99,7 +95,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
     return { ...installed, elapsedSec, installWorkflowId: installId, replacedOwner };
   } catch (err) {
     const cancelled = isCancellation(err);
-    const { message, type } = rootFailure(err);
+    const { message, type } = failureOf(err);
     const why = cancelled ? 'rebuild cancelled' : message;
     const aftermath = {
       untouched: `nothing was destroyed`,
@@ -115,24 +111,18 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
 }
 
 /**
- * Runs installVm as a child and relays its events here until it closes. `name` is the VM's
- * full name (`<name>-<vmid>`): the child is findable by it from its start, even when it
- * fails before its own qm create sets it.
+ * Runs installVm as a child and relays its events here until it closes. The child is
+ * findable by its VM's id, name and node from its start, even when it fails before its own
+ * qm create sets them.
  */
-async function runInstall(installId: string, input: InstallInput, name: string, progress: Progress) {
+async function runInstall(installId: string, input: InstallInput, node: string, progress: Progress) {
   const { spec } = input;
   const child = await startChild(installVm, {
     workflowId: installId,
     args: [input],
     // Cancelling or terminating the rebuild cancels the install, which removes what it built.
     parentClosePolicy: 'REQUEST_CANCEL',
-    typedSearchAttributes: [
-      { key: VM_OPERATION, value: 'install' },
-      { key: VM_OS, value: `${spec.os}-${spec.version}` },
-      { key: VM_NODE, value: spec.node ?? input.mainNode },
-      { key: VM_ID, value: spec.vmid as number },
-      { key: VM_NAME, value: name },
-    ],
+    typedSearchAttributes: vmSearchAttributes('install', spec, { node }),
     memo: { request: spec, rebuild: workflowInfo().workflowId },
     staticSummary: `re-install ${spec.os} ${spec.version} as VM ${spec.vmid} for ${workflowInfo().workflowId}`,
   });
@@ -156,17 +146,4 @@ function describeTarget(target: RebuildTarget, name: string): string {
   if (!target.exists) return `VM ${target.vmid} does not exist: installing ${name} from the given spec (${what})`;
   const moved = target.movedFrom ? `; it was installed on ${target.movedFrom} and is rebuilt where it lives now` : '';
   return `VM ${target.vmid} (${name}) is ${target.status} on ${target.node}, installed by ${target.owner}${moved}; re-creating it as ${what}`;
-}
-
-/** The innermost failure's message and type: the activity's own words, not Temporal's wrappers. */
-export function rootFailure(err: unknown): { message: string; type?: string } {
-  let message = err instanceof Error ? err.message : String(err);
-  let type: string | undefined;
-  let cur: unknown = err;
-  while (cur instanceof Error) {
-    if (cur instanceof ApplicationFailure && cur.type) type = cur.type;
-    if (cur.message) message = cur.message;
-    cur = (cur as { cause?: unknown }).cause;
-  }
-  return { message, type };
 }

@@ -1,7 +1,5 @@
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
   ApplicationFailure,
-  ChildWorkflowFailure,
   isCancellation,
   startChild,
   upsertSearchAttributes,
@@ -15,11 +13,13 @@ import {
   vmWorkflowId,
   workflowInputs,
   type FailureType,
+  failureOf,
   isFailureOf,
+  WorkflowExecutionAlreadyStartedError,
 } from '../contract';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
-import { rootFailure, vmRebuild } from './rebuild';
+import { vmRebuild } from './rebuild';
 import { quick } from './activityOptions';
 
 /**
@@ -72,16 +72,15 @@ export async function scheduledRebuild(input: RebuildInput): Promise<ScheduledRe
     progress.state = 'completed';
     return { outcome: 'rebuilt', vmid, rebuildWorkflowId: rebuildId, rebuild };
   } catch (err) {
-    const busy = rootFailure(err);
-    if (isFailureOf(busy.type, 'VmBusyError')) {
+    // The rebuild's own verdict, inside the ChildWorkflowFailure: its type and what became of the VM ("nothing was destroyed", ...).
+    const verdict = failureOf(err);
+    if (isFailureOf(verdict.type, 'VmBusyError')) {
       // Its install is still running: not a failure of the schedule, so no pause.
-      progress.emit(stage, 'info', `[*] skipped: ${busy.message}`);
+      progress.emit(stage, 'info', `[*] skipped: ${verdict.message}`);
       progress.state = 'completed';
-      return { outcome: 'skipped', vmid, reason: busy.message };
+      return { outcome: 'skipped', vmid, reason: verdict.message };
     }
-    // The rebuild's own verdict says what became of the VM ("nothing was destroyed", ...).
-    const { type } = rootFailure(err);
-    const message = err instanceof ChildWorkflowFailure && err.cause ? err.cause.message : rootFailure(err).message;
+    const { type, message } = verdict;
     progress.emit(stage, 'error', `[-] rebuild of VM ${vmid} failed: ${message}`);
     progress.state = isCancellation(err) ? 'cancelled' : 'failed';
     if (isCancellation(err)) throw err;

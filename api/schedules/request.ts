@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ScheduleOverlapPolicy, ScheduleSpec, ScheduleSpecDescription } from '@temporalio/client';
+import type { ScheduleSpec, ScheduleSpecDescription } from '@temporalio/client';
 import { installBodySchema } from '../installRequest';
 
 /**
@@ -250,8 +250,4 @@ export function timingOf(spec: ScheduleSpecDescription): { cron?: string; interv
   const iv = spec.intervals?.[0];
   if (iv) return { interval: formatInterval(Number(iv.every)), timezone };
   return { timezone };
-}
-
-export function overlapOf(policy: ScheduleOverlapPolicy): string {
-  return policy ?? 'SKIP';
 }

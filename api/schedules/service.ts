@@ -11,12 +11,7 @@ import {
 import {
   type RebuildInput,
   type RebuildTarget,
-  VM_ID,
-  VM_NAME,
-  VM_NODE,
-  VM_OPERATION,
-  VM_OS,
-  vmName,
+  vmSearchAttributes,
   workflowInputs,
   type Workflows,
   type WorkflowType,
@@ -47,13 +42,7 @@ export function rebuildInputOf(desc: Pick<ScheduleDescription, 'scheduleId' | 'a
 /** Search attributes of a rebuild's runs: findable by VM, node, OS and name in the Temporal UI. */
 export function actionAttributes(target: RebuildTarget) {
   const { spec } = target;
-  return [
-    { key: VM_ID, value: target.vmid },
-    { key: VM_NODE, value: spec.node ?? target.mainNode },
-    { key: VM_OS, value: `${spec.os}-${spec.version}` },
-    { key: VM_NAME, value: vmName(spec.name, target.vmid) },
-    { key: VM_OPERATION, value: 'rebuild' },
-  ];
+  return vmSearchAttributes('rebuild', spec, { vmid: target.vmid, node: spec.node ?? target.mainNode });
 }
 
 /** The Temporal calls behind /api/schedules, with Temporal's refusals as HttpErrors. */
@@ -126,4 +115,3 @@ export function scheduleService(client: Client) {
   };
 }
 
-export type ScheduleService = ReturnType<typeof scheduleService>;

@@ -132,4 +132,3 @@ export function vmService({ config, client, proxmox }: VmServiceDeps) {
   };
 }
 
-export type VmService = ReturnType<typeof vmService>;

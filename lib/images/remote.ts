@@ -63,25 +63,6 @@ export async function fetchExpectedChecksum(source: ImageSource, signal?: AbortS
   return { algorithm, hex: entry.hex };
 }
 
-export interface ImageCheck {
-  expected: ExpectedChecksum;
-  /** Content-Length of the image, when the server says. */
-  bytes: number | undefined;
-}
-
-/**
- * "Check it answers" without downloading: the checksum file lists the image
- * and a HEAD of the image succeeds. ensureImage does not need this; it is for a workflow
- * that reports the check as its own step.
- */
-export async function checkImage(source: ImageSource, signal?: AbortSignal): Promise<ImageCheck> {
-  const expected = await fetchExpectedChecksum(source, signal);
-  const res = await request(source.url, { method: 'HEAD', signal });
-  if (!res.ok) return failFor(source.url, res);
-  const length = Number(res.headers.get('content-length') ?? NaN);
-  return { expected, bytes: Number.isFinite(length) ? length : undefined };
-}
-
 export function describe(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   // undici reports "fetch failed" / "terminated" and hides the useful part in `cause`.

@@ -1,4 +1,3 @@
-import { ExecutorTimeoutError, ExecutorUnreachableError } from '../executor/types';
 import { isRetryableType } from '../../contract';
 
 /**
@@ -179,18 +178,6 @@ export function classifyFailure(failure: CommandFailure): ProxmoxError {
     if (pattern.test(text)) return new ErrorType(failure);
   }
   return new ProxmoxCommandError(failure);
-}
-
-/**
- * Whether an error from a Proxmox call is worth retrying. Unreachable nodes and timeouts
- * are; an abort is the caller's own decision; anything unknown is.
- */
-export function isRetryable(err: unknown): boolean {
-  if (err instanceof ProxmoxError) return err.retryable;
-  if (err instanceof ExecutorUnreachableError || err instanceof ExecutorTimeoutError) return true;
-  // DOMException is not an Error subclass in every realm, so the name decides.
-  if (typeof err === 'object' && err !== null && (err as { name?: unknown }).name === 'AbortError') return false;
-  return true;
 }
 
 /** The lines that say why, without usage lines and blank lines; kept short for a UI. */

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { commandLine, descendants, isAlive, procStartTime } from './procfs';
 import { StartupError } from '../startupError';
+import { writeFileAtomic } from '../atomicFile';
 
 /**
  * The processes this service starts (itself, the embedded Temporal dev server, the sandbox
@@ -30,10 +31,7 @@ export class RunRecords {
     const starttime = procStartTime(pid);
     // Gone already: nothing to clean up later.
     if (starttime === undefined) return;
-    fs.mkdirSync(this.dir, { recursive: true });
-    const tmp = `${this.file(name)}.${process.pid}.tmp`;
-    fs.writeFileSync(tmp, JSON.stringify({ what, pid, starttime } satisfies ProcessRecord));
-    fs.renameSync(tmp, this.file(name));
+    writeFileAtomic(this.file(name), JSON.stringify({ what, pid, starttime } satisfies ProcessRecord));
   }
 
   forget(name: string): void {

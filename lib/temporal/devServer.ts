@@ -228,7 +228,11 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   };
 }
 
-/** Last resort for users with internet: the SDK downloads and runs the dev server. */
+/**
+ * Last resort for users with internet: the SDK downloads and runs the dev server. This is
+ * why @temporalio/testing is a runtime dependency and not a dev one: the download is its
+ * TestWorkflowEnvironment.createLocal (loaded only when this runs).
+ */
 async function startWithSdkDownload(opts: DevServerOptions, ip: string): Promise<DevServer> {
   const { TestWorkflowEnvironment } = await import('@temporalio/testing');
   const env = await TestWorkflowEnvironment.createLocal({

@@ -10,13 +10,8 @@ export function sleepSync(ms: number): void {
   if (ms > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-/** Replaces `file` in one step (write aside, then rename). */
-export function writeFileAtomic(file: string, data: string, mode = 0o644): void {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  const tmp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
-  fs.writeFileSync(tmp, data, { mode });
-  fs.renameSync(tmp, file);
-}
+/** Replaces `file` in one step (write aside, then rename): the service's own helper. */
+export { writeFileAtomic } from '../../lib/atomicFile';
 
 /**
  * Creates `file` with `data` only if it does not exist yet. The content is written to a

@@ -1,3 +1,4 @@
+import { Connection } from '@temporalio/client';
 import type { ResultPromise } from 'execa';
 import { ApiNode } from '../../lib/proxmox/api/node';
 import { PveApi } from '../../lib/proxmox/api/http';
@@ -14,17 +15,20 @@ import { requestSse } from '../support/sse';
 
 let h: Harness;
 let root: ApiNode;
+let connection: Connection;
 const workers: Array<ResultPromise> = [];
 
 beforeAll(async () => {
   h = await startHarness({}, { proxmoxApi: true, worker: false });
   const s = h.config.proxmoxApi!;
   root = new ApiNode(new PveApi({ urls: s.urls, token: s.token, fingerprint: s.fingerprint }), h.config.mainNode);
+  connection = await Connection.connect({ address: process.env.TEST_TEMPORAL_ADDRESS! });
 });
 
 afterAll(async () => {
   for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
   root?.api.close();
+  await connection?.close();
   await h?.stop();
 });
 
@@ -34,12 +38,17 @@ async function startWorker(): Promise<{ child: ResultPromise }> {
   return started;
 }
 
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+/** Polls `check` until it holds; the test's timeout bounds the wait. */
+async function until(check: () => Promise<boolean> | boolean): Promise<void> {
+  while (!(await check())) await new Promise((r) => setTimeout(r, 100));
+}
+
+/** Whether downloadImage of `workflowId` has sent Temporal a heartbeat with details: the UPID it recorded. */
+async function upidRecorded(workflowId: string | undefined): Promise<boolean> {
+  if (!workflowId) return false;
+  // The raw service call: the memo is encrypted, and this needs nothing decoded.
+  const raw = await connection.workflowService.describeWorkflowExecution({ namespace: h.config.temporal.namespace, execution: { workflowId } });
+  return (raw.pendingActivities ?? []).some((a) => a.activityType?.name === 'downloadImage' && (a.heartbeatDetails?.payloads?.length ?? 0) > 0);
 }
 
 test('the next worker follows the running download task to its end; no second download, one task', async () => {
@@ -47,10 +56,15 @@ test('the next worker follows the running download task to its end; no second do
   // 8 body chunks, 2 s apart: the node is still downloading when the worker dies.
   h.images.setChunkDelay(2000, imagePath);
   const { child: first } = await startWorker();
-  const install = requestSse(`${h.api}/vm/install`, { body: { os: 'ubuntu', version: '24.04', name: 'crash' }, timeoutMs: 240_000 });
-  await until('the node to start downloading', () => h.images.gets(imagePath) > 0);
-  // The heartbeat that records the UPID leaves within the worker's 2 s heartbeat throttle.
-  await new Promise((r) => setTimeout(r, 3000));
+  let workflowId: string | undefined;
+  const install = requestSse(`${h.api}/vm/install`, {
+    body: { os: 'ubuntu', version: '24.04', name: 'crash' },
+    timeoutMs: 240_000,
+    onEvent: (e) => (workflowId ??= /^\[\*\] workflow id: (\S+)$/.exec(e.message)?.[1]),
+  });
+  await until(() => h.images.gets(imagePath) > 0); // the node is downloading
+  // Killed once the heartbeat that records the task's UPID has reached Temporal.
+  await until(() => upidRecorded(workflowId));
   first.kill('SIGKILL');
   await first;
   const activeWhenKilled = await root.api.get<Array<{ type: string }>>(`/nodes/${h.config.mainNode}/tasks`, { source: 'active' });

@@ -209,7 +209,7 @@ const codec: Case[] = [
   },
 ];
 
-/** The lifecycle endpoints (api/vm.ts, api/list.ts): bad ids and bodies, unknown VMs. */
+/** The lifecycle endpoints (api/vm/, api/list.ts): bad ids and bodies, unknown VMs. */
 const lifecycle: Case[] = [
   { name: 'status, non-numeric id', path: '/api/vm/abc/status', status: 400, says: 'id' },
   { name: 'status, negative id', path: '/api/vm/-1/status', status: 400, says: 'id' },
@@ -264,7 +264,7 @@ const lifecycle: Case[] = [
   { name: 'list, ?disable given twice', path: '/api/vm/list?disable=0&disable=1', status: 400, says: 'disable' },
 ];
 
-/** Rebuild and schedules (api/rebuild.ts, api/schedules.ts). */
+/** Rebuild and schedules (api/rebuild.ts, api/schedules/). */
 const rebuildAndSchedules: Case[] = [
   { name: 'rebuild, non-numeric id', method: 'POST', path: '/api/vm/abc/rebuild', status: 400, says: 'id' },
   { name: 'rebuild, passwd a number', method: 'POST', path: `/api/vm/${UNKNOWN_VMID}/rebuild`, headers: JSON_CT, body: '{"passwd":1}', status: 400, says: 'passwd' },

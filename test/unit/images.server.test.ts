@@ -5,9 +5,6 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { findChecksum } from '../../lib/images/checksums';
 import { ProgressThrottle, type DownloadProgress } from '../../lib/images/progress';
-import { checkImage } from '../../lib/images/remote';
-import { imageFor } from '../../lib/images/catalog';
-import { ImageNotFoundError } from '../../lib/images/errors';
 import { startImageServer, type ImageServer } from '../support/imageServer';
 
 let srv: ImageServer;
@@ -79,16 +76,6 @@ describe('test image server', () => {
     expect(bad.equals(img.content)).toBe(false);
     expect(srv.gets(img.path)).toBe(2);
     expect(srv.requests(img.path)).toHaveLength(3);
-  });
-
-  test('checkImage: checksum listed and image answers HEAD', async () => {
-    const src = imageFor('rockylinux', '9', srv.baseUrls);
-    const img = srv.image('rockylinux', '9');
-    await expect(checkImage(src)).resolves.toEqual({ expected: { algorithm: 'sha256', hex: img.sha256 }, bytes: img.content.length });
-    expect(srv.requests(img.path).map((r) => r.method)).toEqual(['HEAD']);
-    srv.failNext(img.path, 1, 404);
-    await expect(checkImage(src)).rejects.toBeInstanceOf(ImageNotFoundError);
-    await expect(checkImage({ ...src, fileName: 'Rocky-9-Nope.qcow2' })).rejects.toThrow(/does not list Rocky-9-Nope/);
   });
 });
 

@@ -7,8 +7,13 @@ import type { ProgressEvent, ProgressPage, RunState } from '../../contract';
  * The reader's side of pushes, with Temporal stubbed at the client: a workflow whose
  * progress (the query's answer) the test writes, and pushes the test sends as the worker's
  * sink would. Polling is set to a minute, so whatever arrives sooner came by push or by a
- * read a push asked for.
+ * read a push asked for. The clock is jest's: time passes only when a test moves it, so
+ * "no read for a while" is a statement about the reader's timers, not about this machine's
+ * speed.
  */
+
+beforeEach(() => jest.useFakeTimers());
+afterEach(() => jest.useRealTimers());
 
 const MINUTE = 60_000;
 const ID = 'install-push';
@@ -60,12 +65,9 @@ function fakeWorkflow() {
   };
 }
 
-async function until(what: () => boolean, ms = 2000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!what()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 5));
-  }
+/** Lets the reader work, moving the clock a step at a time, until `what` holds (the test's timeout bounds it). */
+async function until(what: () => boolean): Promise<void> {
+  while (!what()) await jest.advanceTimersByTimeAsync(5);
 }
 
 function setUp(runId?: string) {
@@ -203,14 +205,14 @@ test('reads stretch to the long pause only while pushes bring the events, and sh
   wf.record('recorded where no push comes from');
   await until(() => reader.lastSeq === 1);
   const polled = wf.queries;
-  await new Promise((r) => setTimeout(r, 200));
+  await jest.advanceTimersByTimeAsync(200); // pauses of 10 to 20 ms
   expect(wf.queries).toBeGreaterThan(polled + 3);
 
   // Pushes bring the events: the next read waits the long pause.
   push(wf.record('pushed'));
-  await new Promise((r) => setTimeout(r, 100)); // the read out when the push came ends
+  await jest.advanceTimersByTimeAsync(100); // the read out when the push came ends
   const covered = wf.queries;
-  await new Promise((r) => setTimeout(r, 300));
+  await jest.advanceTimersByTimeAsync(MINUTE - 1000); // anything short of the long pause
   expect(wf.queries).toBe(covered);
 
   // An event no push brought (missed): found by the read a later push's gap asks for, and
@@ -219,7 +221,7 @@ test('reads stretch to the long pause only while pushes bring the events, and sh
   push(wf.record('pushed after a gap'));
   await until(() => reader.lastSeq === 4);
   const after = wf.queries;
-  await new Promise((r) => setTimeout(r, 200));
+  await jest.advanceTimersByTimeAsync(200);
   expect(wf.queries).toBeGreaterThan(after + 3);
   leave();
 });

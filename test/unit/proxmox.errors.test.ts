@@ -1,5 +1,4 @@
 import { FAILURE_TYPES, NON_RETRYABLE_ERRORS } from '../../contract';
-import { ExecutorTimeoutError, ExecutorUnreachableError } from '../../lib/executor/types';
 import {
   LockTimeoutError,
   NoSuchNodeError,
@@ -12,7 +11,6 @@ import {
   PermissionDeniedError,
   VmidTakenError,
   classifyFailure,
-  isRetryable,
 } from '../../lib/proxmox/errors';
 
 const failure = (stderr: string, extra: { stdout?: string; exitCode?: number; command?: string } = {}) =>
@@ -59,7 +57,6 @@ describe('classifyFailure (the texts Proxmox prints)', () => {
     expect(err).toBeInstanceOf(ErrorType);
     expect(err.name).toBe(ErrorType.name);
     expect(err.retryable).toBe(retryable);
-    expect(isRetryable(err)).toBe(retryable);
   });
 
   it('reads a failed migration from stdout, where the task printed its reason', () => {
@@ -84,13 +81,6 @@ describe('classifyFailure (the texts Proxmox prints)', () => {
   it('exposes the lock value and the node owning a taken VMID', () => {
     expect((failure('VM is locked (backup)\n') as VmLockedError).lock).toBe('backup');
     expect((failure("unable to create VM 9000 - VM 9000 already exists on node 'pve2'\n") as VmidTakenError).ownerNode).toBe('pve2');
-  });
-
-  it('treats an unreachable node and a timeout as retryable, an abort as final', () => {
-    expect(isRetryable(new ExecutorUnreachableError('pve2', 'connection refused'))).toBe(true);
-    expect(isRetryable(new ExecutorTimeoutError('pve2', 'qm status 100', 1000))).toBe(true);
-    expect(isRetryable(new DOMException('aborted', 'AbortError'))).toBe(false);
-    expect(isRetryable(new Error('something else'))).toBe(true);
   });
 
   it('takes whether a class is retryable from the one table the workflows use', () => {

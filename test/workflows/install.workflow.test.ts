@@ -1,15 +1,15 @@
 import { ActivityFailure, ApplicationFailure, CancelledFailure, WorkflowFailedError } from '@temporalio/client';
 import { installVm } from '../../workflows/install';
-import { type InstallInput, type InstallSpec, progressQuery } from '../../contract';
+import { type InstallInput, type InstallSpec, progressQuery, VM_NODE } from '../../contract';
 import { StorageError } from '../../lib/proxmox/errors';
 import { FakeCluster, untilCancelled } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
 
 const spec: InstallSpec = { os: 'debian', version: '12', cpu: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
+// As the API starts it: no main node, the worker's MAIN_NODE (the fake cluster's) decides.
 const input = (over: Partial<InstallSpec> = {}): InstallInput => ({
   spec: { ...spec, ...over },
   secrets: { passwd: 'cloud-pass' },
-  mainNode: 'pve1',
 });
 
 let t: WorkflowTestEnv;
@@ -48,6 +48,30 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     expect(cluster.vms.get(120)).toMatchObject({ owner: workflowId, status: 'running' });
     expect(page.state).toBe('completed');
     expect(page.events.slice(-3).map((e) => e.message)).toEqual(['[*] VMID: 120', '[*] IP: 10.10.0.120', '[*] User: admin']);
+  });
+
+  test('the worker\'s main node decides where the VM is, even when the input names another', async () => {
+    // A worker with MAIN_NODE=pve2 runs an install whose input says pve1, as an API
+    // configured differently used to send: the VM is created on pve2, so asking for pve2
+    // needs no migration, and the result and the VmNode attribute say pve2.
+    const cluster = new FakeCluster('pve2');
+    const { result, node } = await t.withActivities(cluster.activities(), async () => {
+      const handle = await t.env.client.workflow.start(installVm, {
+        workflowId: id(),
+        taskQueue: t.taskQueue,
+        args: [{ ...input({ node: 'pve2' }), mainNode: 'pve1' }],
+      });
+      const result = await handle.result();
+      return { result, node: (await handle.describe()).typedSearchAttributes.get(VM_NODE) };
+    });
+    expect(cluster.inputs('migrateVm')).toEqual([]);
+    expect(result.node).toBe('pve2');
+    expect(node).toBe('pve2');
+
+    const unasked = await t.withActivities(cluster.activities(), () =>
+      t.env.client.workflow.execute(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [{ ...input(), mainNode: 'pve1' }] }),
+    );
+    expect(unasked.node).toBe('pve2');
   });
 
   test('migrates to the node asked for before the first boot', async () => {

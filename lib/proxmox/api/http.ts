@@ -254,8 +254,3 @@ function nodeOfPath(path: string): string | undefined {
   return /^\/nodes\/([^/]+)/.exec(path)?.[1];
 }
 
-/** A stable, non-secret label for a token in messages: `user@realm!tokenid`. */
-export function tokenId(token: string): string {
-  return token.split('=')[0];
-}
-

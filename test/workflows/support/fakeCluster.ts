@@ -101,7 +101,7 @@ export class FakeCluster {
           throw new VmidTakenError({ command: 'qm create', node: mainNode, exitCode: 255, stderr: `VM ${vmid} already exists on node '${node}'` });
         }
         vms.set(vmid, { vmid, name, owner, node: mainNode, status: 'stopped', spec });
-        return { ip: `10.10.0.${vmid % 250}` };
+        return { ip: `10.10.0.${vmid % 250}`, node: mainNode };
       },
       async importDisk({ vmid }) {
         return `local:${vmid}/vm-${vmid}-disk-0.raw`;

@@ -49,9 +49,12 @@ export async function startTestServer(executable: string): Promise<TestServer> {
 }
 
 /**
- * TestWorkflowEnvironment.createFromExistingServer has no time skipping; the private
- * `create` it calls does, given `supportsTimeSkipping` (it is what createTimeSkipping
- * uses once its own server is up). Checked, so an SDK that renames it fails loudly here.
+ * Not public API, because none does this: TestWorkflowEnvironment.createFromExistingServer
+ * has no time skipping, and the public TimeSkippingWorkflowClient needs a Connection with
+ * the test service, which only an internal connection option turns on (measured: "TestService
+ * must be present"). The private `create` both public factories call does it, given
+ * `supportsTimeSkipping` (what createTimeSkipping passes once its own server is up).
+ * Checked, so an SDK that renames it fails loudly here.
  */
 async function connectTimeSkipping(address: string): Promise<TestWorkflowEnvironment> {
   type Create = (opts: { server: { type: 'existing' }; address: string; namespace: string; supportsTimeSkipping: true }) => Promise<TestWorkflowEnvironment>;

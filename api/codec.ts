@@ -1,6 +1,7 @@
 import express, { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { errorMiddleware, HttpError, InvalidRequestError } from './errors';
+import type { Logger } from '../lib/observability/log';
 import { verifyJsonBody } from './limits';
 import { displayCodec } from '../lib/temporal/displayCodec';
 
@@ -22,6 +23,8 @@ export interface CodecRouterOptions {
   allowedOrigins: string[];
   /** Largest request body; the UI batches a page of history into one request. */
   bodyLimit?: string;
+  /** Where unexpected failures are logged; default stderr. */
+  logger?: Logger;
 }
 
 interface JsonPayload {
@@ -129,6 +132,6 @@ export function codecRouter(codec: PayloadCodec, opts: CodecRouterOptions): expr
     throw new HttpError(403, 'the codec endpoint only decodes, for display; start or change work through the API');
   });
   // Mounted apart from the API (and before its parser), so it answers its own errors the API's way.
-  router.use('/codec', errorMiddleware);
+  router.use('/codec', errorMiddleware(opts.logger));
   return router;
 }

@@ -15,6 +15,7 @@ import { createLogger, type Logger } from '../lib/observability/log';
 import { createMetrics, type Metrics } from '../lib/observability/metrics';
 import { startWorkerHealth } from './workerHealth';
 import { ProgressPushes } from '../lib/progressPushes';
+import type { ReaderTiming } from '../api/progressReader';
 
 export interface ServiceOptions {
   config: Config;
@@ -34,6 +35,8 @@ export interface ServiceOptions {
   metrics?: Metrics;
   /** Run the worker without the API: only a health port (config.worker.healthPort) answers. */
   api?: boolean;
+  /** How often the API's progress readers query; default theirs (tests slow it to prove pushes). */
+  readerTiming?: ReaderTiming;
 }
 
 export interface RunningService {
@@ -102,7 +105,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
       opts.api === false
         ? // Readiness details and metrics only: loopback unless WORKER_HEALTH_HOST opens it.
           await startWorkerHealth({ port: config.worker.healthPort, host: opts.host ?? config.worker.healthHost, checks, metrics })
-        : await startApi({ config, temporal, proxmox, knownNodes, host, metrics, logger, checks, pushes });
+        : await startApi({ config, temporal, proxmox, knownNodes, host, metrics, logger, checks, pushes, readerTiming: opts.readerTiming });
     return {
       url: listener.url,
       client: temporal.client,

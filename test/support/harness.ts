@@ -5,6 +5,7 @@ import { loadConfig, Config } from '../../lib/config';
 import { freePort } from '../../lib/temporal/devServer';
 import { ensureSshKey, SshKeyPair } from '../../lib/sshKey';
 import { startService, RunningService } from '../../app/service';
+import type { ReaderTiming } from '../../api/progressReader';
 import { startSandboxCluster, SandboxCluster } from '../../sandbox/cluster';
 import { startImageServer } from './imageServer';
 import { prepareRealGuests } from '../../sandbox/qemu/images';
@@ -48,6 +49,8 @@ export async function startHarness(
     proxmoxApi?: boolean;
     /** false: the service runs no worker (the test runs its own, e.g. in a child process). */
     worker?: boolean;
+    /** How often the API's progress readers query (default: the product's). */
+    readerTiming?: ReaderTiming;
   } = {},
 ): Promise<Harness> {
   const temporalAddress = sandboxOptions.temporalAddress ?? process.env.TEST_TEMPORAL_ADDRESS;
@@ -127,6 +130,7 @@ export async function startHarness(
     mainNodeEnv: sandbox.envFor(config.mainNode),
     mainNodeOverSsh: sandboxOptions.mainNodeOverSsh,
     worker: sandboxOptions.worker,
+    readerTiming: sandboxOptions.readerTiming,
     workflowBundlePath: process.env.TEST_WORKFLOW_BUNDLE,
     host: '127.0.0.1',
   });

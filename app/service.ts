@@ -1,7 +1,7 @@
 import type { Worker } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import { createExecutors } from '../lib/executor';
+import { createExecutors, Spawner } from '../lib/executor';
 import { connectCluster } from '../lib/proxmox';
 import { apiCheck, nodeCheck, temporalCheck, workerCheck } from '../lib/readiness';
 import { clusterNodes } from './proxmox';
@@ -37,6 +37,8 @@ export interface ServiceOptions {
   api?: boolean;
   /** How often the API's progress readers query; default theirs (tests slow it to prove pushes). */
   readerTiming?: ReaderTiming;
+  /** Starts local commands; default one of this service's own (tests share one per process). */
+  spawner?: Spawner;
 }
 
 export interface RunningService {
@@ -66,7 +68,10 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   // API mode reaches no node over SSH: no executors at all.
   const executors = config.proxmoxApi
     ? {}
-    : createExecutors(config, opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv });
+    : createExecutors(config, {
+        spawner: opts.spawner ?? new Spawner(),
+        ...(opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv }),
+      });
   const proxmox = connectCluster(config, executors, (message) => logger.warn(message));
   let worker: RunningWorker | undefined;
   const closeAll = async () => {

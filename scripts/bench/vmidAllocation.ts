@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { loadConfig } from '../../lib/config';
-import { createExecutors } from '../../lib/executor';
+import { createExecutors, Spawner } from '../../lib/executor';
 import { ensureSshKey } from '../../lib/sshKey';
 import { freePort } from '../../lib/temporal/devServer';
 import { createActivities } from '../../activities';
@@ -47,7 +47,7 @@ export async function benchVmidAllocation(dir: string, taken = 150, rounds = 5):
   const key = ensureSshKey(config.sshKeyPath);
   const sandbox = await startSandboxCluster({ dir: path.join(dir, 'cluster'), vmSshPort, sshPortBase, rootAuthorizedKey: key.publicKey });
   config.nodes = sandbox.nodeAddresses;
-  const executors = createExecutors(config, { mainNodeEnv: sandbox.envFor(config.mainNode) });
+  const executors = createExecutors(config, { spawner: new Spawner(), mainNodeEnv: sandbox.envFor(config.mainNode) });
   try {
     const { start, end } = config.vmidRange;
     const ids = Array.from({ length: end - start + 1 }, (_, i) => start + i);

@@ -13,6 +13,7 @@ import { tokenFromDocs } from './docsToken';
 import { freePorts } from '../../sandbox/testkit';
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { resolveEncryptionKeys } from '../../lib/temporal/encryptionKeys';
+import { testSpawner } from './spawner';
 
 export type ImageServer = Awaited<ReturnType<typeof startImageServer>>;
 
@@ -131,6 +132,7 @@ export async function startHarness(
     mainNodeOverSsh: sandboxOptions.mainNodeOverSsh,
     worker: sandboxOptions.worker,
     readerTiming: sandboxOptions.readerTiming,
+    spawner: testSpawner(),
     workflowBundlePath: process.env.TEST_WORKFLOW_BUNDLE,
     host: '127.0.0.1',
   });

@@ -20,7 +20,7 @@ export interface CodecRouterOptions {
   /** The same guard as mutating endpoints; decode hands out plaintext. */
   authorize: RequestHandler;
   /** Origins of the Temporal UI, e.g. http://127.0.0.1:8233 and http://localhost:8233. */
-  allowedOrigins: string[];
+  allowedOrigins: readonly string[];
   /** Largest request body; the UI batches a page of history into one request. */
   bodyLimit?: string;
   /** Where unexpected failures are logged; default stderr. */
@@ -75,7 +75,7 @@ function toJson(payloads: Payload[]): { payloads: JsonPayload[] } {
   };
 }
 
-function corsFor(allowedOrigins: string[]): RequestHandler {
+function corsFor(allowedOrigins: readonly string[]): RequestHandler {
   const allowed = new Set(allowedOrigins.map(normaliseOrigin).filter((o): o is string => o !== undefined));
   return (req, res, next) => {
     const origin = req.get('Origin');

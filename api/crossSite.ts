@@ -38,7 +38,7 @@ function isOwnOrigin(origin: string, req: Request): boolean {
 }
 
 /** Why a mutating request looks cross-site, or undefined when it does not. */
-export function crossSiteReason(req: Request, allowOrigins: string[]): string | undefined {
+export function crossSiteReason(req: Request, allowOrigins: readonly string[]): string | undefined {
   const origin = req.get('Origin');
   if (origin !== undefined) {
     if (isOwnOrigin(origin, req) || allowOrigins.includes(origin.toLowerCase())) return undefined;
@@ -57,7 +57,7 @@ export function hasBody(req: Request): boolean {
   return Number(req.get('Content-Length') ?? 0) > 0 || req.get('Transfer-Encoding') !== undefined;
 }
 
-export function refuseCrossSite(allowOrigins: string[]) {
+export function refuseCrossSite(allowOrigins: readonly string[]) {
   return (req: Request, res: Response, next: NextFunction) => {
     if (!isMutating(req.method)) {
       next();

@@ -134,7 +134,7 @@ export function sseLimiter(opts: {
   maxPerClient: number;
   maxTotal?: number;
   maxAnonymous?: number;
-  trustedProxies: string[];
+  trustedProxies: readonly string[];
   /** Whether the request is an anonymous reader's; default: none is. */
   isAnonymous?(req: Request, res: Response): boolean;
 }): SseLimiter {

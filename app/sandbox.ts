@@ -7,14 +7,15 @@ import type { GuestImages } from '../sandbox/qemu/images';
 
 /**
  * Sandbox mode (no MAIN_NODE): the simulated Proxmox cluster and the built-in image
- * mirror, loaded only when used. Each rewrites the part of the config it stands in for.
+ * mirror, loaded only when used. `sandboxedConfig` puts them in place of the parts of the
+ * config they stand in for.
  */
 
 /** The simulated cluster as the settings describe it: shared by the service and `npm run sandbox`. */
 export function sandboxClusterOptions(config: Config, key: SshKeyPair, tools: SandboxToolPaths, guests?: GuestImages) {
   return {
     dir: path.join(config.dataDir, 'sandbox'),
-    nodes: config.sandboxOptions.nodes,
+    nodes: [...config.sandboxOptions.nodes],
     mainNode: config.mainNode,
     gateway: config.gateway,
     vmSshPort: config.vmSshPort,
@@ -39,7 +40,7 @@ export async function realGuests(config: Config, log: (line: string) => void = c
   if (config.sandboxOptions.guests !== 'qemu') return undefined;
   if (!config.imageMirror) return { files: [], accel: 'tcg' };
   const { prepareRealGuests } = await import('../sandbox/qemu/images');
-  return prepareRealGuests(config.sandboxOptions.qemuImages, log);
+  return prepareRealGuests([...config.sandboxOptions.qemuImages], log);
 }
 
 /** The programs sandbox mode needs: real guests need QEMU and the image tools too. */
@@ -53,8 +54,6 @@ export async function startSandbox(config: Config, key: SshKeyPair, run: RunReco
   const { startSandboxCluster } = await import('../sandbox/cluster');
   const cluster = await startSandboxCluster({ ...sandboxClusterOptions(config, key, tools, guests), api: { port: config.sandboxOptions.apiPort } });
   for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
-  // The nodes the rest of the service talks to are the sandbox's.
-  config.nodes = cluster.nodeAddresses;
   return cluster;
 }
 
@@ -63,7 +62,18 @@ export async function startImages(config: Config, guests?: GuestImages) {
   if (!config.imageMirror) return undefined;
   const { startImageMirror } = await import('../sandbox/mirror/server');
   // Real guests boot real Debian images; the other OSes stay stand-ins (process guests).
-  const mirror = await startImageMirror({ files: guests?.files });
-  config.imageBase = mirror.baseUrls;
-  return mirror;
+  return startImageMirror({ files: guests?.files });
+}
+
+/** The config the rest of the service runs with: the sandbox's nodes and the mirror's images, where they run. */
+export function sandboxedConfig(
+  config: Config,
+  cluster: { nodeAddresses: Config['nodes'] } | undefined,
+  mirror: { baseUrls: Config['imageBase'] } | undefined,
+): Config {
+  return Object.freeze({
+    ...config,
+    ...(cluster ? { nodes: cluster.nodeAddresses } : {}),
+    ...(mirror ? { imageBase: mirror.baseUrls } : {}),
+  });
 }

@@ -262,7 +262,21 @@ export interface NodeAddress {
   port: number;
 }
 
-export type Config = ReturnType<typeof buildConfig>;
+/** Every level read-only: what a Config holds is what the settings said. */
+export type DeepReadonly<T> = T extends Uint8Array
+  ? T
+  : T extends (infer U)[]
+  ? ReadonlyArray<DeepReadonly<U>>
+  : T extends object
+    ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+    : T;
+
+/**
+ * The settings, read once and shared by every part of the service: none may change them.
+ * A part that runs with other values (sandbox mode's nodes and images) is given a new
+ * config built from this one (app/sandbox.ts).
+ */
+export type Config = DeepReadonly<ReturnType<typeof buildConfig>>;
 
 export class ConfigError extends StartupError {
   override name = 'ConfigError';
@@ -506,7 +520,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     }
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
-  return buildConfig(parsed.data, nodes, proxmoxApi, tokens.tokens);
+  return Object.freeze(buildConfig(parsed.data, nodes, proxmoxApi, tokens.tokens));
 }
 
 /** API mode's settings with the token and CA read from their files; problems are collected. */

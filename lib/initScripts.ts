@@ -16,7 +16,7 @@ export interface InitScriptSettings {
   mirror?: string;
   timezone: string;
   locale: string;
-  packages: string[];
+  packages: readonly string[];
   /** `0`, or a size like `2G` / `512M`. */
   swapSize: string;
 }

@@ -61,13 +61,13 @@ export async function startHarness(
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-e2e-'));
   // SANDBOX_GUESTS=qemu: real Debian guests, from real images built (once) on this machine.
   const realGuests = env.SANDBOX_GUESTS === 'qemu';
-  const guests = realGuests ? await prepareRealGuests(loadConfig({ ...env }).sandboxOptions.qemuImages, () => {}) : undefined;
+  const guests = realGuests ? await prepareRealGuests([...loadConfig({ ...env }).sandboxOptions.qemuImages], () => {}) : undefined;
   const images = await startImageServer({ files: guests?.files });
   const vmSshPort = await freePort();
   // One sshd per sandbox node on consecutive ports (pve1, pve2, and any set in env).
   const sshPortBase = await freePorts((env.SANDBOX_NODES ?? 'pve1,pve2').split(',').length);
 
-  const config = loadConfig({
+  const loaded = loadConfig({
     PORT: '0',
     DATA_DIR: path.join(dir, 'data'),
     SSH_KEY_PATH: path.join(dir, 'ssh', 'id_ed25519'),
@@ -93,34 +93,32 @@ export async function startHarness(
     ...(process.env.TEST_TEMPORAL_NAMESPACE ? { TEMPORAL_NAMESPACE: process.env.TEST_TEMPORAL_NAMESPACE } : {}),
     ...env,
   });
-  const key = ensureSshKey(config.sshKeyPath);
+  const key = ensureSshKey(loaded.sshKeyPath);
   const sandbox = await startSandboxCluster({
     dir: path.join(dir, 'cluster'),
-    nodes: config.sandboxOptions.nodes,
-    mainNode: config.mainNode,
-    gateway: config.gateway,
+    nodes: [...loaded.sandboxOptions.nodes],
+    mainNode: loaded.mainNode,
+    gateway: loaded.gateway,
     vmSshPort,
-    bootDelayMs: config.sandboxOptions.bootDelayMs,
+    bootDelayMs: loaded.sandboxOptions.bootDelayMs,
     sshPortBase,
     rootAuthorizedKey: key.publicKey,
     packageOutputLines: sandboxOptions.packageOutputLines,
     packageSilenceMs: sandboxOptions.packageSilenceMs,
     api: apiMode,
-    guests: config.sandboxOptions.guests,
-    guestArchive: config.sandboxOptions.guestArchive,
+    guests: loaded.sandboxOptions.guests,
+    guestArchive: loaded.sandboxOptions.guestArchive,
     accel: guests?.accel,
   });
-  config.nodes = sandbox.nodeAddresses;
-  if (apiMode) {
-    const api = sandbox.api!;
-    config.proxmoxApi = {
-      urls: [api.url],
-      token: await tokenFromDocs(sandbox),
-      fingerprint: api.fingerprint,
-      insecure: false,
-      imageStorage: 'local',
-    };
-  }
+  const api = apiMode ? sandbox.api! : undefined;
+  // The service talks to the sandbox's nodes, and in API mode through its REST API only.
+  const config: Config = Object.freeze({
+    ...loaded,
+    nodes: sandbox.nodeAddresses,
+    ...(api
+      ? { proxmoxApi: { urls: [api.url], token: await tokenFromDocs(sandbox), fingerprint: api.fingerprint, insecure: false, imageStorage: 'local' } }
+      : {}),
+  });
 
   quietWorkerLogs();
   // The data dir's key file, made here so the service finds it instead of announcing it.

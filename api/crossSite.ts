@@ -12,7 +12,7 @@ import { HttpError, InvalidRequestError } from './errors';
  *     type across origins only after a preflight, which CORS refuses for foreign origins.
  */
 
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 export function isMutating(method: string): boolean {
   return !SAFE_METHODS.has(method.toUpperCase());

@@ -178,7 +178,7 @@ export function isAllowedOrigin(origin: string, subnets = localSubnets()): boole
   return subnets.some((s) => inCidr(host, s.address, s.bits));
 }
 
-const READ_METHODS = new Set(['GET', 'HEAD']);
+const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
 
 /**
  * CORS: an origin in ALLOW_ORIGINS may call every endpoint; one the seed's rule admits (a

@@ -247,7 +247,7 @@ export const UPSTREAM_IMAGE_BASES = {
 } as const;
 
 /** NODE_<name> shares its prefix with Node.js's own variables; those are not cluster nodes. */
-const NODE_JS_VARIABLES = new Set([
+const NODE_JS_VARIABLES: ReadonlySet<string> = new Set([
   'ENV', 'OPTIONS', 'PATH', 'DEBUG', 'DEBUG_NATIVE', 'DISABLE_COLORS', 'ICU_DATA', 'PENDING_DEPRECATION',
   'REPL_HISTORY', 'REPL_EXTERNAL_MODULE', 'NO_WARNINGS', 'COMPILE_CACHE', 'CHANNEL_FD', 'UNIQUE_ID',
   'VERSION', 'MODULE_VERSION',

@@ -113,7 +113,7 @@ interface RawResponse {
 }
 
 /** Errors that happen before a request is on the wire: any method may try the next URL. */
-const NOT_SENT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNRESET_BEFORE_SEND']);
+const NOT_SENT: ReadonlySet<string> = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNRESET_BEFORE_SEND']);
 
 /**
  * The Proxmox VE REST API (`/api2/json`) with an API token: one request in, the `data`

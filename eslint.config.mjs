@@ -45,6 +45,23 @@ const sandboxDepths = [0, 1, 2, 3];
 /** Pure lib/ modules workflow code may import besides contract/ (none yet: add one here with a reason). */
 const workflowLib = [];
 
+/** Module-level state outside a composition root (see the block that applies it). */
+const mutableCollection = 'NewExpression[callee.name=/^(Map|Set|WeakMap|WeakSet|Array)$/]';
+const notReadonly = ':not([id.typeAnnotation.typeAnnotation.typeName.name=/^Readonly/])';
+const moduleStateBans = [
+  { selector: "Identifier[name='globalThis']", message: 'No state on the global object: make it at a composition root (app/, main.ts) and pass it in.' },
+  ...['Program', 'Program > ExportNamedDeclaration'].flatMap((top) => [
+    {
+      selector: `${top} > VariableDeclaration[kind!='const']`,
+      message: 'No module-level `let`/`var`: state belongs to an object made at a composition root (app/, main.ts) and passed in.',
+    },
+    {
+      selector: `${top} > VariableDeclaration > VariableDeclarator${notReadonly} > ${mutableCollection}.init`,
+      message: 'No module-level mutable collection: make it at a composition root and pass it in, or type a constant table ReadonlySet/ReadonlyMap.',
+    },
+  ]),
+];
+
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', '.tools/', 'data/', 'test-artifacts/', '**/*.js', '**/*.mjs'] },
   {
@@ -198,6 +215,18 @@ export default tseslint.config(
           message: 'cli/ talks to QemuRun over HTTP only: import types from the service, never its code.',
         }],
       }],
+    },
+  },
+  {
+    // No hidden process-wide state: what a module needs is made at a composition root
+    // (app/, main.ts) and passed in, so two services, apps or test files in one process
+    // never share it by accident. A constant lookup table says so in its type (ReadonlySet).
+    // Process-wide by nature (a file on disk, one process's lock) is said next to the use.
+    files: ['api/**/*.ts', 'activities/**/*.ts', 'contract/**/*.ts', 'lib/**/*.ts', 'worker/**/*.ts', 'workflows/**/*.ts', 'cli/**/*.ts'],
+    // The spawner child's own entry point is the composition root of that process.
+    ignores: ['lib/executor/spawnerProcess.ts'],
+    rules: {
+      'no-restricted-syntax': ['error', ...moduleStateBans],
     },
   },
 );

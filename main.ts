@@ -15,7 +15,7 @@ import type { DevServer } from './lib/temporal/devServer';
 import type { SshKeyPair } from './lib/sshKey';
 import { StartupError, EXIT_CRASH } from './lib/startupError';
 import { startService } from './app/service';
-import { realGuests, sandboxTools, startSandbox, startImages } from './app/sandbox';
+import { realGuests, sandboxedConfig, sandboxTools, startSandbox, startImages } from './app/sandbox';
 import { embeddedDevServer } from './app/devServer';
 import { serviceSshKey } from './app/sshKey';
 import { startRole } from './app/role';
@@ -102,11 +102,13 @@ async function main(): Promise<void> {
 
     const mirror = await startImages(config, guests);
     if (mirror) stops.push(() => mirror.stop());
+    // From here on the service talks to the sandbox's nodes and the mirror's images.
+    const serviceConfig = sandboxedConfig(config, sandbox, mirror);
 
     let devServer: DevServer | undefined;
-    let temporalAddress = config.temporal.address;
+    let temporalAddress = serviceConfig.temporal.address;
     if (!temporalAddress) {
-      const server = await embeddedDevServer(config, run, logger);
+      const server = await embeddedDevServer(serviceConfig, run, logger);
       devServer = server;
       temporalAddress = server.address;
       stops.push(async () => {
@@ -116,9 +118,9 @@ async function main(): Promise<void> {
     }
 
     const service = await startService({
-      config,
+      config: serviceConfig,
       temporalAddress,
-      mainNodeEnv: sandbox?.envFor(config.mainNode),
+      mainNodeEnv: sandbox?.envFor(serviceConfig.mainNode),
       workflowBundlePath: prebuiltWorkflowBundle(),
       logger,
     });
@@ -126,27 +128,27 @@ async function main(): Promise<void> {
 
     const lines = [
       sandbox
-        ? `*** SANDBOX MODE: MAIN_NODE is not set, so VMs are created on a simulated Proxmox cluster (${Object.keys(config.nodes).join(', ')}) in ${sandbox.dir}. Nothing touches a real Proxmox. ***`
-        : `Proxmox cluster: main node ${config.mainNode}, nodes ${Object.keys(config.nodes).join(', ')}`,
-      `API:         http://127.0.0.1:${config.port}/api  (health: /api/health, readiness: /api/health/ready)`,
+        ? `*** SANDBOX MODE: MAIN_NODE is not set, so VMs are created on a simulated Proxmox cluster (${Object.keys(serviceConfig.nodes).join(', ')}) in ${sandbox.dir}. Nothing touches a real Proxmox. ***`
+        : `Proxmox cluster: main node ${serviceConfig.mainNode}, nodes ${Object.keys(serviceConfig.nodes).join(', ')}`,
+      `API:         http://127.0.0.1:${serviceConfig.port}/api  (health: /api/health, readiness: /api/health/ready)`,
       ...(sandbox?.api
         ? [
             `Proxmox API: ${sandbox.api.url}/api2/json (the sandbox's; certificate SHA-256 ${sandbox.api.fingerprint}; token ${sandbox.api.token.tokenid}, its secret in ${path.join(sandbox.dir, 'sandbox', 'api', 'tokens.json')})`,
           ]
         : []),
       devServer
-        ? `Temporal:    embedded dev server at ${devServer.address} (${devServer.source}), history in ${path.join(config.dataDir, 'temporal.db')}`
-        : `Temporal:    ${temporalAddress}, namespace ${config.temporal.namespace}`,
+        ? `Temporal:    embedded dev server at ${devServer.address} (${devServer.source}), history in ${path.join(serviceConfig.dataDir, 'temporal.db')}`
+        : `Temporal:    ${temporalAddress}, namespace ${serviceConfig.temporal.namespace}`,
       ...(devServer?.uiUrl ? [`Temporal UI: ${devServer.uiUrl}`] : []),
       mirror
         ? guests?.files.length
           ? `Images:      built-in mirror at ${mirror.origin}: real Debian ${guests.files.map((f) => f.version).join(', ')} images built on this machine, stand-ins of the other OS versions`
           : `Images:      built-in mirror at ${mirror.origin}: small stand-in images of every OS version, served locally (set IMAGE_BASE_* for real ones)`
-        : `Images:      ${config.imageBase.debian}, ${config.imageBase.ubuntu}, ${config.imageBase.rockylinux}`,
+        : `Images:      ${serviceConfig.imageBase.debian}, ${serviceConfig.imageBase.ubuntu}, ${serviceConfig.imageBase.rockylinux}`,
       ...(guests
-        ? [`Guests:      real QEMU machines under ${guests.accel.toUpperCase()} (SANDBOX_GUESTS=qemu); their apt-get reaches ${config.sandboxOptions.guestArchive} through the sandbox only`]
+        ? [`Guests:      real QEMU machines under ${guests.accel.toUpperCase()} (SANDBOX_GUESTS=qemu); their apt-get reaches ${serviceConfig.sandboxOptions.guestArchive} through the sandbox only`]
         : []),
-      `Task queue:  ${config.temporal.taskQueue}`,
+      `Task queue:  ${serviceConfig.temporal.taskQueue}`,
     ];
     console.log(lines.join('\n'));
   } catch (err) {

@@ -25,7 +25,8 @@ import { httpMetrics, metricsRoute } from './metrics';
 import { openApiRoute } from './openapi/route';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import type { ProgressPushes } from '../lib/progressPushes';
-import { progressReaders } from './progressReader';
+import { ProgressReaders, type ReaderTiming } from './progressReader';
+import type { Streams } from './sse';
 
 export interface AppDeps {
   config: Config;
@@ -46,6 +47,8 @@ export interface AppDeps {
   logger?: Logger;
   /** Progress pushed by the worker of this process (role all); without it streams only query. */
   pushes?: ProgressPushes;
+  /** How often progress readers query; default DEFAULT_TIMING (tests slow it to prove pushes). */
+  readerTiming?: ReaderTiming;
 }
 
 /** A body in another format is refused outright instead of being read as "no fields". */
@@ -57,9 +60,6 @@ export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   if (deps.metrics) app.use(httpMetrics(app, deps.metrics));
-  // The error middleware logs unexpected failures through it.
-  if (deps.logger) app.locals.logger = deps.logger;
-  if (deps.pushes) progressReaders(deps.client.workflow).pushes = deps.pushes;
   // First of all: a deadline for every answer but event streams. The cap on streams is
   // applied by each streaming route (limitsFor in api/limits.ts) and counted here.
   const limits = deps.config.http ?? { requestTimeoutMs: 30_000, sseMaxPerClient: 20, sseMaxTotal: 100, sseMaxAnonymous: 50 };
@@ -72,7 +72,7 @@ export function createApp(deps: AppDeps): express.Express {
     // A watcher with no token; the stream of an install (or any change) is never one.
     isAnonymous: (req, res) => !isMutating(req.method) && typeof principalOf(req, res, deps.config) !== 'object',
   });
-  app.locals.sseLimiter = sse;
+  const streams: Streams = { readers: new ProgressReaders(deps.client.workflow, deps.readerTiming, deps.pushes), limiter: sse };
   if (deps.metrics) {
     deps.metrics.countOpenStreams(() => sse.openTotal());
     // Counts and timings, no VM data; still none of a stranger's business (PUBLIC_DIAGNOSTICS opens it).
@@ -85,7 +85,7 @@ export function createApp(deps: AppDeps): express.Express {
   // localhost:8233) posts whole history pages here.
   if (deps.codec) {
     // History for display (secrets redacted): a read, but only from ALLOW_IPS, as before.
-    app.use(codecRouter(deps.codec, { authorize: requireRole(deps.config, 'read'), allowedOrigins: deps.config.codecUiOrigins }));
+    app.use(codecRouter(deps.codec, { authorize: requireRole(deps.config, 'read'), allowedOrigins: deps.config.codecUiOrigins, logger: deps.logger }));
   }
   app.use(cors(deps.config, deps.corsSubnets));
   app.use(refuseCrossSite(deps.config.allowOrigins));
@@ -98,14 +98,14 @@ export function createApp(deps: AppDeps): express.Express {
   api.get('/openapi.json', openApiRoute());
   // Everything after this needs a token when ANONYMOUS_ACCESS=none; a wrong token is 401 anywhere.
   api.use(readAccess(deps.config));
-  api.use(installRoutes(deps));
+  api.use(installRoutes({ ...deps, streams }));
   api.use(listRoutes(deps));
-  api.use(vmRoutes(deps));
+  api.use(vmRoutes({ ...deps, streams }));
   api.use(clusterRoutes(deps));
-  api.use(rebuildRoutes(deps));
+  api.use(rebuildRoutes({ ...deps, streams }));
   api.use(scheduleRoutes(deps));
   api.use(reconcileRoutes(deps));
-  const workflows = workflowRoutes(deps.client, deps.config);
+  const workflows = workflowRoutes(deps.client, deps.config, streams);
   api.use('/workflows/:workflowId', workflows);
   api.use('/vm/install/:workflowId', workflows);
   app.use('/api', api);
@@ -114,6 +114,6 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(() => {
     throw new HttpError(404, 'not found');
   });
-  app.use(errorMiddleware);
+  app.use(errorMiddleware(deps.logger));
   return app;
 }

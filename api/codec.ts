@@ -1,6 +1,7 @@
 import express, { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { errorMiddleware, HttpError, InvalidRequestError } from './errors';
+import type { Logger } from '../lib/observability/log';
 import { verifyJsonBody } from './limits';
 import { displayCodec } from '../lib/temporal/displayCodec';
 
@@ -19,9 +20,11 @@ export interface CodecRouterOptions {
   /** The same guard as mutating endpoints; decode hands out plaintext. */
   authorize: RequestHandler;
   /** Origins of the Temporal UI, e.g. http://127.0.0.1:8233 and http://localhost:8233. */
-  allowedOrigins: string[];
+  allowedOrigins: readonly string[];
   /** Largest request body; the UI batches a page of history into one request. */
   bodyLimit?: string;
+  /** Where unexpected failures are logged; default stderr. */
+  logger?: Logger;
 }
 
 interface JsonPayload {
@@ -72,7 +75,7 @@ function toJson(payloads: Payload[]): { payloads: JsonPayload[] } {
   };
 }
 
-function corsFor(allowedOrigins: string[]): RequestHandler {
+function corsFor(allowedOrigins: readonly string[]): RequestHandler {
   const allowed = new Set(allowedOrigins.map(normaliseOrigin).filter((o): o is string => o !== undefined));
   return (req, res, next) => {
     const origin = req.get('Origin');
@@ -129,6 +132,6 @@ export function codecRouter(codec: PayloadCodec, opts: CodecRouterOptions): expr
     throw new HttpError(403, 'the codec endpoint only decodes, for display; start or change work through the API');
   });
   // Mounted apart from the API (and before its parser), so it answers its own errors the API's way.
-  router.use('/codec', errorMiddleware);
+  router.use('/codec', errorMiddleware(opts.logger));
   return router;
 }

@@ -12,7 +12,7 @@ import { HttpError, InvalidRequestError } from './errors';
  *     type across origins only after a preflight, which CORS refuses for foreign origins.
  */
 
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 export function isMutating(method: string): boolean {
   return !SAFE_METHODS.has(method.toUpperCase());
@@ -38,7 +38,7 @@ function isOwnOrigin(origin: string, req: Request): boolean {
 }
 
 /** Why a mutating request looks cross-site, or undefined when it does not. */
-export function crossSiteReason(req: Request, allowOrigins: string[]): string | undefined {
+export function crossSiteReason(req: Request, allowOrigins: readonly string[]): string | undefined {
   const origin = req.get('Origin');
   if (origin !== undefined) {
     if (isOwnOrigin(origin, req) || allowOrigins.includes(origin.toLowerCase())) return undefined;
@@ -57,7 +57,7 @@ export function hasBody(req: Request): boolean {
   return Number(req.get('Content-Length') ?? 0) > 0 || req.get('Transfer-Encoding') !== undefined;
 }
 
-export function refuseCrossSite(allowOrigins: string[]) {
+export function refuseCrossSite(allowOrigins: readonly string[]) {
   return (req: Request, res: Response, next: NextFunction) => {
     if (!isMutating(req.method)) {
       next();

@@ -1,4 +1,4 @@
-import type { NextFunction, Request, Response } from 'express';
+import type { ErrorRequestHandler, NextFunction, Request, Response } from 'express';
 import type { z } from 'zod';
 import {
   ApplicationFailure,
@@ -75,23 +75,24 @@ function bodyError(err: Error & { type?: string; limit?: number }): HttpError | 
 /**
  * The API's one error middleware: an HttpError as its JSON answer; a malformed, oversized or
  * non-UTF-8 body as a 4xx naming the problem; anything unexpected as a 500 that is logged
- * and says no more than "internal error".
+ * (to `logger`, default stderr) and says no more than "internal error".
  */
-export function errorMiddleware(err: Error & { status?: number; type?: string }, req: Request, res: Response, _next: NextFunction): void {
-  if (res.headersSent) {
-    res.end();
-    return;
-  }
-  const known =
-    err instanceof HttpError
-      ? err
-      : (bodyError(err) ?? (err.status && err.status >= 400 && err.status < 500 ? new HttpError(err.status, err.message) : undefined));
-  if (!known) {
-    const logger = req.app?.locals?.logger as Logger | undefined;
-    if (logger) logger.error({ err, method: req.method, path: req.path }, 'request failed');
-    else console.error('request failed:', err);
-    res.status(500).json({ success: false, message: 'internal error' });
-    return;
-  }
-  res.status(known.status).set(known.headers).json({ success: false, message: known.message, ...known.extra });
+export function errorMiddleware(logger?: Logger): ErrorRequestHandler {
+  return (err: Error & { status?: number; type?: string }, req: Request, res: Response, _next: NextFunction): void => {
+    if (res.headersSent) {
+      res.end();
+      return;
+    }
+    const known =
+      err instanceof HttpError
+        ? err
+        : (bodyError(err) ?? (err.status && err.status >= 400 && err.status < 500 ? new HttpError(err.status, err.message) : undefined));
+    if (!known) {
+      if (logger) logger.error({ err, method: req.method, path: req.path }, 'request failed');
+      else console.error('request failed:', err);
+      res.status(500).json({ success: false, message: 'internal error' });
+      return;
+    }
+    res.status(known.status).set(known.headers).json({ success: false, message: known.message, ...known.extra });
+  };
 }

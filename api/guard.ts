@@ -17,7 +17,7 @@ export function normaliseIp(ip: string | undefined): string {
  * in which case the right-most X-Forwarded-For entry not itself a trusted proxy. Off by
  * default, so nobody can claim an allowed address with a header.
  */
-export function clientIp(req: Request, trustedProxies: string[]): string {
+export function clientIp(req: Request, trustedProxies: readonly string[]): string {
   let ip = normaliseIp(req.socket.remoteAddress);
   if (!trustedProxies.includes(ip)) return ip;
   const chain = (req.get('X-Forwarded-For') ?? '').split(',').map((s) => normaliseIp(s.trim())).filter(Boolean);
@@ -25,7 +25,7 @@ export function clientIp(req: Request, trustedProxies: string[]): string {
   return ip;
 }
 
-export function isAllowed(ip: string, allowIps: string[]): boolean {
+export function isAllowed(ip: string, allowIps: readonly string[]): boolean {
   return allowIps.includes('0.0.0.0') || allowIps.includes(ip);
 }
 
@@ -178,7 +178,7 @@ export function isAllowedOrigin(origin: string, subnets = localSubnets()): boole
   return subnets.some((s) => inCidr(host, s.address, s.bits));
 }
 
-const READ_METHODS = new Set(['GET', 'HEAD']);
+const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
 
 /**
  * CORS: an origin in ALLOW_ORIGINS may call every endpoint; one the seed's rule admits (a

@@ -6,7 +6,7 @@ import type { Config } from '../lib/config';
 import { toInstallSpec } from './installRequest';
 import { InvalidRequestError } from './errors';
 import { limitsFor } from './limits';
-import { openEventStream, streamProgress } from './sse';
+import { openEventStream, streamProgress, type Streams } from './sse';
 import { requireRole } from './guard';
 import { startedByMemo } from './startedBy';
 import type { ProxmoxCluster } from '../lib/proxmox';
@@ -15,6 +15,7 @@ import { checkSameRequest } from './idempotency';
 import { prefersAsync } from './prefer';
 
 export interface InstallRouteDeps {
+  streams: Streams;
   config: Config;
   client: Client;
   knownNodes: string[];
@@ -43,11 +44,11 @@ function workflowIdFor(req: Request): string {
   return `install-key-${crypto.createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
 }
 
-export function installRoutes({ config, client, knownNodes, proxmox }: InstallRouteDeps): Router {
+export function installRoutes({ config, client, knownNodes, proxmox, streams }: InstallRouteDeps): Router {
   const router = Router();
   const guard = requireRole(config, 'operate');
 
-  router.post('/vm/install', ...limitsFor({ stream: { unless: prefersAsync } }), guard, async (req: Request, res: Response) => {
+  router.post('/vm/install', ...limitsFor({ stream: { unless: prefersAsync } }, streams.limiter), guard, async (req: Request, res: Response) => {
     const { spec, secrets } = toInstallSpec(req.body, config, knownNodes);
     // No main node: the worker's MAIN_NODE decides where the VM is created (one source, even
     // when this API is configured with another).
@@ -84,8 +85,8 @@ export function installRoutes({ config, client, knownNodes, proxmox }: InstallRo
         .json({ success: true, workflowId, status: location });
       return;
     }
-    openEventStream(res, workflowId);
-    await streamProgress(req, res, handle, 0);
+    openEventStream(res, workflowId, streams.limiter);
+    await streamProgress(streams.readers, req, res, handle, 0);
   });
 
   return router;

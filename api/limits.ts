@@ -41,7 +41,7 @@ export interface RouteLimits {
 export const OPERATION_TIMEOUT_MS = 15 * 60_000;
 
 /** The middlewares that apply a route's declared limits; put them first in the route. */
-export function limitsFor(limits: RouteLimits = {}): RequestHandler[] {
+export function limitsFor(limits: RouteLimits = {}, limiter?: SseLimiter): RequestHandler[] {
   const handlers: RequestHandler[] = [];
   if (limits.long) handlers.push((req, res, next) => {
     const base = (res as Tracked)[BASE_MS];
@@ -51,7 +51,6 @@ export function limitsFor(limits: RouteLimits = {}): RequestHandler[] {
   const { stream } = limits;
   if (stream) handlers.push((req, res, next) => {
     if (stream !== true && stream.unless(req)) return next();
-    const limiter = req.app.locals.sseLimiter as SseLimiter | undefined;
     if (!limiter) return next();
     limiter.admit(req, res, next);
   });
@@ -135,7 +134,7 @@ export function sseLimiter(opts: {
   maxPerClient: number;
   maxTotal?: number;
   maxAnonymous?: number;
-  trustedProxies: string[];
+  trustedProxies: readonly string[];
   /** Whether the request is an anonymous reader's; default: none is. */
   isAnonymous?(req: Request, res: Response): boolean;
 }): SseLimiter {
@@ -200,11 +199,10 @@ export function sseLimiter(opts: {
  * Called by `openEventStream`: from here on the response is a long-lived stream, so the
  * request deadline no longer applies, and it counts against the client's stream cap.
  */
-export function streamOpened(res: Response): void {
+export function streamOpened(res: Response, limiter: SseLimiter | undefined): void {
   const tracked = res as Tracked;
   tracked[STREAMING] = true;
   clearTimeout(tracked[TIMER]);
-  const limiter = res.app?.locals?.sseLimiter as SseLimiter | undefined;
   if (res.req) limiter?.track(res.req, res);
 }
 

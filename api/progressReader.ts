@@ -241,13 +241,12 @@ export class ProgressReader {
 /** The readers of one API process, one per workflow that has at least one stream open. */
 export class ProgressReaders {
   private readonly readers = new Map<string, ProgressReader>();
-  /** Set by the service when this process runs the worker too (role all). */
-  pushes: ProgressPushes | undefined;
 
   constructor(
     private readonly client: WorkflowClient,
-    /** For readers made from now on. */
-    public timing: ReaderTiming = DEFAULT_TIMING,
+    private readonly timing: ReaderTiming = DEFAULT_TIMING,
+    /** Given when this process runs the worker too (role all). */
+    private readonly pushes?: ProgressPushes,
   ) {}
 
   /**
@@ -284,16 +283,4 @@ export class ProgressReaders {
   get size(): number {
     return this.readers.size;
   }
-}
-
-const perClient = new WeakMap<WorkflowClient, ProgressReaders>();
-
-/** The readers shared by every stream that goes through this client. */
-export function progressReaders(client: WorkflowClient): ProgressReaders {
-  let readers = perClient.get(client);
-  if (!readers) {
-    readers = new ProgressReaders(client);
-    perClient.set(client, readers);
-  }
-  return readers;
 }

@@ -5,7 +5,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { installBodySchema } from './installRequest';
-import { openEventStream, streamProgress } from './sse';
+import { openEventStream, streamProgress, type Streams } from './sse';
 import { requireRole } from './guard';
 import { startedByMemo } from './startedBy';
 import { startVmOperation } from './vm/operation';
@@ -14,6 +14,7 @@ import { InvalidRequestError, parseInput } from './errors';
 import { limitsFor } from './limits';
 
 export interface RebuildRouteDeps {
+  streams: Streams;
   config: Config;
   client: Client;
   proxmox: ProxmoxCluster;
@@ -28,10 +29,10 @@ export const rebuildBodySchema = z.object({ passwd: installBodySchema.shape.pass
  * the product did not install 409; another operation running on the VM gets 409 naming it.
  * In all of these nothing is started and nothing is touched.
  */
-export function rebuildRoutes({ config, client, proxmox }: RebuildRouteDeps): Router {
+export function rebuildRoutes({ config, client, proxmox, streams }: RebuildRouteDeps): Router {
   const router = Router();
 
-  router.post('/vm/:id/rebuild', ...limitsFor({ stream: true }), requireRole(config, 'operate'), async (req: Request, res: Response) => {
+  router.post('/vm/:id/rebuild', ...limitsFor({ stream: true }, streams.limiter), requireRole(config, 'operate'), async (req: Request, res: Response) => {
     const vmid = parseVmid(String(req.params.id));
     if (vmid === undefined) throw new InvalidRequestError(vmidProblem(String(req.params.id)));
     const body = parseInput(rebuildBodySchema, req.body);
@@ -48,8 +49,8 @@ export function rebuildRoutes({ config, client, proxmox }: RebuildRouteDeps): Ro
       summary: `rebuild VM ${vmid} (${name}): ${target.spec.os} ${target.spec.version}`,
       memo: startedByMemo(res),
     });
-    openEventStream(res, handle.workflowId);
-    await streamProgress(req, res, handle, 0);
+    openEventStream(res, handle.workflowId, streams.limiter);
+    await streamProgress(streams.readers, req, res, handle, 0);
   });
 
   return router;

@@ -1,13 +1,26 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { ProgressEvent } from '../contract';
-import { progressReaders } from './progressReader';
+import type { ProgressReaders } from './progressReader';
+import type { SseLimiter } from './limits';
 import { streamOpened } from './limits';
 import { InvalidRequestError } from './errors';
 
 const KEEPALIVE_MS = 15_000;
 
-export function openEventStream(res: Response, workflowId: string): void {
+/**
+ * What the routes that answer with event streams share within one app: made once by
+ * createApp and handed to each, so two apps in one process (tests, a second listener)
+ * never share progress readers or stream counts.
+ */
+export interface Streams {
+  /** One progress reader per workflow streamed by this app. */
+  readers: ProgressReaders;
+  /** The caps on open streams: `limitsFor` admits by them, `streamOpened` counts against them. */
+  limiter: SseLimiter;
+}
+
+export function openEventStream(res: Response, workflowId: string, limiter: SseLimiter | undefined): void {
   res.status(200).set({
     'Content-Type': 'text/event-stream; charset=utf-8',
     'Cache-Control': 'no-cache, no-transform',
@@ -15,7 +28,7 @@ export function openEventStream(res: Response, workflowId: string): void {
     'X-Accel-Buffering': 'no',
     'X-Workflow-Id': workflowId,
   });
-  streamOpened(res);
+  streamOpened(res, limiter);
   res.flushHeaders();
 }
 
@@ -63,10 +76,16 @@ export function lastEventId(req: Request): number {
  * progressReader.ts), so a stream adds no reads of its own; a client that goes away only
  * leaves the reader, never stops the workflow.
  */
-export async function streamProgress(req: Request, res: Response, handle: WorkflowHandle, after: number): Promise<void> {
+export async function streamProgress(
+  readers: ProgressReaders,
+  req: Request,
+  res: Response,
+  handle: WorkflowHandle,
+  after: number,
+): Promise<void> {
   // A handle from starting the workflow names its run: the reader need not look it up.
   const runId = 'firstExecutionRunId' in handle && typeof handle.firstExecutionRunId === 'string' ? handle.firstExecutionRunId : undefined;
-  const reader = progressReaders(handle.client).reader(handle.workflowId, runId);
+  const reader = readers.reader(handle.workflowId, runId);
   let cursor = after;
   let wake: (() => void) | undefined;
   const leave = reader.watch(() => wake?.());

@@ -1,7 +1,6 @@
 import { Router, Request, Response } from 'express';
 import { Client, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
-import { lastEventId, openEventStream, streamProgress } from './sse';
-import { progressReaders } from './progressReader';
+import { lastEventId, openEventStream, streamProgress, type Streams } from './sse';
 import { limitsFor } from './limits';
 import { HttpError } from './errors';
 import { progressQuery, WORKFLOW_TYPES } from '../contract';
@@ -24,7 +23,7 @@ const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
  */
 const notFound = (id: string) => new HttpError(404, `no workflow ${id}`);
 
-export function workflowRoutes(client: Client, config: Config): Router {
+export function workflowRoutes(client: Client, config: Config, streams: Streams): Router {
   const router = Router({ mergeParams: true });
   const taskQueue = config.temporal.taskQueue;
 
@@ -39,13 +38,13 @@ export function workflowRoutes(client: Client, config: Config): Router {
     }
   }
 
-  router.get('/events', ...limitsFor({ stream: true }), async (req: Request, res: Response) => {
+  router.get('/events', ...limitsFor({ stream: true }, streams.limiter), async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
     // One more watcher of a workflow streamed here already costs Temporal nothing: its
     // reader exists only because an earlier request passed the same check.
-    if (!progressReaders(client.workflow).known(id) && !(await describeOwn(id))) throw notFound(id);
-    openEventStream(res, id);
-    await streamProgress(req, res, client.workflow.getHandle(id), lastEventId(req));
+    if (!streams.readers.known(id) && !(await describeOwn(id))) throw notFound(id);
+    openEventStream(res, id, streams.limiter);
+    await streamProgress(streams.readers, req, res, client.workflow.getHandle(id), lastEventId(req));
   });
 
   router.get('/', async (req: Request, res: Response) => {

@@ -11,6 +11,7 @@ import type { TemporalConnection } from './temporal';
 import type { Metrics } from '../lib/observability/metrics';
 import type { Logger } from '../lib/observability/log';
 import type { ProgressPushes } from '../lib/progressPushes';
+import type { ReaderTiming } from '../api/progressReader';
 
 export interface RunningApi {
   url: string;
@@ -34,6 +35,7 @@ export async function startApi(opts: {
   logger?: Logger;
   /** Progress the worker in this process pushes, if it runs one. */
   pushes?: ProgressPushes;
+  readerTiming?: ReaderTiming;
 }): Promise<RunningApi> {
   const { config, temporal, proxmox } = opts;
   const app = createApp({
@@ -46,6 +48,7 @@ export async function startApi(opts: {
     metrics: opts.metrics,
     logger: opts.logger,
     pushes: opts.pushes,
+    readerTiming: opts.readerTiming,
   });
   // Node checks its header and request deadlines every connectionsCheckingInterval.
   const server = http.createServer({ connectionsCheckingInterval: 1000 }, app);

@@ -5,7 +5,8 @@ import type { GuestImages, SandboxToolPaths } from '../sandbox';
 
 /**
  * Sandbox mode (no MAIN_NODE): the simulated Proxmox cluster and the built-in image
- * mirror, loaded only when used. Each rewrites the part of the config it stands in for.
+ * mirror, loaded only when used. `sandboxedConfig` puts them in place of the parts of the
+ * config they stand in for.
  */
 
 /** Real guests' images, if SANDBOX_GUESTS=qemu (sandbox/fromConfig.ts). */
@@ -22,8 +23,6 @@ export async function startSandbox(config: Config, key: SshKeyPair, run: RunReco
   const { sandboxClusterOptions, startSandboxCluster } = await import('../sandbox');
   const cluster = await startSandboxCluster({ ...sandboxClusterOptions(config, key, tools, guests), api: { port: config.sandboxOptions.apiPort } });
   for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
-  // The nodes the rest of the service talks to are the sandbox's.
-  config.nodes = cluster.nodeAddresses;
   return cluster;
 }
 
@@ -32,7 +31,18 @@ export async function startImages(config: Config, guests?: GuestImages) {
   if (!config.imageMirror) return undefined;
   const { startImageMirror } = await import('../sandbox');
   // Real guests boot real Debian images; the other OSes stay stand-ins (process guests).
-  const mirror = await startImageMirror({ files: guests?.files });
-  config.imageBase = mirror.baseUrls;
-  return mirror;
+  return startImageMirror({ files: guests?.files });
+}
+
+/** The config the rest of the service runs with: the sandbox's nodes and the mirror's images, where they run. */
+export function sandboxedConfig(
+  config: Config,
+  cluster: { nodeAddresses: Config['nodes'] } | undefined,
+  mirror: { baseUrls: Config['imageBase'] } | undefined,
+): Config {
+  return Object.freeze({
+    ...config,
+    ...(cluster ? { nodes: cluster.nodeAddresses } : {}),
+    ...(mirror ? { imageBase: mirror.baseUrls } : {}),
+  });
 }

@@ -1,7 +1,7 @@
 import type { Worker } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import { createExecutors } from '../lib/executor';
+import { createExecutors, Spawner } from '../lib/executor';
 import { connectCluster } from '../lib/proxmox';
 import { apiCheck, nodeCheck, temporalCheck, workerCheck } from '../lib/readiness';
 import { clusterNodes } from './proxmox';
@@ -15,6 +15,7 @@ import { createLogger, type Logger } from '../lib/observability/log';
 import { createMetrics, type Metrics } from '../lib/observability/metrics';
 import { startWorkerHealth } from './workerHealth';
 import { ProgressPushes } from '../lib/progressPushes';
+import type { ReaderTiming } from '../api/progressReader';
 
 export interface ServiceOptions {
   config: Config;
@@ -34,6 +35,10 @@ export interface ServiceOptions {
   metrics?: Metrics;
   /** Run the worker without the API: only a health port (config.worker.healthPort) answers. */
   api?: boolean;
+  /** How often the API's progress readers query; default theirs (tests slow it to prove pushes). */
+  readerTiming?: ReaderTiming;
+  /** Starts local commands; default one of this service's own (tests share one per process). */
+  spawner?: Spawner;
 }
 
 export interface RunningService {
@@ -63,7 +68,10 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   // API mode reaches no node over SSH: no executors at all.
   const executors = config.proxmoxApi
     ? {}
-    : createExecutors(config, opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv });
+    : createExecutors(config, {
+        spawner: opts.spawner ?? new Spawner(),
+        ...(opts.mainNodeOverSsh ? { mainNodeLocal: false } : { mainNodeEnv: opts.mainNodeEnv }),
+      });
   const proxmox = connectCluster(config, executors, (message) => logger.warn(message));
   let worker: RunningWorker | undefined;
   const closeAll = async () => {
@@ -102,7 +110,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
       opts.api === false
         ? // Readiness details and metrics only: loopback unless WORKER_HEALTH_HOST opens it.
           await startWorkerHealth({ port: config.worker.healthPort, host: opts.host ?? config.worker.healthHost, checks, metrics })
-        : await startApi({ config, temporal, proxmox, knownNodes, host, metrics, logger, checks, pushes });
+        : await startApi({ config, temporal, proxmox, knownNodes, host, metrics, logger, checks, pushes, readerTiming: opts.readerTiming });
     return {
       url: listener.url,
       client: temporal.client,

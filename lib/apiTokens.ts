@@ -83,7 +83,7 @@ export function readApiTokensFile(file: string, setting = 'API_TOKENS_FILE'): { 
  * The token `given` is, compared in constant time against every entry (no early exit), so
  * the answer's timing tells neither how much of a guess was right nor which entry matched.
  */
-export function findToken(tokens: ApiToken[], given: string | undefined): ApiToken | undefined {
+export function findToken(tokens: readonly ApiToken[], given: string | undefined): ApiToken | undefined {
   if (given === undefined) return undefined;
   const hash = sha256(given);
   let found: ApiToken | undefined;

@@ -247,7 +247,7 @@ export const UPSTREAM_IMAGE_BASES = {
 } as const;
 
 /** NODE_<name> shares its prefix with Node.js's own variables; those are not cluster nodes. */
-const NODE_JS_VARIABLES = new Set([
+const NODE_JS_VARIABLES: ReadonlySet<string> = new Set([
   'ENV', 'OPTIONS', 'PATH', 'DEBUG', 'DEBUG_NATIVE', 'DISABLE_COLORS', 'ICU_DATA', 'PENDING_DEPRECATION',
   'REPL_HISTORY', 'REPL_EXTERNAL_MODULE', 'NO_WARNINGS', 'COMPILE_CACHE', 'CHANNEL_FD', 'UNIQUE_ID',
   'VERSION', 'MODULE_VERSION',
@@ -262,7 +262,21 @@ export interface NodeAddress {
   port: number;
 }
 
-export type Config = ReturnType<typeof buildConfig>;
+/** Every level read-only: what a Config holds is what the settings said. */
+export type DeepReadonly<T> = T extends Uint8Array
+  ? T
+  : T extends (infer U)[]
+  ? ReadonlyArray<DeepReadonly<U>>
+  : T extends object
+    ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+    : T;
+
+/**
+ * The settings, read once and shared by every part of the service: none may change them.
+ * A part that runs with other values (sandbox mode's nodes and images) is given a new
+ * config built from this one (app/sandbox.ts).
+ */
+export type Config = DeepReadonly<ReturnType<typeof buildConfig>>;
 
 export class ConfigError extends StartupError {
   override name = 'ConfigError';
@@ -506,7 +520,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     }
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
-  return buildConfig(parsed.data, nodes, proxmoxApi, tokens.tokens);
+  return Object.freeze(buildConfig(parsed.data, nodes, proxmoxApi, tokens.tokens));
 }
 
 /** API mode's settings with the token and CA read from their files; problems are collected. */

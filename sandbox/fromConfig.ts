@@ -14,7 +14,7 @@ import { prepareRealGuests, type GuestImages } from './qemu/images';
 export function sandboxClusterOptions(config: Config, key: SshKeyPair, tools: SandboxToolPaths, guests?: GuestImages): SandboxClusterOptions {
   return {
     dir: path.join(config.dataDir, 'sandbox'),
-    nodes: config.sandboxOptions.nodes,
+    nodes: [...config.sandboxOptions.nodes],
     mainNode: config.mainNode,
     gateway: config.gateway,
     vmSshPort: config.vmSshPort,
@@ -38,7 +38,7 @@ export function sandboxClusterOptions(config: Config, key: SshKeyPair, tools: Sa
 export async function realGuests(config: Config, log: (line: string) => void = console.log): Promise<GuestImages | undefined> {
   if (config.sandboxOptions.guests !== 'qemu') return undefined;
   if (!config.imageMirror) return { files: [], accel: 'tcg' };
-  return prepareRealGuests(config.sandboxOptions.qemuImages, log);
+  return prepareRealGuests([...config.sandboxOptions.qemuImages], log);
 }
 
 /** The programs sandbox mode needs: real guests need QEMU and the image tools too. */

@@ -7,7 +7,7 @@ import type { ProxmoxCluster } from '../../lib/proxmox';
 import { vmIp } from '../../lib/network';
 import { clientIp, requireRole } from '../guard';
 import { startedByMemo } from '../startedBy';
-import { openEventStream, streamProgress } from '../sse';
+import { openEventStream, streamProgress, type Streams } from '../sse';
 import { limitsFor, streamOpened, type RouteLimits } from '../limits';
 import { HttpError, InvalidRequestError, parseInput } from '../errors';
 import { parseVmid, vmidProblem } from '../rebuildCheck';
@@ -26,6 +26,7 @@ import { answerAdopted, answerOk, answerStatus } from './presentation';
  */
 
 export interface VmRouteDeps {
+  streams: Streams;
   config: Config;
   client: Client;
   proxmox: ProxmoxCluster;
@@ -52,7 +53,7 @@ function vmidOf(req: Request): number {
   return vmid;
 }
 
-export function vmRoutes({ config, client, proxmox, knownNodes }: VmRouteDeps): Router {
+export function vmRoutes({ config, client, proxmox, knownNodes, streams }: VmRouteDeps): Router {
   const router = Router();
   const guard = requireRole(config, 'operate');
   const vms = vmService({ config, client, proxmox });
@@ -160,21 +161,21 @@ export function vmRoutes({ config, client, proxmox, knownNodes }: VmRouteDeps): 
   ];
 
   for (const op of operations as Array<OperationRoute<unknown>>) {
-    router.post(`/vm/:id/${op.path}`, ...limitsFor(op.limits), guard, async (req: Request, res: Response) => {
+    router.post(`/vm/:id/${op.path}`, ...limitsFor(op.limits, streams.limiter), guard, async (req: Request, res: Response) => {
       const vmid = vmidOf(req);
       vms.refuseDisabled(vmid);
       const body = op.body ? parseInput(op.body, req.body) : undefined;
       const vm = await vms.preconditions(vmid, op.needs);
       const h = await vms.start(vm, { ...(await op.build(vm, body)), memo: startedByMemo(res) });
       if (op.answer === 'stream') {
-        openEventStream(res, h.workflowId);
-        await streamProgress(req, res, h, 0);
+        openEventStream(res, h.workflowId, streams.limiter);
+        await streamProgress(streams.readers, req, res, h, 0);
         return;
       }
       res.set('X-Workflow-Id', h.workflowId);
       // Started: the answer waits for the workflow however long a shutdown takes, so the
       // request deadline stops here, and the wait counts against the client's open streams.
-      streamOpened(res);
+      streamOpened(res, streams.limiter);
       await vms.finished(h);
       answerOk(res);
     });

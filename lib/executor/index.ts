@@ -2,14 +2,18 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Config } from '../config';
 import { LocalExecutor } from './local';
+import type { Spawner } from './spawner';
 import { SshExecutor } from './ssh';
 import type { NodeExecutor } from './types';
 
 export { LocalExecutor } from './local';
 export { SshExecutor } from './ssh';
+export { Spawner } from './spawner';
 export * from './types';
 
 export interface ExecutorsOptions {
+  /** Starts the local main node's commands. */
+  spawner: Spawner;
   /**
    * Environment merged into main-node commands. Only meaningful locally, so giving it
    * makes the main node local (the sandbox puts its bin dir with qm first on PATH).
@@ -29,14 +33,14 @@ export interface ExecutorsOptions {
 type ExecutorConfig = Pick<Config, 'nodes' | 'mainNode' | 'sandbox' | 'sshKeyPath' | 'nodeSshUser' | 'dataDir'>;
 
 /** One executor per node: local for the main node when the service runs on it, SSH otherwise. */
-export function createExecutors(config: ExecutorConfig, opts: ExecutorsOptions = {}): Record<string, NodeExecutor> {
+export function createExecutors(config: ExecutorConfig, opts: ExecutorsOptions): Record<string, NodeExecutor> {
   const mainLocal =
     opts.mainNodeLocal ??
     (config.sandbox || opts.mainNodeEnv !== undefined || isThisMachine(config.mainNode, config.nodes[config.mainNode]));
   const executors: Record<string, NodeExecutor> = {};
   for (const node of new Set([config.mainNode, ...Object.keys(config.nodes)])) {
     if (node === config.mainNode && mainLocal) {
-      executors[node] = new LocalExecutor(node, { env: opts.mainNodeEnv });
+      executors[node] = new LocalExecutor(node, { spawner: opts.spawner, env: opts.mainNodeEnv });
       continue;
     }
     const address = config.nodes[node];

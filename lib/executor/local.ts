@@ -1,5 +1,5 @@
 import { constants } from 'node:os';
-import { spawner } from './spawner';
+import type { Spawner } from './spawner';
 import {
   ExecutorTimeoutError,
   ExecutorUnreachableError,
@@ -12,6 +12,8 @@ import {
 } from './types';
 
 export interface LocalExecutorOptions {
+  /** Starts the commands: one per process, made where the process is put together. */
+  spawner: Spawner;
   /**
    * Merged over this process's environment (as it was at the first local command, when
    * the spawner started) for every command. The sandbox uses it to put its bin dir (fake
@@ -27,7 +29,7 @@ export interface LocalExecutorOptions {
 export class LocalExecutor implements NodeExecutor {
   constructor(
     readonly node: string,
-    private readonly options: LocalExecutorOptions = {},
+    private readonly options: LocalExecutorOptions,
   ) {}
 
   async run(argv: readonly string[], opts: RunOptions = {}): Promise<CommandResult> {
@@ -37,7 +39,7 @@ export class LocalExecutor implements NodeExecutor {
     const stderr = new OutputCollector('stderr', opts.onLine);
 
     // Started by the spawner process, not forked from this one (spawnerProcess.ts says why).
-    const child = spawner().run(argv[0], argv.slice(1), {
+    const child = this.options.spawner.run(argv[0], argv.slice(1), {
       env: this.options.env,
       stdin: opts.stdin,
       onData: (fd, chunk) => (fd === 1 ? stdout : stderr).push(chunk),

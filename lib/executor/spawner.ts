@@ -26,7 +26,8 @@ interface Pending {
 /**
  * This process's end of the spawner (spawnerProcess.ts, which says why it exists): it
  * forks the spawner at the first command, passes commands to it, and forks a new one if
- * it dies (the commands it was running fail; a retried activity runs them again).
+ * it dies (the commands it was running fail; a retried activity runs them again). The
+ * composition root (app/service.ts) makes one and hands it to every local executor.
  */
 export class Spawner {
   private child: ChildProcess | undefined;
@@ -79,17 +80,4 @@ export class Spawner {
     if (this.pending.size === 0) this.child?.channel?.unref();
     p.resolve({ code: reply.code, signal: reply.signal, ...(reply.error ? { error: reply.error } : {}) });
   }
-}
-
-/**
- * Kept on the global object, not in this module: a test runner that loads the module
- * afresh for each test file would otherwise fork a spawner per file, each idle until the
- * runner exits.
- */
-const SHARED = Symbol.for('qemurun.spawner');
-
-/** The process's one spawner, shared by every local executor. */
-export function spawner(): Spawner {
-  const global = globalThis as { [SHARED]?: Spawner };
-  return (global[SHARED] ??= new Spawner());
 }

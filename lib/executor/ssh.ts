@@ -367,6 +367,7 @@ function hostPattern(host: string, port: number): string {
   return port === 22 ? host : `[${host}]:${port}`;
 }
 
+// eslint-disable-next-line no-restricted-syntax -- known_hosts is a file of the process, whichever executor writes it
 const knownHostsLocks = new Map<string, Promise<unknown>>();
 
 /**

@@ -63,6 +63,7 @@ interface Job {
 }
 
 /** Downloads in progress in this process, by cache path and URL. */
+// eslint-disable-next-line no-restricted-syntax -- the image cache is on disk, shared by every worker of the process
 const jobs = new Map<string, Job>();
 
 export async function ensureImage(opts: EnsureImageOptions): Promise<EnsureImageResult> {

@@ -36,6 +36,7 @@ export interface HeldLock {
 
 /** Tokens of the locks this process holds: a lock with our pid but another token is a
  * leftover of an earlier process that had the same pid. */
+// eslint-disable-next-line no-restricted-syntax -- a lock file names a process, so the tokens are the process's
 const ownTokens = new Set<string>();
 
 export async function acquireLock(path: string, opts: LockOptions = {}): Promise<HeldLock> {

@@ -59,10 +59,10 @@ export function asApiNode(node: ProxmoxNode): ApiNode | undefined {
 
 /** Settings of API mode, as lib/config reads them. */
 export interface ProxmoxApiSettings {
-  urls: string[];
+  urls: readonly string[];
   token: string;
   ca?: string;
-  fingerprint?: string | string[];
+  fingerprint?: string | readonly string[];
   insecure: boolean;
 }
 

@@ -63,6 +63,7 @@ export function sealedSpec(check: MarkerCheck): InstallSpec | undefined {
   return check.sealed ? parseSpecMarker(check.fields.spec) : undefined;
 }
 
+// eslint-disable-next-line no-restricted-syntax -- keyed by the marker object itself: nothing else reaches an entry
 const seals = new WeakMap<object, MarkerSeal>();
 
 /**

@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { loadConfig } from '../../lib/config';
-import { createExecutors } from '../../lib/executor';
+import { createExecutors, Spawner } from '../../lib/executor';
 import { ensureSshKey } from '../../lib/sshKey';
 import { freePort } from '../../lib/temporal/devServer';
 import { createActivities } from '../../activities';
@@ -33,7 +33,7 @@ export interface AllocationResult {
 export async function benchVmidAllocation(dir: string, taken = 150, rounds = 5): Promise<AllocationResult> {
   const vmSshPort = await freePort();
   const sshPortBase = await freePorts(2);
-  const config = loadConfig({
+  const loaded = loadConfig({
     PORT: '0',
     DATA_DIR: path.join(dir, 'data'),
     SSH_KEY_PATH: path.join(dir, 'ssh', 'id_ed25519'),
@@ -44,10 +44,10 @@ export async function benchVmidAllocation(dir: string, taken = 150, rounds = 5):
     ASSIGN_IP_START: '100',
     ASSIGN_IP_END: '254',
   });
-  const key = ensureSshKey(config.sshKeyPath);
+  const key = ensureSshKey(loaded.sshKeyPath);
   const sandbox = await startSandboxCluster({ dir: path.join(dir, 'cluster'), vmSshPort, sshPortBase, rootAuthorizedKey: key.publicKey });
-  config.nodes = sandbox.nodeAddresses;
-  const executors = createExecutors(config, { mainNodeEnv: sandbox.envFor(config.mainNode) });
+  const config = { ...loaded, nodes: sandbox.nodeAddresses };
+  const executors = createExecutors(config, { spawner: new Spawner(), mainNodeEnv: sandbox.envFor(config.mainNode) });
   try {
     const { start, end } = config.vmidRange;
     const ids = Array.from({ length: end - start + 1 }, (_, i) => start + i);

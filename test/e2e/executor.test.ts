@@ -8,6 +8,7 @@ import { shellCommand, shellQuote } from '../../lib/executor/quote';
 import { ExecutorTimeoutError, ExecutorUnreachableError, type NodeExecutor } from '../../lib/executor/types';
 import { startNodeSshd, type NodeSshd } from '../../sandbox/nodeSshd';
 import { freePort } from '../../lib/temporal/devServer';
+import { testSpawner } from '../support/spawner';
 
 /** Prints its arguments as a JSON array: shows exactly how argv arrived. */
 const PRINT_ARGV = ['node', '-e', 'console.log(JSON.stringify(process.argv.slice(1)))', '--'];
@@ -72,7 +73,7 @@ describe('shellQuote', () => {
 });
 
 describe.each([
-  ['local', () => new LocalExecutor('pve1')],
+  ['local', () => new LocalExecutor('pve1', { spawner: testSpawner() })],
   ['ssh', () => sshExecutor()],
 ])('%s executor', (_kind, make: () => NodeExecutor) => {
   let exec: NodeExecutor;
@@ -190,23 +191,23 @@ describe.each([
 
 describe('LocalExecutor', () => {
   it('merges its env option into the child environment', async () => {
-    const exec = new LocalExecutor('pve1', { env: { PVE_SANDBOX_NODE: 'pve1' } });
+    const exec = new LocalExecutor('pve1', { spawner: testSpawner(), env: { PVE_SANDBOX_NODE: 'pve1' } });
     const result = await exec.run(['sh', '-c', 'echo "$PVE_SANDBOX_NODE $HOME"']);
     expect(result.stdout).toBe(`pve1 ${process.env.HOME}\n`);
   });
 
   it('starts commands from the spawner process, not by forking this one', async () => {
-    const exec = new LocalExecutor('pve1');
+    const exec = new LocalExecutor('pve1', { spawner: testSpawner() });
     const parent = Number((await exec.run(['sh', '-c', 'echo $PPID'])).stdout);
     expect(parent).not.toBe(process.pid);
     // The spawner is a child of this process, and one spawner serves every command.
     expect(readFileSync(`/proc/${parent}/stat`, 'utf8').split(') ')[1].split(' ')[1]).toBe(String(process.pid));
     expect(readFileSync(`/proc/${parent}/cmdline`, 'utf8')).toContain('spawnerProcess');
-    expect(Number((await new LocalExecutor('pve1').run(['sh', '-c', 'echo $PPID'])).stdout)).toBe(parent);
+    expect(Number((await new LocalExecutor('pve1', { spawner: testSpawner() }).run(['sh', '-c', 'echo $PPID'])).stdout)).toBe(parent);
   });
 
   it('fails a command whose spawner dies as unreachable, and starts a new spawner for the next', async () => {
-    const exec = new LocalExecutor('pve1');
+    const exec = new LocalExecutor('pve1', { spawner: testSpawner() });
     const spawnerPid = Number((await exec.run(['sh', '-c', 'echo $PPID'])).stdout);
     const running = exec.run(['sleep', '5']);
     await new Promise((r) => setTimeout(r, 200));

@@ -10,6 +10,7 @@ import { ParameterError, ProxmoxCommandError, VmLockedError, VmStateError, VmidT
 import { startNodeSshd, type NodeSshd } from '../../sandbox/nodeSshd';
 import { freePort } from '../../lib/temporal/devServer';
 import { sha256Crypt } from '../../lib/proxmox/cipassword';
+import { testSpawner } from '../support/spawner';
 
 /** The password as qm receives it: its SHA-256 crypt hash, which must verify against it. */
 function expectHashOf(password: string, hash: string): void {
@@ -262,7 +263,7 @@ console.log('update VM ' + args[1] + ': ...');
   });
 
   const executors = (): Array<[string, NodeExecutor]> => [
-    ['local', new LocalExecutor('pve1', { env: { PATH: `${binDir}:${process.env.PATH}` } })],
+    ['local', new LocalExecutor('pve1', { spawner: testSpawner(), env: { PATH: `${binDir}:${process.env.PATH}` } })],
     ['ssh', ssh],
   ];
 

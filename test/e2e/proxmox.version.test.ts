@@ -8,6 +8,7 @@ import { StartupError } from '../../lib/startupError';
 import { startTestCluster, type TestCluster } from '../../sandbox/testkit';
 import { ApiNode } from '../../lib/proxmox/api/node';
 import { PveApi } from '../../lib/proxmox/api/http';
+import { testSpawner } from '../support/spawner';
 
 /**
  * The service reads `pvesh get /version` of every node at start and refuses a node older
@@ -66,7 +67,7 @@ describe('against a sandbox cluster with a node left on 7.4', () => {
   });
 
   test('the start-up check names the old node, its version and the minimum', async () => {
-    const node = (n: string, env = t.cluster.envFor(n)) => new CliNode(new LocalExecutor(n, { env }));
+    const node = (n: string, env = t.cluster.envFor(n)) => new CliNode(new LocalExecutor(n, { spawner: testSpawner(), env }));
     const err = await checkNodeVersions(['pve1', 'pve2', 'pve3'].map((n) => node(n))).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StartupError);
     expect((err as StartupError).exitCode).toBe(78);

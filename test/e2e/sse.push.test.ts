@@ -1,6 +1,5 @@
 import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
-import { progressReaders } from '../../api/progressReader';
 
 /**
  * In one process with the worker (role all), an install's events reach its stream as the
@@ -14,8 +13,7 @@ const queries = new Map<string, number>();
 const TEN_MINUTES = 600_000;
 
 beforeAll(async () => {
-  h = await startHarness();
-  progressReaders(h.service.client.workflow).timing = { fastMs: TEN_MINUTES, slowMs: TEN_MINUTES, stalledMs: TEN_MINUTES, pushedSlowMs: TEN_MINUTES };
+  h = await startHarness({}, { readerTiming: { fastMs: TEN_MINUTES, slowMs: TEN_MINUTES, stalledMs: TEN_MINUTES, pushedSlowMs: TEN_MINUTES } });
   const service = h.service.client.workflowService;
   const query = service.queryWorkflow.bind(service);
   service.queryWorkflow = ((request: Parameters<typeof query>[0]) => {

@@ -5,6 +5,7 @@ import { loadConfig, Config } from '../../lib/config';
 import { freePort } from '../../lib/temporal/devServer';
 import { ensureSshKey, SshKeyPair } from '../../lib/sshKey';
 import { startService, RunningService } from '../../app/service';
+import type { ReaderTiming } from '../../api/progressReader';
 import { startSandboxCluster, SandboxCluster } from '../../sandbox/cluster';
 import { startImageServer } from './imageServer';
 import { prepareRealGuests } from '../../sandbox/qemu/images';
@@ -12,6 +13,7 @@ import { tokenFromDocs } from './docsToken';
 import { freePorts } from '../../sandbox/testkit';
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { resolveEncryptionKeys } from '../../lib/temporal/encryptionKeys';
+import { testSpawner } from './spawner';
 
 export type ImageServer = Awaited<ReturnType<typeof startImageServer>>;
 
@@ -48,6 +50,8 @@ export async function startHarness(
     proxmoxApi?: boolean;
     /** false: the service runs no worker (the test runs its own, e.g. in a child process). */
     worker?: boolean;
+    /** How often the API's progress readers query (default: the product's). */
+    readerTiming?: ReaderTiming;
   } = {},
 ): Promise<Harness> {
   const temporalAddress = sandboxOptions.temporalAddress ?? process.env.TEST_TEMPORAL_ADDRESS;
@@ -57,13 +61,13 @@ export async function startHarness(
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-e2e-'));
   // SANDBOX_GUESTS=qemu: real Debian guests, from real images built (once) on this machine.
   const realGuests = env.SANDBOX_GUESTS === 'qemu';
-  const guests = realGuests ? await prepareRealGuests(loadConfig({ ...env }).sandboxOptions.qemuImages, () => {}) : undefined;
+  const guests = realGuests ? await prepareRealGuests([...loadConfig({ ...env }).sandboxOptions.qemuImages], () => {}) : undefined;
   const images = await startImageServer({ files: guests?.files });
   const vmSshPort = await freePort();
   // One sshd per sandbox node on consecutive ports (pve1, pve2, and any set in env).
   const sshPortBase = await freePorts((env.SANDBOX_NODES ?? 'pve1,pve2').split(',').length);
 
-  const config = loadConfig({
+  const loaded = loadConfig({
     PORT: '0',
     DATA_DIR: path.join(dir, 'data'),
     SSH_KEY_PATH: path.join(dir, 'ssh', 'id_ed25519'),
@@ -89,34 +93,32 @@ export async function startHarness(
     ...(process.env.TEST_TEMPORAL_NAMESPACE ? { TEMPORAL_NAMESPACE: process.env.TEST_TEMPORAL_NAMESPACE } : {}),
     ...env,
   });
-  const key = ensureSshKey(config.sshKeyPath);
+  const key = ensureSshKey(loaded.sshKeyPath);
   const sandbox = await startSandboxCluster({
     dir: path.join(dir, 'cluster'),
-    nodes: config.sandboxOptions.nodes,
-    mainNode: config.mainNode,
-    gateway: config.gateway,
+    nodes: [...loaded.sandboxOptions.nodes],
+    mainNode: loaded.mainNode,
+    gateway: loaded.gateway,
     vmSshPort,
-    bootDelayMs: config.sandboxOptions.bootDelayMs,
+    bootDelayMs: loaded.sandboxOptions.bootDelayMs,
     sshPortBase,
     rootAuthorizedKey: key.publicKey,
     packageOutputLines: sandboxOptions.packageOutputLines,
     packageSilenceMs: sandboxOptions.packageSilenceMs,
     api: apiMode,
-    guests: config.sandboxOptions.guests,
-    guestArchive: config.sandboxOptions.guestArchive,
+    guests: loaded.sandboxOptions.guests,
+    guestArchive: loaded.sandboxOptions.guestArchive,
     accel: guests?.accel,
   });
-  config.nodes = sandbox.nodeAddresses;
-  if (apiMode) {
-    const api = sandbox.api!;
-    config.proxmoxApi = {
-      urls: [api.url],
-      token: await tokenFromDocs(sandbox),
-      fingerprint: api.fingerprint,
-      insecure: false,
-      imageStorage: 'local',
-    };
-  }
+  const api = apiMode ? sandbox.api! : undefined;
+  // The service talks to the sandbox's nodes, and in API mode through its REST API only.
+  const config: Config = Object.freeze({
+    ...loaded,
+    nodes: sandbox.nodeAddresses,
+    ...(api
+      ? { proxmoxApi: { urls: [api.url], token: await tokenFromDocs(sandbox), fingerprint: api.fingerprint, insecure: false, imageStorage: 'local' } }
+      : {}),
+  });
 
   quietWorkerLogs();
   // The data dir's key file, made here so the service finds it instead of announcing it.
@@ -127,6 +129,8 @@ export async function startHarness(
     mainNodeEnv: sandbox.envFor(config.mainNode),
     mainNodeOverSsh: sandboxOptions.mainNodeOverSsh,
     worker: sandboxOptions.worker,
+    readerTiming: sandboxOptions.readerTiming,
+    spawner: testSpawner(),
     workflowBundlePath: process.env.TEST_WORKFLOW_BUNDLE,
     host: '127.0.0.1',
   });

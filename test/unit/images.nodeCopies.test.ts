@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { LocalExecutor } from '../../lib/executor/local';
 import { copyDir, pruneOlderCopies } from '../../lib/images/nodeCopies';
+import { testSpawner } from '../support/spawner';
 
 /** Pruning runs find(1) on the node; here the node is this machine. */
 
@@ -39,7 +40,7 @@ test('removes only older, unused copies of the same image in the <checksum>/ lay
     plant('0000000000000005/nested/img.qcow2'),
   ];
 
-  const removed = await pruneOlderCopies(new LocalExecutor('pve1'), root, SHA, 'img.qcow2');
+  const removed = await pruneOlderCopies(new LocalExecutor('pve1', { spawner: testSpawner() }), root, SHA, 'img.qcow2');
 
   expect(removed.sort()).toEqual([stale, part].sort());
   for (const f of [stale, part]) expect(fs.existsSync(f)).toBe(false);
@@ -49,5 +50,5 @@ test('removes only older, unused copies of the same image in the <checksum>/ lay
 });
 
 test('a root that does not exist yet is not an error', async () => {
-  expect(await pruneOlderCopies(new LocalExecutor('pve1'), path.join(root, 'absent'), SHA, 'img.qcow2')).toEqual([]);
+  expect(await pruneOlderCopies(new LocalExecutor('pve1', { spawner: testSpawner() }), path.join(root, 'absent'), SHA, 'img.qcow2')).toEqual([]);
 });

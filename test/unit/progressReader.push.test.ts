@@ -73,8 +73,7 @@ async function until(what: () => boolean): Promise<void> {
 function setUp(runId?: string) {
   const wf = fakeWorkflow();
   const pushes = new ProgressPushes();
-  const readers = new ProgressReaders(wf.client, { fastMs: MINUTE, slowMs: MINUTE, stalledMs: MINUTE, pushedSlowMs: MINUTE });
-  readers.pushes = pushes;
+  const readers = new ProgressReaders(wf.client, { fastMs: MINUTE, slowMs: MINUTE, stalledMs: MINUTE, pushedSlowMs: MINUTE }, pushes);
   const reader = readers.reader(ID, runId);
   let wakes = 0;
   const leave = reader.watch(() => wakes++);
@@ -195,8 +194,7 @@ test('without pushes (an API process with no worker) the reader polls as before'
 test('reads stretch to the long pause only while pushes bring the events, and shrink when a read finds one they did not', async () => {
   const wf = fakeWorkflow();
   const pushes = new ProgressPushes();
-  const readers = new ProgressReaders(wf.client, { fastMs: 10, slowMs: 20, stalledMs: 20, pushedSlowMs: MINUTE });
-  readers.pushes = pushes;
+  const readers = new ProgressReaders(wf.client, { fastMs: 10, slowMs: 20, stalledMs: 20, pushedSlowMs: MINUTE }, pushes);
   const reader = readers.reader(ID, 'run-1');
   const leave = reader.watch(() => undefined);
   const push = (event: ProgressEvent) => pushes.publish({ workflowId: ID, runId: 'run-1', event });

@@ -21,9 +21,8 @@ const cluster = new FakeCluster();
 describeWorkflows('the worker\'s workflow cache (time-skipping server, fake activities)', () => {
   beforeAll(async () => {
     t = await startWorkflowTestEnv();
-    const config = loadConfig({ WORKER_MAX_CACHED_WORKFLOWS: '2' });
     taskQueue = `${t.taskQueue}-cache`;
-    config.temporal.taskQueue = taskQueue;
+    const config = loadConfig({ WORKER_MAX_CACHED_WORKFLOWS: '2', TEMPORAL_TASK_QUEUE: taskQueue });
     worker = await createWorker({
       config,
       connection: t.env.nativeConnection,

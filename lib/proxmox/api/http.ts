@@ -9,7 +9,7 @@ import { fixFor } from './hints';
 /** How to reach and trust the Proxmox VE API. The token is a secret: it stays in here. */
 export interface ApiSettings {
   /** `https://10.0.0.11:8006`, more than one for failover, tried in order. */
-  urls: string[];
+  urls: readonly string[];
   /** `user@realm!tokenid=secret`. */
   token: string;
   /** PEM of the CA that signed the nodes' certificates (e.g. /etc/pve/pve-root-ca.pem). */
@@ -18,7 +18,7 @@ export interface ApiSettings {
    * SHA-256 fingerprint of the certificate to accept, whoever signed it: one for every URL,
    * or one per URL in the order of `urls` (each node has a certificate of its own).
    */
-  fingerprint?: string | string[];
+  fingerprint?: string | readonly string[];
   /** Accept any certificate. */
   insecure?: boolean;
   /** Per request; tasks are followed by many short requests. Default 60 s. */
@@ -113,7 +113,7 @@ interface RawResponse {
 }
 
 /** Errors that happen before a request is on the wire: any method may try the next URL. */
-const NOT_SENT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNRESET_BEFORE_SEND']);
+const NOT_SENT: ReadonlySet<string> = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNRESET_BEFORE_SEND']);
 
 /**
  * The Proxmox VE REST API (`/api2/json`) with an API token: one request in, the `data`

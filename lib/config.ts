@@ -178,6 +178,8 @@ export const envSchema = z.object({
 
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
   SANDBOX_PACKAGE_SILENCE_MS: intFrom(0),
+  SANDBOX_LOCK_TIMEOUT_MS: intFrom(10_000),
+  SANDBOX_STATUS_LAG_MS: intFrom(10_000),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
   SANDBOX_SSH_PORT_BASE: intFrom(2200),
   SANDBOX_TOOLS_PATH: z.string().optional(),
@@ -297,7 +299,8 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
      * owner marker (installed or adopted); true acts on every VM, as the seed did.
      */
     manageAllVms: env.MANAGE_ALL_VMS,
-    storage: env.ASSIGN_STORAGE ?? 'local',
+    // Where a stock Proxmox VE install keeps disks: the installer's `local` takes no `images`.
+    storage: env.ASSIGN_STORAGE ?? 'local-lvm',
     vmidRange: { start: Math.min(ipStart, ipEnd), end: Math.max(ipStart, ipEnd) },
     limits: { maxCpu: env.VM_MAX_CPU, maxRamMb: env.VM_MAX_RAM, maxDiskGb: env.VM_MAX_DISK },
     balloonMinMb: env.VM_BALLOON_MIN,
@@ -374,6 +377,10 @@ function buildConfig(env: z.infer<typeof envSchema>, nodes: Record<string, NodeA
       bootDelayMs: env.SANDBOX_BOOT_DELAY_MS,
       /** A slow package mirror: the guests' first apt-get/dnf says nothing for this long. */
       packageSilenceMs: env.SANDBOX_PACKAGE_SILENCE_MS,
+      /** How long a qm call waits for a VM's config lock (Proxmox: 10 s). */
+      lockTimeoutMs: env.SANDBOX_LOCK_TIMEOUT_MS,
+      /** How long a new VM is `unknown` in /cluster/resources (pvestatd's 10 s cycle). */
+      statusLagMs: env.SANDBOX_STATUS_LAG_MS,
       nodes: env.SANDBOX_NODES.split(',').map((s) => s.trim()).filter(Boolean),
       sshPortBase: env.SANDBOX_SSH_PORT_BASE,
       /** Where sandbox mode looks for sshd, bwrap...; unset: PATH and the system dirs. */

@@ -7,6 +7,7 @@ import { outputStream } from './output';
 import { managedNodeOf } from './managedSet';
 import { checkedInput } from './checkInput';
 import { recordedTask } from './tasks';
+import { parseUpid } from '../lib/proxmox/api/tasks';
 
 export interface MigrationDeps {
   config: Config;
@@ -16,7 +17,6 @@ export interface MigrationDeps {
 
 /** Moving a VM to another node of the cluster, its output streamed into the progress. */
 export function migrationActivities({ config, proxmox, client }: MigrationDeps) {
-  const main = () => proxmox.main();
   const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);
 
   return {
@@ -32,8 +32,10 @@ export function migrationActivities({ config, proxmox, client }: MigrationDeps) 
       const out = outputStream(client);
       try {
         if (task.resumeTask) out.line(`[*] following the migration task the previous attempt started (${task.resumeTask})`);
-        // The task's node is the source, where the VM's config may no longer be.
-        const node = task.resumeTask ? main() : await managedNode(input.vmid);
+        // The task's node (in its UPID) is the source, where the VM's config may no longer
+        // be; a task that failed left the VM there, and the retry starts anew from it.
+        const source = task.resumeTask ? parseUpid(task.resumeTask)?.node : undefined;
+        const node = source ? proxmox.requireNode(source) : await managedNode(input.vmid);
         await node.migrate(input.vmid, input.target, {
           ...task,
           withLocalDisks: true,

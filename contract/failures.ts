@@ -21,6 +21,7 @@ export const FAILURE_TYPES = {
   StorageError: { retryable: false, status: 400 },
   NoSuchNodeError: { retryable: false, status: 400 },
   VmStateError: { retryable: false, status: 400 },
+  BridgeNotFoundError: { retryable: false },
   // The API token lacks a privilege, or is not valid (API mode).
   PermissionDeniedError: { retryable: false, status: 403 },
   // Images (lib/images/errors.ts).

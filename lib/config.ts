@@ -208,6 +208,8 @@ export const envSchema = z.object({
 
   SANDBOX_BOOT_DELAY_MS: intFrom(1500),
   SANDBOX_PACKAGE_SILENCE_MS: intFrom(0),
+  SANDBOX_LOCK_TIMEOUT_MS: intFrom(10_000),
+  SANDBOX_STATUS_LAG_MS: intFrom(10_000),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
   SANDBOX_SSH_PORT_BASE: intFrom(2200),
   SANDBOX_TOOLS_PATH: z.string().optional(),
@@ -369,7 +371,8 @@ function buildConfig(
      * owner marker (installed or adopted); true acts on every VM, as the seed did.
      */
     manageAllVms: env.MANAGE_ALL_VMS,
-    storage: env.ASSIGN_STORAGE ?? 'local',
+    // Where a stock Proxmox VE install keeps disks: the installer's `local` takes no `images`.
+    storage: env.ASSIGN_STORAGE ?? 'local-lvm',
     vmidRange: { start: Math.min(ipStart, ipEnd), end: Math.max(ipStart, ipEnd) },
     /** VMIDs an adoption may take in; default the install range (a VM's address follows its VMID). */
     adoptVmidRange: env.ADOPT_VMID_RANGE
@@ -455,6 +458,10 @@ function buildConfig(
       bootDelayMs: env.SANDBOX_BOOT_DELAY_MS,
       /** A slow package mirror: the guests' first apt-get/dnf says nothing for this long. */
       packageSilenceMs: env.SANDBOX_PACKAGE_SILENCE_MS,
+      /** How long a qm call waits for a VM's config lock (Proxmox: 10 s). */
+      lockTimeoutMs: env.SANDBOX_LOCK_TIMEOUT_MS,
+      /** How long a new VM is `unknown` in /cluster/resources (pvestatd's 10 s cycle). */
+      statusLagMs: env.SANDBOX_STATUS_LAG_MS,
       nodes: env.SANDBOX_NODES.split(',').map((s) => s.trim()).filter(Boolean),
       sshPortBase: env.SANDBOX_SSH_PORT_BASE,
       /** Where sandbox mode looks for sshd, bwrap...; unset: PATH and the system dirs. */

@@ -1,12 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { clusterPaths } from './state/paths';
-import { DEFAULT_PVE_VERSION, defaultModel, loadModel, saveModel, type ClusterModel, type GuestKind } from './state/model';
+import { configureStorages, DEFAULT_PVE_VERSION, defaultModel, stockStorages, loadModel, saveModel, type ClusterModel, type GuestFault, type GuestKind } from './state/model';
 import { startArchiveProxy, type ArchiveProxy } from './qemu/archiveProxy';
 import { addFault, clearFaults, type FaultSpec } from './state/faults';
 import { readCalls } from './state/callLog';
 import { listVms } from './state/vmlist';
-import { readIfExists } from './state/files';
+import { holdLock, readIfExists } from './state/files';
+import { vmLockFile } from './cli/qm/vm';
 import { clearVmProcess, runningVmids, signalVm } from './state/runtime';
 import { startNodeSshd, type NodeSshd } from './nodeSshd';
 import { sandboxSourceDir } from './location';
@@ -66,6 +67,19 @@ export interface SandboxClusterOptions {
   guestArchive?: string;
   /** Real guests' accelerator: `kvm` only where a probe booted a guest (qemu/accel.ts); default tcg. */
   accel?: 'kvm' | 'tcg';
+  /**
+   * Storage content other than the installer's (model.ts `stockStorages`), as `pvesm set
+   * <id> --content …` sets it, e.g. `{ local: ['backup', 'images', 'import', 'iso', 'vztmpl'] }`.
+   * Applied at every start: a storage not named here has its stock content.
+   */
+  storageContent?: Record<string, string[]>;
+  /** How long a call waits for a VM's config lock (PVE's `lock_config`: 10 s, the default). */
+  lockTimeoutMs?: number;
+  /**
+   * How long a new VM shows as `unknown` in `/cluster/resources`, until pvestatd's next
+   * report (PVE: up to 10 s); default 0, at once.
+   */
+  statusLagMs?: number;
 }
 
 /** A token `createApiToken` made: its id, secret and the header that sends it. */
@@ -112,6 +126,16 @@ export interface SandboxCluster {
   createApiToken(t: { tokenid: string; secret?: string; privsep?: boolean; acl?: AclEntry[]; expire?: number }): SandboxApiToken;
   injectFault(f: FaultSpec): Promise<void>;
   clearFaults(): Promise<void>;
+  /**
+   * Takes VM `vmid`'s config lock as another task on its node would, until `release()`:
+   * meanwhile qm calls on that VM wait for it and fail `can't lock file … - got timeout`.
+   */
+  holdVmLock(vmid: number): { release(): void };
+  /**
+   * What goes wrong inside VM `vmid` from its next boot on (`undefined` clears it): a guest
+   * that never answers SSH, or whose package manager fails (an init script exiting non-zero).
+   */
+  setGuestFault(vmid: number, fault: GuestFault | undefined): void;
   calls(): Promise<SandboxCall[]>;
   /** Raw conf file text, from whichever node holds the VM. */
   readConfig(vmid: number): Promise<string | undefined>;
@@ -165,14 +189,17 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     pveVersion: opts.pveVersion ?? DEFAULT_PVE_VERSION,
     guests: opts.guests ?? 'process',
     accel: opts.accel ?? 'tcg',
+    lockTimeoutMs: opts.lockTimeoutMs ?? 10_000,
+    statusLagMs: opts.statusLagMs ?? 0,
   };
   if (!/^pve-manager\/\d+\.\d+\.\d+\/[0-9a-f]+$/.test(settings.pveVersion)) throw new Error(`pveVersion must look like pve-manager/8.4.1/2a5fa54a8503f96d, got '${settings.pveVersion}'`);
   let model: ClusterModel;
   if (fs.existsSync(paths.clusterJson)) {
     model = { ...loadModel(dir), ...settings };
   } else {
-    model = { ...defaultModel({ ...settings, nodes, nodeHost: NODE_HOST }), guests: settings.guests, accel: settings.accel };
+    model = { ...defaultModel({ ...settings, nodes, nodeHost: NODE_HOST }), guests: settings.guests, accel: settings.accel, lockTimeoutMs: settings.lockTimeoutMs, statusLagMs: settings.statusLagMs };
   }
+  model.storages = configureStorages(stockStorages(), opts.storageContent);
   for (const n of model.nodes) {
     const version = opts.pveVersions?.[n.name];
     if (version) n.pveVersion = version;
@@ -250,6 +277,14 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
       return { tokenid: token.tokenid, secret: token.secret, authorization: authHeader(token) };
     },
     injectFault: async (f) => addFault(dir, f),
+    holdVmLock: (vmid) => holdLock(vmLockFile(paths.locksDir, vmid)),
+    setGuestFault: (vmid, fault) => {
+      const current = loadModel(dir);
+      const faults = { ...current.guestFaults };
+      if (fault) faults[String(vmid)] = fault;
+      else delete faults[String(vmid)];
+      saveModel(dir, { ...current, guestFaults: faults });
+    },
     clearFaults: async () => clearFaults(dir),
     calls: async () => readCalls(dir).map(({ node, argv, exitCode }) => ({ node, argv, exitCode })),
     readConfig: async (vmid) => {

@@ -20,6 +20,8 @@ export function sandboxClusterOptions(config: Config, key: SshKeyPair, tools: Sa
     vmSshPort: config.vmSshPort,
     bootDelayMs: config.sandboxOptions.bootDelayMs,
     packageSilenceMs: config.sandboxOptions.packageSilenceMs,
+    lockTimeoutMs: config.sandboxOptions.lockTimeoutMs,
+    statusLagMs: config.sandboxOptions.statusLagMs,
     sshPortBase: config.sandboxOptions.sshPortBase,
     rootAuthorizedKey: key.publicKey,
     sshdPath: tools.sshd,
@@ -27,6 +29,9 @@ export function sandboxClusterOptions(config: Config, key: SshKeyPair, tools: Sa
     guests: config.sandboxOptions.guests,
     guestArchive: config.sandboxOptions.guestArchive,
     accel: guests?.accel,
+    // API mode fetches images as `import` content on PROXMOX_IMAGE_STORAGE (`local`), which
+    // 8.4's installer does not enable: configured as docs/proxmox-api.md tells an operator.
+    storageContent: { local: ['backup', 'import', 'iso', 'vztmpl'] },
   };
 }
 

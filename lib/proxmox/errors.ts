@@ -102,6 +102,21 @@ export class NoSuchNodeError extends ProxmoxError {
   }
 }
 
+/**
+ * `bridge 'vmbr9' does not exist`, printed by the tap's ifup script when the VM starts
+ * (pve-common `PVE::Network::read_bridge_mtu`, via qemu-server's `pve-bridge`), followed by
+ * `start failed: QEMU exited with code 1`. The node's network does not change by itself.
+ */
+export class BridgeNotFoundError extends ProxmoxError {
+  override readonly name: string = 'BridgeNotFoundError';
+
+  constructor(failure: CommandFailure) {
+    super(failure);
+    const bridge = /bridge '([^']+)' does not exist/.exec(failure.stderr)?.[1];
+    this.message += `; to fix: set VM_BRIDGE to a bridge node '${failure.node}' has, or create '${bridge}' there (System → Network)`;
+  }
+}
+
 /** The VM is in the wrong power state for the command (`VM 100 already running`, ...). */
 export class VmStateError extends ProxmoxError {
   override readonly name: string = 'VmStateError';
@@ -155,6 +170,7 @@ const RULES: ReadonlyArray<readonly [RegExp, ErrorClass]> = [
   [/\b(?:VM|CT) is locked \([^)]*\)/, VmLockedError],
   [/can't lock file '[^']*' - got timeout/, LockTimeoutError],
   [/no such cluster node '[^']*'/, NoSuchNodeError],
+  [/^bridge '[^']*' does not exist$/m, BridgeNotFoundError],
   [
     // download_url's content check and read_status' unknown storage (pve-storage
     // PVE/API2/Storage/Status.pm): a storage's configuration does not heal by itself.

@@ -38,11 +38,17 @@ async function run(input: { dir: string; node: string; upid: string; job: TaskJo
   if (interrupted) return interrupt();
   const ctx = makeCtx(input.dir, input.node, { out: write, err: write });
   const { job } = input;
+  // PVE::RESTEnvironment counts log_warn's lines; a task with any ends `TASK WARNINGS: n`.
+  let warnings = 0;
   try {
     for (const fault of takeFaults(input.dir, input.node, job.faultArgv)) {
       await sleep(fault.latencyMs ?? 0);
       if (fault.hangMs !== undefined) await sleep(fault.hangMs);
       if (fault.hangMs !== undefined || fault.stderr !== undefined || fault.exitCode !== undefined) throw new CliError(fault.stderr ?? 'command failed');
+      for (const w of fault.warn ?? []) {
+        write(`WARN: ${w}`);
+        warnings++;
+      }
     }
     if (job.denied !== undefined) throw new CliError(job.denied);
     if (job.op === 'qm') await qm(ctx, job.argv!);
@@ -50,7 +56,7 @@ async function run(input: { dir: string; node: string; upid: string; job: TaskJo
     else if (job.op === 'config') updateVm(ctx, job.params!);
     else if (job.op === 'resize') resizeDisk(ctx, job.params!);
     else await downloadUrl(ctx, job.params!, write);
-    write('TASK OK');
+    write(warnings > 0 ? `TASK WARNINGS: ${warnings}` : 'TASK OK');
   } catch (e) {
     const msg = e instanceof CliError ? e.message : `${(e as Error).stack ?? e}`;
     write(`TASK ERROR: ${msg.replace(/\n+$/, '').replace(/\n/g, ' ')}`);

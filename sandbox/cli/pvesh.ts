@@ -8,7 +8,7 @@ import { nodeOf, nodePveVersion, storagesOn } from '../state/model';
 import { listVms } from '../state/vmlist';
 import { parseConf } from '../state/vmconf';
 import { readIfExists } from '../state/files';
-import { guestResource, guests, nodeResource, nodeUsage, storageResource } from './resources';
+import { clusterGuestResource, guestResource, guests, nodeResource, nodeUsage, storageResource } from './resources';
 import { toJson, toJsonPretty, toText } from './output';
 import { VM_OPTIONS } from './vmOptions';
 
@@ -64,7 +64,7 @@ export function nodeStatus(ctx: Ctx, name: string): unknown {
 
 export function clusterResources(ctx: Ctx, type: string | undefined): unknown[] {
   const out: unknown[] = [];
-  if (!type || type === 'vm') out.push(...guests(ctx).map(guestResource));
+  if (!type || type === 'vm') out.push(...guests(ctx).map((g) => clusterGuestResource(ctx, g)));
   if (!type || type === 'node') out.push(...ctx.model.nodes.map((n) => nodeResource(ctx, n, false)));
   if (!type || type === 'storage') {
     for (const n of ctx.model.nodes) for (const s of storagesOn(ctx.model, n.name)) out.push(storageResource(ctx, s, n.name));

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import type { Ctx } from './context';
 import type { NodeDef, StorageDef } from '../state/model';
 import { listVms } from '../state/vmlist';
@@ -20,6 +21,8 @@ export interface GuestInfo {
   conf: VmConf;
   running: boolean;
   uptime: number;
+  /** When the VMID was claimed (ms): pvestatd has not reported a VM newer than its cycle. */
+  createdAt: number;
 }
 
 export function guests(ctx: Ctx): GuestInfo[] {
@@ -28,9 +31,33 @@ export function guests(ctx: Ctx): GuestInfo[] {
     const raw = readIfExists(ctx.paths.conf(node, vmid));
     if (raw === undefined) continue;
     const proc = vmProcess(ctx.dir, vmid);
-    out.push({ vmid, node, conf: parseConf(raw), running: !!proc, uptime: proc ? Math.floor((Date.now() - proc.startedAt) / 1000) : 0 });
+    const createdAt = mtimeMs(ctx.paths.vmlistEntry(vmid));
+    out.push({ vmid, node, conf: parseConf(raw), running: !!proc, uptime: proc ? Math.floor((Date.now() - proc.startedAt) / 1000) : 0, createdAt });
   }
   return out;
+}
+
+function mtimeMs(file: string): number {
+  try {
+    return fs.statSync(file).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * A VM as `/cluster/resources` lists it. Its numbers and status come from the RRD data
+ * pvestatd broadcasts every 10 s: a VM it has not reported yet has only its ids and
+ * `status: unknown` (pve-manager PVE/API2Tools.pm `extract_vm_stats`), plus the `tags`
+ * and `lock` PVE/API2/Cluster.pm `resources` reads from its config. The sandbox's
+ * `statusLagMs` is how long that lasts after a create.
+ */
+export function clusterGuestResource(ctx: Ctx, g: GuestInfo): Record<string, unknown> {
+  if (Date.now() - g.createdAt >= (ctx.model.statusLagMs ?? 0)) return guestResource(g);
+  const r: Record<string, unknown> = { id: `qemu/${g.vmid}`, node: g.node, status: 'unknown', type: 'qemu', vmid: g.vmid };
+  if (g.conf.props.tags) r.tags = g.conf.props.tags;
+  if (g.conf.props.lock) r.lock = g.conf.props.lock;
+  return r;
 }
 
 export const maxmem = (conf: VmConf) => Number(conf.props.memory ?? 512) * 1024 * 1024;

@@ -37,6 +37,7 @@ export async function runTool(dir: string, node: string, tool: Tool, args: strin
       if (fault.stderr !== undefined || fault.exitCode !== undefined) {
         throw new CliError(fault.stderr ?? '', fault.exitCode ?? 255);
       }
+      for (const w of fault.warn ?? []) ctx.err(`WARN: ${w}`);
     }
     return await TOOLS[tool](ctx, args);
   } catch (e) {

@@ -5,6 +5,7 @@ import { appendCall } from '../state/callLog';
 import { clusterPaths } from '../state/paths';
 import { readIfExists, writeFileAtomic } from '../state/files';
 import { TOOLS, runTool, type Tool } from './run';
+import { vmLockFile } from './qm/vm';
 
 /**
  * The resident CLI server of one sandbox cluster: `node tsrun.js cli/server.ts <dir>`.
@@ -56,11 +57,18 @@ function faultsPending(): boolean {
   }
 }
 
+/** Whether the VM a `qm` call names (its first number) has its config lock taken. */
+function vmLockHeld(args: string[]): boolean {
+  const vmid = args.find((a) => /^\d+$/.test(a));
+  return vmid !== undefined && fs.existsSync(vmLockFile(paths.locksDir, Number(vmid)));
+}
+
 async function serve(fields: string[], socket: net.Socket): Promise<void> {
   const [clientStart, clusterDir, node, tool, , ...args] = fields;
-  // Another cluster's call, an unknown tool, a command that waits, or a fault to inject:
-  // the CLI runs as its own process.
-  if (path.resolve(clusterDir) !== dir || !(tool in TOOLS) || (tool === 'qm' && WAITING.has(args[0])) || faultsPending()) {
+  // Another cluster's call, an unknown tool, a command that waits, a fault to inject, or
+  // a VM whose config lock someone holds (the call may wait for it): the CLI runs as its
+  // own process.
+  if (path.resolve(clusterDir) !== dir || !(tool in TOOLS) || (tool === 'qm' && WAITING.has(args[0])) || faultsPending() || (tool === 'qm' && vmLockHeld(args))) {
     socket.end('fallback\n');
     return;
   }

@@ -23,6 +23,11 @@ export interface FaultSpec {
   hangMs?: number;
   /** Sleep this long, then run the command (or fail, if `stderr`/`exitCode` is set). */
   latencyMs?: number;
+  /**
+   * Print each as `WARN: <text>` (pve-common `PVE::RESTEnvironment::log_warn`) and run
+   * the command: its task then ends `TASK WARNINGS: <n>` instead of `TASK OK`.
+   */
+  warn?: string[];
 }
 
 interface StoredFault extends FaultSpec {

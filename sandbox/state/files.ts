@@ -59,6 +59,16 @@ export class LockTimeoutError extends Error {}
  * The lock file holds the owner's pid, so a lock left by a killed process (a test that
  * kills a hanging `qm`) is taken over instead of blocking the cluster forever.
  */
+/**
+ * Takes `lockFile` (as withLock does, for this process) until `release()`: a test stands in
+ * for another task holding it. Throws if someone holds it already.
+ */
+export function holdLock(lockFile: string): { release(): void } {
+  fs.mkdirSync(path.dirname(lockFile), { recursive: true });
+  if (!createExclusive(lockFile, String(process.pid))) throw new Error(`${lockFile} is held already`);
+  return { release: () => fs.rmSync(lockFile, { force: true }) };
+}
+
 export function withLock<T>(lockFile: string, timeoutMs: number, fn: () => T): T {
   fs.mkdirSync(path.dirname(lockFile), { recursive: true });
   const deadline = Date.now() + timeoutMs;

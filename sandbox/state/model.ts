@@ -67,6 +67,18 @@ export interface ClusterModel {
    * a real QEMU booting the VM's disk (SANDBOX_GUESTS=qemu, sandbox/qemu/).
    */
   guests?: GuestKind;
+  /**
+   * How long a call waits for a VM's config lock before `got timeout` (PVE: 10 s); tests
+   * make it short, so contention costs them little.
+   */
+  lockTimeoutMs?: number;
+  /**
+   * How long a new VM is `unknown` in `/cluster/resources` (pvestatd reports a node's guests
+   * every 10 s); 0 = at once.
+   */
+  statusLagMs?: number;
+  /** Faults of single guests, by VMID. */
+  guestFaults?: Record<string, GuestFault>;
   /** With real guests: the accelerator a probe found working on this machine. */
   accel?: 'kvm' | 'tcg';
   macPrefix: string;
@@ -80,6 +92,14 @@ export interface ClusterModel {
 }
 
 export type GuestKind = 'process' | 'qemu';
+
+/** What goes wrong inside one (process) guest, read when it boots (SandboxCluster.setGuestFault). */
+export interface GuestFault {
+  /** Boots but never answers SSH, as a guest whose network or sshd failed. */
+  noSsh?: boolean;
+  /** Its package manager fails every call with this status, as against a mirror that is down. */
+  packageExitCode?: number;
+}
 
 const GiB = 1024 ** 3;
 
@@ -150,14 +170,34 @@ export function defaultModel(o: {
     kernel: '6.8.12-9-pve',
     bootedAt: Math.floor(Date.now() / 1000) - 7 * 86400,
     nodes: o.nodes.map((n, i) => nodeDef(n, i, o.nodeHost)),
-    storages: [
-      // `local` carries images here (a common change from the installer default), because
-      // the service's no-configuration mode imports into it.
-      { id: 'local', type: 'dir', content: ['backup', 'images', 'import', 'iso', 'vztmpl'], active: true, enabled: true, totalBytes: 94 * GiB, baseUsedBytes: 7.5 * GiB },
-      { id: 'local-lvm', type: 'lvmthin', content: ['images', 'rootdir'], active: true, enabled: true, totalBytes: 1710 * GiB, baseUsedBytes: 58 * GiB },
-      { id: 'nfs-backup', type: 'nfs', content: ['backup', 'iso'], active: false, enabled: true, totalBytes: 0, baseUsedBytes: 0 },
-    ],
+    storages: stockStorages(),
   };
+}
+
+/**
+ * storage.cfg as the Proxmox VE 8 installer writes it on ext4/xfs with LVM (pve-installer
+ * `Proxmox/Install/StorageConfig.pm`, `get_lvm_thin_config`): `local` is a directory for
+ * ISOs, templates and backups, not disks; `local-lvm` a thin pool for disks and containers.
+ * The installer of 9.0 adds `import` to `local` (commit ec1d5ee); the 8.4 the sandbox plays
+ * has it only where configured (`storageContent`). Plus an NFS share whose server is down.
+ */
+export function stockStorages(): StorageDef[] {
+  return [
+    { id: 'local', type: 'dir', content: ['backup', 'iso', 'vztmpl'], active: true, enabled: true, totalBytes: 94 * GiB, baseUsedBytes: 7.5 * GiB },
+    { id: 'local-lvm', type: 'lvmthin', content: ['images', 'rootdir'], active: true, enabled: true, totalBytes: 1710 * GiB, baseUsedBytes: 58 * GiB },
+    { id: 'nfs-backup', type: 'nfs', content: ['backup', 'iso'], active: false, enabled: true, totalBytes: 0, baseUsedBytes: 0 },
+  ];
+}
+
+/**
+ * The storages with `content` replaced where `configured` names one, as `pvesm set <id>
+ * --content …` does (sorted, as storage.cfg prints it).
+ */
+export function configureStorages(storages: StorageDef[], configured: Record<string, string[]> = {}): StorageDef[] {
+  for (const id of Object.keys(configured)) {
+    if (!storages.some((s) => s.id === id)) throw new Error(`storageContent names '${id}', which is not one of ${storages.map((s) => s.id).join(', ')}`);
+  }
+  return storages.map((s) => (configured[s.id] ? { ...s, content: [...new Set(configured[s.id])].sort() } : s));
 }
 
 export function loadModel(dir: string): ClusterModel {

@@ -17,7 +17,11 @@ export function claimVmid(dir: string, vmid: number, node: string): string | und
 }
 
 export function moveVmid(dir: string, vmid: number, node: string): void {
-  writeFileAtomic(clusterPaths(dir).vmlistEntry(vmid), node);
+  const entry = clusterPaths(dir).vmlistEntry(vmid);
+  // The entry's time is the VM's creation (resources.ts): a migration keeps it.
+  const created = fs.statSync(entry, { throwIfNoEntry: false })?.mtime;
+  writeFileAtomic(entry, node);
+  if (created) fs.utimesSync(entry, created, created);
 }
 
 export function releaseVmid(dir: string, vmid: number): void {

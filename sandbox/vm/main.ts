@@ -100,13 +100,15 @@ async function boot(): Promise<void> {
   const root = paths.guestRoot(vmid);
   fs.mkdirSync(root, { recursive: true });
   const firstBoot = !fs.existsSync(`${root}/etc/os-release`);
-  prepareGuestRoot(root, os, ci, { packageOutputLines: model.packageOutputLines, packageSilenceMs: model.packageSilenceMs });
+  const fault = model.guestFaults?.[String(vmid)] ?? {};
+  prepareGuestRoot(root, os, ci, { packageOutputLines: model.packageOutputLines, packageSilenceMs: model.packageSilenceMs, packageExitCode: fault.packageExitCode });
   if (ci && firstBoot && conf.props.ciupgrade !== '0') {
     // cloud-init's package_upgrade (PVE's ciupgrade, default on) runs at first boot.
     fs.appendFileSync(paths.guestLog(vmid), `${new Date().toISOString()} cloud-init: package_upgrade (${os.id === 'rocky' ? 'dnf -y upgrade' : 'apt-get -y dist-upgrade'})\n`);
   }
   log(`booted ${os.id ?? 'unknown OS'} ${os.version ?? ''} from ${volid}; cloud-init ${ci ? `users ${ci.users.join(',')}` : 'absent'}`);
 
+  if (fault.noSsh) return log('sshd not started (guest fault noSsh): the guest never answers SSH');
   const address = guestAddress(model.gateway);
   if (!address) return log(`no loopback address for VMID ${vmid} with gateway ${model.gateway}: sshd not reachable`);
   server = await startGuestSsh({

@@ -101,7 +101,7 @@ const PACKAGE_MANAGERS = ['apt-get', 'apt', 'dnf', 'yum'];
 /** Marks that the guest's slow first package-manager call has happened. */
 const SLOW_MIRROR_DONE = '/var/lib/sandbox/slow-mirror-done';
 
-export function shimScript(tool: string, def: ShimDef, opts: { outputLines?: number; silenceMs?: number } = {}): string {
+export function shimScript(tool: string, def: ShimDef, opts: { outputLines?: number; silenceMs?: number; exitCode?: number } = {}): string {
   const rootOnly = def.rootOnlyWhen ?? 'true';
   const isPackageManager = PACKAGE_MANAGERS.includes(tool);
   const outputLines = Math.floor(opts.outputLines ?? 0);
@@ -114,6 +114,11 @@ export function shimScript(tool: string, def: ShimDef, opts: { outputLines?: num
     outputLines > 0 && isPackageManager
       ? `for ((i = 1; i <= ${outputLines}; i++)); do printf 'Get:%d http://mirror.invalid/pool/main pkg%d 1.0-%d [%d kB]\\n' "$i" "$i" "$i" "$((i % 900 + 10))"; done`
       : '';
+  // A mirror that answers 503: apt-get's lines and its exit status 100 (dnf's is 1).
+  const failure =
+    opts.exitCode && isPackageManager
+      ? `printf '%s\\n' 'E: Failed to fetch http://deb.debian.org/debian/dists/stable/InRelease  503  Service Unavailable [IP: 127.0.0.1 80]' 'E: Some index files failed to download. They have been ignored, or old ones used instead.' >&2; exit ${Math.floor(opts.exitCode)}`
+      : '';
   return `#!/bin/bash
 # Sandbox guest: records '${tool}' instead of running it (see sandbox/vm/shims.ts).
 tool=${bashQuote(tool)}
@@ -124,6 +129,7 @@ if [[ "$(id -u)" != 0 ]] && ${rootOnly}; then
   printf '%b\\n' ${bashQuote(def.denied)} >&2
   exit ${def.deniedCode ?? 1}
 fi
+${failure}
 ${def.after ?? ''}
 ${silence}
 ${noise}

@@ -44,7 +44,9 @@ async function netnsAvailable(): Promise<boolean> {
  */
 async function freshCheckout(dest: string): Promise<void> {
   const { stdout } = await execa('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: REPO });
-  for (const file of stdout.split('\0').filter(Boolean)) {
+  // A worktree may have both as symlinks, which `.gitignore`'s `dir/` patterns do not match.
+  const linkedIn = new Set(['node_modules', '.tools']);
+  for (const file of stdout.split('\0').filter((f) => f && !linkedIn.has(f))) {
     const src = path.join(REPO, file);
     if (!fs.existsSync(src)) continue; // deleted, not yet committed
     fs.mkdirSync(path.dirname(path.join(dest, file)), { recursive: true });

@@ -3,6 +3,7 @@ import { execa } from 'execa';
 import { LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse, SseResponse } from '../support/sse';
+import { eventually } from '../../sandbox/testkit';
 import { activityAttempts as attemptsInHistory } from '../support/history';
 import { injectFaultOn, isMutating, operations, operationsMark, type ProxmoxOperation } from '../support/proxmoxCalls';
 
@@ -80,6 +81,58 @@ test('a qm step locked twice is retried and the install succeeds; history shows 
   expect(attempts.importDisk).toBe(1);
 });
 
+test('a create that meets a held config lock times out as on Proxmox, is retried, and the install succeeds', async () => {
+  const vmid = 237;
+  const lock = h.sandbox.holdVmLock(vmid);
+  const mark = await operationsMark(h);
+  const pending = install({ os: 'debian', version: '12', id: vmid });
+  try {
+    // create_vm waits 1 s for the lock (qemu-server lock_config_full($vmid, 1, ...)).
+    await eventually(async () => expect((await operations(h, mark)).filter((o) => o.op === 'create' && o.ok === false)).toHaveLength(1), 30_000);
+  } finally {
+    lock.release();
+  }
+  const res = await pending;
+  expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+  expect(vmidOf(res)).toBe(vmid);
+  expect((await operations(h, mark)).filter((o) => o.op === 'create').map((o) => o.ok)).toEqual([false, true]);
+});
+
+test('a start that ends with warnings (TASK WARNINGS: n) counts as done: the install succeeds at once', async () => {
+  await injectFaultOn(h, { op: 'start' }, { times: 1, warn: ['no efidisk configured! Using temporary efivars disk.'] });
+  const mark = await operationsMark(h);
+  const res = await install({ os: 'debian', version: '12' });
+  expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+  expect((await operations(h, mark)).filter((o) => o.op === 'start').map((o) => o.ok)).toEqual([true]);
+});
+
+test('an image that fails its checksum during the install is fetched again and the install succeeds', async () => {
+  const img = h.images.image('debian', '11');
+  h.images.corruptNext(img.path);
+  const res = await install({ os: 'debian', version: '11' });
+  expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+  // The corrupted copy was thrown away (ImageChecksumError is retried), not imported.
+  expect(h.images.gets(img.path)).toBe(2);
+});
+
+test('an init script that exits non-zero is retried, then fails the install, which removes its VM', async () => {
+  const vmid = 238;
+  // The guest's apt-get fails as against a mirror that answers 503 (exit 100).
+  h.sandbox.setGuestFault(vmid, { packageExitCode: 100 });
+  try {
+    const mark = await operationsMark(h);
+    const res = await install({ os: 'debian', version: '12', id: vmid });
+    const last = res.events.at(-1)!;
+    expect([last.step, last.status]).toEqual(['VM initialization > init script', 'error']);
+    expect(last.message).toMatch(/^\[-\] .*init script exited with code 100/);
+    expect(res.events.some((e) => e.message === `[*] VM ${vmid} removed`)).toBe(true);
+    expectOwnVmRemoved(await operations(h, mark));
+    expect((await activityAttempts(res.headers['x-workflow-id'] as string)).runInitScript).toBe(3);
+  } finally {
+    h.sandbox.setGuestFault(vmid, undefined);
+  }
+});
+
 test('a permanent failure after create removes the VM and ends with an error event naming the step', async () => {
   const before = await vmIds();
   await injectFaultOn(h, { op: 'resize' }, { times: 1, stderr: "disk 'scsi0' does not exist", exitCode: 0 });
@@ -112,8 +165,10 @@ test('a bridge the main node lacks fails the install at its start step and leave
     expect(last.message).toMatch(/^\[-\] .*start failed: QEMU exited with code 1/);
     expect(res.events.some((e) => /^\[\*\] VM \d+ removed$/.test(e.message))).toBe(true);
     expect(await vmIds()).toEqual(before);
+    expect(last.message).toMatch(/to fix: set VM_BRIDGE/);
     const ops = await operations(h, mark);
-    expect(ops.some((o) => o.op === 'start' && !o.ok)).toBe(true);
+    // Not retried: the node's network does not heal by itself (BridgeNotFoundError).
+    expect(ops.filter((o) => o.op === 'start' && !o.ok)).toHaveLength(1);
     expectOwnVmRemoved(ops);
   } finally {
     fs.writeFileSync(file, saved);

@@ -10,7 +10,8 @@ import { requestSse } from '../support/sse';
 let h: Harness;
 
 beforeAll(async () => {
-  h = await startHarness();
+  // The guest that never answers (below) costs this long; the others answer in seconds.
+  h = await startHarness({ SSH_WAIT_TIMEOUT: '20' });
 });
 
 afterAll(async () => {
@@ -66,7 +67,9 @@ describe.each([
     expect(conf).toMatch(new RegExp(`^name: web-${vmid}$`, 'm'));
     expect(conf).toMatch(/^cores: 2$/m);
     expect(conf).toMatch(/^memory: 1024$/m);
-    expect(conf).toMatch(/^scsi0: .*size=20G/m);
+    // The default storage is a stock install's thin pool: a raw LV named as LvmThinPlugin names it.
+    expect(conf).toMatch(new RegExp(`^scsi0: local-lvm:vm-${vmid}-disk-0,.*size=20G`, 'm'));
+    expect(conf).toMatch(new RegExp(`^ide2: local-lvm:vm-${vmid}-cloudinit,media=cdrom`, 'm'));
     expect(conf).toMatch(new RegExp(`^ipconfig0: ip=127\\.0\\.0\\.${vmid}/24,gw=127\\.0\\.0\\.1$`, 'm'));
     // No passwd in the request: cloud-init sets no password (the injected keys only).
     expect(conf).not.toMatch(/^cipassword:/m);
@@ -76,4 +79,19 @@ describe.each([
     expect(await h.sandbox.guestLog(vmid)).toMatch(/qemu-guest-agent/);
     expect(res.events.some((e) => e.step === 'VM initialization > init script' && e.status === 'processing' && !e.message.startsWith('[*] running'))).toBe(true);
   });
+});
+
+test('a guest that never answers SSH: the wait times out once (SshTimeoutError), and the VM is removed', async () => {
+  const vmid = 239;
+  h.sandbox.setGuestFault(vmid, { noSsh: true });
+  try {
+    const res = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: vmid } });
+    const last = res.events.at(-1)!;
+    expect([last.step, last.status]).toEqual(['VM initialization > wait for SSH', 'error']);
+    expect(last.message).toMatch(new RegExp(`^\\[-\\] SSH on 127\\.0\\.0\\.${vmid}:\\d+ did not answer for debian within 20s`));
+    expect(res.events.some((e) => e.message === `[*] VM ${vmid} removed`)).toBe(true);
+    expect(await h.sandbox.readConfig(vmid)).toBeUndefined();
+  } finally {
+    h.sandbox.setGuestFault(vmid, undefined);
+  }
 });

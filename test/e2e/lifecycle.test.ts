@@ -4,6 +4,7 @@ import { sshWorks } from '../support/guest';
 import { VM_ID, VM_OPERATION } from '../../contract';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse, SseResponse } from '../support/sse';
+import { eventually } from '../../sandbox/testkit';
 import { injectFaultOn, operationsMark, operationsOn, type OperationsMark } from '../support/proxmoxCalls';
 
 /**
@@ -317,10 +318,22 @@ describe('migration', () => {
     expect(await status(vmid)).toEqual({ status: 200, text: 'stopped' });
     expect(await canSsh(vmid)).toBe(false);
 
+    // Another task holds the VM's config lock: the migration's first try times out on it
+    // as Proxmox's does (QemuMigrate lock_config), and the retry after it is released succeeds.
     before = await operationsMark(h);
-    const back = await requestSse(`${h.api}/vm/${vmid}/set/node`, { body: { node: 'pve1' } });
+    const lock = h.sandbox.holdVmLock(vmid);
+    const pending = requestSse(`${h.api}/vm/${vmid}/set/node`, { body: { node: 'pve1' } });
+    try {
+      await eventually(async () => expect(await seen('migrate', vmid, before)).toEqual([expect.objectContaining({ ok: false })]), 30_000);
+    } finally {
+      lock.release();
+    }
+    const back = await pending;
     expectCompleted(back, 'VM migration');
-    expect((await seen('migrate', vmid, before)).map(({ node, params }) => [node, params.target])).toEqual([['pve2', 'pve1']]);
+    expect((await seen('migrate', vmid, before)).map(({ node, params, ok }) => [node, params.target, ok])).toEqual([
+      ['pve2', 'pve1', false],
+      ['pve2', 'pve1', true],
+    ]);
     const list = (await (await fetch(`${h.api}/vm/list`)).json()) as { list: Array<{ vmid: number; node: string }> };
     expect(list.list.find((v) => v.vmid === vmid)?.node).toBe('pve1');
   });

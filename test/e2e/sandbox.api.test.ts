@@ -17,7 +17,8 @@ let api: SandboxApi;
 let mirror: ImageMirror;
 
 beforeAll(async () => {
-  t = await startTestCluster({ api: { authFailureDelayMs: 0 } });
+  // `import` on `local`, as docs/proxmox-api.md configures it; the rest as installed.
+  t = await startTestCluster({ api: { authFailureDelayMs: 0 }, storageContent: { local: ['backup', 'import', 'iso', 'vztmpl'] } });
   api = t.cluster.api!;
   // The tokens below are privilege-separated: their own ACL, within what their user has.
   t.cluster.createApiUser({ userid: 'qemurun@pve', acl: [{ path: '/', privs: ['Administrator'] }] });
@@ -370,7 +371,10 @@ describe('lifecycle tasks on the CLIs\' state', () => {
     const masked = data<string>(await call('GET', '/nodes/pve1/qemu/180/cloudinit/dump', { type: 'user' }, { authorization: auditor.authorization }));
     expect(masked).toMatch(/^password: \*{10}$/m);
     const storages = data<Array<{ storage: string; type: string; active: number }>>(await call('GET', '/nodes/pve1/storage', { content: 'images' }));
-    expect(storages.map((s) => s.storage)).toEqual(['local', 'local-lvm']);
+    // As installed, `local` holds no disks (pve-installer StorageConfig.pm): only the thin pool does.
+    expect(storages.map((s) => s.storage)).toEqual(['local-lvm']);
+    const onLocal = await call('PUT', '/nodes/pve1/qemu/180/config', { scsi1: 'local:1' });
+    expect([onLocal.status, onLocal.body?.errors]).toEqual([400, { storage: "storage 'local' does not support vm images" }]);
     expect(data(await call('GET', '/nodes/pve1/storage/local-lvm/status'))).toMatchObject({ type: 'lvmthin', active: 1, enabled: 1, total: expect.any(Number), used: expect.any(Number), avail: expect.any(Number) });
     const resized = await task(await call('PUT', '/nodes/pve1/qemu/180/resize', { disk: 'scsi0', size: '+2G' }));
     expect(resized.status).toMatchObject({ type: 'resize', exitstatus: 'OK' });
@@ -391,7 +395,11 @@ describe('lifecycle tasks on the CLIs\' state', () => {
     const offline = await call('POST', '/nodes/pve1/qemu/180/migrate', { target: 'pve2' });
     expect([offline.status, offline.statusMessage]).toEqual([500, "can't migrate running VM without --online"]);
 
-    expect((await task(await call('POST', '/nodes/pve1/qemu/180/status/shutdown', { timeout: 20 }))).status.exitstatus).toBe('OK');
+    // A task that logged warnings (log_warn) ends WARNINGS: n, which is no error.
+    await t.cluster.injectFault({ command: 'qm shutdown', times: 1, warn: ['guest agent fs-freeze not supported'] });
+    const warned = await task(await call('POST', '/nodes/pve1/qemu/180/status/shutdown', { timeout: 20 }));
+    expect(warned.status.exitstatus).toBe('WARNINGS: 1');
+    expect(warned.log).toEqual(expect.arrayContaining(['WARN: guest agent fs-freeze not supported', 'TASK WARNINGS: 1']));
     expect((await qm('pve1', 'status', '180')).stdout).toBe('status: stopped');
     const reboot = await call('POST', '/nodes/pve1/qemu/180/status/reboot');
     expect([reboot.status, reboot.statusMessage]).toEqual([500, 'VM 180 not running']);

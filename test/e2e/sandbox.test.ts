@@ -12,7 +12,9 @@ import { readCalls } from '../../sandbox/state/callLog';
 let t: TestCluster;
 
 beforeAll(async () => {
-  t = await startTestCluster();
+  // The dir-storage tests put disks on `local`, which a stock install does not allow.
+  // Config locks wait 300 ms here, not Proxmox's 10 s.
+  t = await startTestCluster({ storageContent: { local: ['backup', 'images', 'iso', 'vztmpl'] }, lockTimeoutMs: 300 });
 });
 afterAll(async () => {
   await t.dispose();
@@ -310,6 +312,46 @@ describe('bridges', () => {
     expect((await qm('pve1', 'set', '241', '--net0', 'virtio,bridge=vmbr0')).exitCode).toBe(0);
     expect((await qm('pve1', 'start', '241')).exitCode).toBe(0);
     expect((await qm('pve1', 'stop', '241')).exitCode).toBe(0);
+  });
+});
+
+describe('time and concurrency', () => {
+  test('a VM\'s config lock held elsewhere: set, create and migrate time out with PVE::Tools::lock_file\'s text', async () => {
+    expect((await qm('pve1', 'create', '242', ...CREATE)).exitCode).toBe(0);
+    const held = [t.cluster.holdVmLock(242), t.cluster.holdVmLock(243)];
+    try {
+      const lockText = (id: number) => `can't lock file '/var/lock/qemu-server/lock-${id}.conf' - got timeout`;
+      const set = await qm('pve1', 'set', '242', '--cores', '2');
+      expect([set.exitCode, set.stderr]).toEqual([255, lockText(242)]);
+      // create_vm's lock_config_full has no `unable to create VM` prefix on a timeout.
+      const create = await qm('pve1', 'create', '243', ...CREATE);
+      expect([create.exitCode, create.stderr]).toEqual([255, lockText(243)]);
+      // AbstractMigrate's migrate: the phases run under lock_vm; a timeout aborts it.
+      const migrate = await qm('pve1', 'migrate', '242', 'pve2');
+      expect([migrate.exitCode, migrate.stderr]).toEqual([255, 'migration aborted']);
+      expect(migrate.stdout).toMatch(new RegExp(`^\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d ERROR: migration aborted \\(duration 00:00:0\\d\\): ${lockText(242).replace(/[.()/]/g, '\\$&')}$`));
+    } finally {
+      for (const l of held) l.release();
+    }
+    expect((await qm('pve1', 'set', '242', '--cores', '2')).exitCode).toBe(0);
+    expect((await qm('pve1', 'destroy', '242')).exitCode).toBe(0);
+  });
+
+  test('/cluster/resources shows a VM pvestatd has not reported yet as unknown, with its ids only', async () => {
+    const file = path.join(t.cluster.dir, 'sandbox', 'cluster.json');
+    const saved = fs.readFileSync(file, 'utf8');
+    fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(saved), statusLagMs: 3_600_000 }));
+    try {
+      expect((await qm('pve1', 'create', '244', ...CREATE, '--tags', 'debian')).exitCode).toBe(0);
+      const vms = JSON.parse((await run('pve1', ['pvesh', 'get', '/cluster/resources', '--type', 'vm', '--output-format', 'json'])).stdout);
+      // pve-manager PVE/API2Tools.pm extract_vm_stats without RRD data; tags from the config.
+      expect(vms.find((v: { vmid: number }) => v.vmid === 244)).toEqual({ id: 'qemu/244', node: 'pve1', status: 'unknown', tags: 'debian', type: 'qemu', vmid: 244 });
+      // The node's own view is live (qm status, /nodes/<node>/qemu).
+      expect((await qm('pve1', 'status', '244')).stdout).toBe('status: stopped');
+    } finally {
+      fs.writeFileSync(file, saved);
+    }
+    expect((await qm('pve1', 'destroy', '244')).exitCode).toBe(0);
   });
 });
 

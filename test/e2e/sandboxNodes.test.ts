@@ -52,6 +52,12 @@ test('errors travel back over SSH with their exit codes; pvesh and pvesm work th
   expect(JSON.parse(status.stdout).cpuinfo.model).toMatch(/Xeon/);
   const storage = await sshTo('pve1', 'pvesm status --storage local-lvm');
   expect(storage.stdout.split('\n')[1]).toMatch(/^local-lvm +lvmthin +active /);
+  // As installed, `local` takes no disks (qemu-server CLI/qm.pm importdisk, API2/Qemu.pm $check_storage_access).
+  expect((await sshTo('pve1', 'pvesm status --content images')).stdout).not.toMatch(/^local /m);
+  const onLocal = await sshTo('pve2', 'qm set 100 --scsi1 local:1');
+  expect([onLocal.exitCode, onLocal.stderr]).toEqual([255, "400 Parameter verification failed.\nstorage: storage 'local' does not support vm images\nqm set <vmid> [OPTIONS]"]);
+  const imported = await sshTo('pve2', 'qm importdisk 100 /etc/hostname local');
+  expect([imported.exitCode, imported.stderr]).toEqual([255, 'storage local does not support vm images']);
 });
 
 test('injected faults reach commands run through sshd, filtered by node', async () => {

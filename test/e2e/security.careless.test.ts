@@ -144,7 +144,7 @@ describe('careless requests are 400, and nothing reaches the cluster', () => {
   test('"disk": "99999G" is more than the storage has free: 400', async () => {
     const res = await apiCall(h.api, 'POST', '/vm/install', { os: 'debian', version: '12', disk: '99999G' });
     expect(res.status).toBe(400);
-    expect(res.json.message).toMatch(/^please check your input: disk: 99999G is more than the free space of storage 'local' \(\d+G free\)$/);
+    expect(res.json.message).toMatch(/^please check your input: disk: 99999G is more than the free space of storage 'local-lvm' \(\d+G free\)$/);
   });
 
   test('a UTF-8 byte order mark before the JSON is 400', async () => {

@@ -52,6 +52,8 @@ export async function startHarness(
     worker?: boolean;
     /** How often the API's progress readers query (default: the product's). */
     readerTiming?: ReaderTiming;
+    /** Storage content other than the stock install's (SandboxClusterOptions.storageContent). */
+    storageContent?: Record<string, string[]>;
   } = {},
 ): Promise<Harness> {
   const temporalAddress = sandboxOptions.temporalAddress ?? process.env.TEST_TEMPORAL_ADDRESS;
@@ -83,6 +85,9 @@ export async function startHarness(
     IMAGE_BASE_UBUNTU: images.baseUrls.ubuntu,
     IMAGE_BASE_ROCKYLINUX: images.baseUrls.rockylinux,
     SANDBOX_BOOT_DELAY_MS: '300',
+    // Proxmox's 10 s, short: contention and pvestatd's lag happen, and cost little.
+    SANDBOX_LOCK_TIMEOUT_MS: '1500',
+    SANDBOX_STATUS_LAG_MS: '200',
     SANDBOX_SSH_PORT_BASE: String(sshPortBase),
     // Test services share one namespace: a scheduled reconcile firing during another test
     // would remove the VMs that test left on purpose. The reconciler's own test turns it on.
@@ -105,10 +110,14 @@ export async function startHarness(
     rootAuthorizedKey: key.publicKey,
     packageOutputLines: sandboxOptions.packageOutputLines,
     packageSilenceMs: sandboxOptions.packageSilenceMs,
+    lockTimeoutMs: loaded.sandboxOptions.lockTimeoutMs,
+    statusLagMs: loaded.sandboxOptions.statusLagMs,
     api: apiMode,
     guests: loaded.sandboxOptions.guests,
     guestArchive: loaded.sandboxOptions.guestArchive,
     accel: guests?.accel,
+    // API mode downloads images as `import` content to `local`, as docs/proxmox-api.md configures it.
+    storageContent: { local: ['backup', 'import', 'iso', 'vztmpl'], ...sandboxOptions.storageContent },
   });
   const api = apiMode ? sandbox.api! : undefined;
   // The service talks to the sandbox's nodes, and in API mode through its REST API only.

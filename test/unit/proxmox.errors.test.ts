@@ -1,5 +1,6 @@
 import { FAILURE_TYPES, NON_RETRYABLE_ERRORS } from '../../contract';
 import {
+  BridgeNotFoundError,
   LockTimeoutError,
   NoSuchNodeError,
   ParameterError,
@@ -50,6 +51,13 @@ describe('classifyFailure (the texts Proxmox prints)', () => {
     ['VM 100 is running - destroy failed\n', VmStateError, false],
     ["can't migrate running VM without --online\n", VmStateError, false],
     ['start failed: QEMU exited with code 1\n', ProxmoxCommandError, true],
+    // qm start (and the start task's log): pve-bridge's ifup script, then vm_start's error.
+    [
+      "bridge 'vmbr9' does not exist\nkvm: -netdev type=tap,id=net0,ifname=tap241i0,script=/usr/libexec/qemu-server/pve-bridge,downscript=/usr/libexec/qemu-server/pve-bridgedown,vhost=on: network script /usr/libexec/qemu-server/pve-bridge failed with status 512\nstart failed: QEMU exited with code 1\n",
+      BridgeNotFoundError,
+      false,
+    ],
+    ["start failed: QEMU exited with code 1\nbridge 'vmbr9' does not exist\n", BridgeNotFoundError, false],
     ['cluster not ready - no quorum?\n', ProxmoxCommandError, true],
     ['', ProxmoxCommandError, true],
   ] as const)('%j → %p', (stderr, ErrorType, retryable) => {

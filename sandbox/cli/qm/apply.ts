@@ -7,7 +7,7 @@ import type { VmConf } from '../../state/vmconf';
 import { allocVolume, freeVolume, getVolume, splitVolid, supportsFormat, defaultFormat, type Volume } from '../../state/volumes';
 import { looksHashed, newSalt, sha256Crypt } from '../../state/sha256crypt';
 import { isDriveName } from '../vmOptions';
-import { allocationLines, contentFile, requireActive, requireImages, storageFor } from '../storage';
+import { allocationLines, contentFile, requireActive, storageFor } from '../storage';
 import { firstFreeUnused, formatSize, isCdrom, isCloudinit, parseDrive, printDrive } from './vm';
 import { probeImage, transferLines } from './image';
 
@@ -99,7 +99,8 @@ function applyDrive(ctx: Ctx, vmid: number, conf: VmConf, key: string, value: st
     created(conf.props[key]);
   } else if (fresh) {
     const s = storageFor(ctx, fresh[1] ?? '');
-    requireImages(s);
+    // qemu-server API2/Qemu.pm `$check_storage_access`: before the task, as a parameter error.
+    if (!s.content.includes('images')) throw paramError({ storage: `storage '${s.id}' does not support vm images` }, 'qm set <vmid> [OPTIONS]');
     requireActive(s);
     const importFrom = drive.opts['import-from'];
     delete drive.opts['import-from'];

@@ -10,7 +10,7 @@ import { freeVolume, type Volume } from '../../state/volumes';
 import type { VmConf } from '../../state/vmconf';
 import { applyVmOptions } from './apply';
 import { sshkeysFromFile, validateSshKeys } from './sshkeys';
-import { createVmExclusive, defaultBootOrder, writeVm } from './vm';
+import { createVmExclusive, defaultBootOrder, withVmLock, writeVm } from './vm';
 import { startVm } from './power';
 
 export const CREATE_DEF: CommandDef = {
@@ -53,6 +53,16 @@ export function createVm(ctx: Ctx, validated: Params): void {
   const fail = (why: string) => new CliError(`unable to create VM ${vmid} - ${why}`);
   const owner = vmOwner(ctx.dir, vmid);
   if (owner) throw fail(`VM ${vmid} already exists on node '${owner}'`);
+  // create_vm builds the VM under its config lock, waiting 1 s for it (qemu-server
+  // API2/Qemu.pm, `lock_config_full($vmid, 1, $realcmd)`); a timeout has no prefix.
+  withVmLock(ctx, vmid, () => createLocked(ctx, vmid, params, fail), 1000);
+  if (start) {
+    ctx.out('Execute autostart');
+    startVm(ctx, vmid);
+  }
+}
+
+function createLocked(ctx: Ctx, vmid: number, params: Params, fail: (why: string) => CliError): void {
   // Two creates of one VMID racing (on any nodes): exactly one claims it.
   const winner = claimVmid(ctx.dir, vmid, ctx.node);
   if (winner) throw fail(`VM ${vmid} already exists on node '${winner}'`);
@@ -78,9 +88,5 @@ export function createVm(ctx: Ctx, validated: Params): void {
     fs.rmSync(ctx.paths.conf(ctx.node, vmid), { force: true });
     releaseVmid(ctx.dir, vmid);
     throw e instanceof CliError && !e.message.startsWith('400 ') ? fail(e.message) : e;
-  }
-  if (start) {
-    ctx.out('Execute autostart');
-    startVm(ctx, vmid);
   }
 }

@@ -67,44 +67,53 @@ export function qmMigrate(ctx: Ctx, argv: string[]): number {
 
   const started = Date.now();
   const log = (msg: string) => ctx.out(`${stamp()} ${msg}`);
-  log(`starting migration of VM ${vmid} to node '${target}' (${targetNode.ip})`);
-  for (const { key, drive } of disks) {
-    if (isCloudinit(drive)) log(`found generated disk '${drive.volid}' (in current VM config)`);
-    else log(`found local disk '${drive.volid}' (${/^unused/.test(key) ? 'unused' : 'attached'})`);
-  }
-  const copied = disks.filter(({ drive }) => !isCloudinit(drive));
-  if (running && copied.some(({ key }) => !/^unused/.test(key)) && p['with-local-disks'] !== '1') {
-    const first = copied.find(({ key }) => !/^unused/.test(key))!;
-    log(`can't migrate local disk '${first.drive.volid}': can't live migrate attached local disks without with-local-disks option`);
-    const why = 'Problem found while scanning volumes - can\'t migrate VM - check log';
-    log(`ERROR: ${why}`);
-    log(`ERROR: migration aborted (duration ${duration(Date.now() - started)}): ${why}`);
+  // QemuMigrate's phases run under the VM's config lock (pve-guest-common
+  // AbstractMigrate.pm `migrate` → QemuMigrate `lock_vm` → `lock_config`, 10 s): a lock
+  // held elsewhere aborts the migration with the lock's text in the log.
+  try {
+    withVmLock(ctx, vmid, () => {
+      log(`starting migration of VM ${vmid} to node '${target}' (${targetNode.ip})`);
+      for (const { key, drive } of disks) {
+        if (isCloudinit(drive)) log(`found generated disk '${drive.volid}' (in current VM config)`);
+        else log(`found local disk '${drive.volid}' (${/^unused/.test(key) ? 'unused' : 'attached'})`);
+      }
+      const copied = disks.filter(({ drive }) => !isCloudinit(drive));
+      if (running && copied.some(({ key }) => !/^unused/.test(key)) && p['with-local-disks'] !== '1') {
+        const first = copied.find(({ key }) => !/^unused/.test(key))!;
+        log(`can't migrate local disk '${first.drive.volid}': can't live migrate attached local disks without with-local-disks option`);
+        const why = 'Problem found while scanning volumes - can\'t migrate VM - check log';
+        log(`ERROR: ${why}`);
+        log(`ERROR: migration aborted (duration ${duration(Date.now() - started)}): ${why}`);
+        throw new CliError('migration aborted');
+      }
+
+      writeVm(ctx, vmid, { ...conf, props: { ...conf.props, lock: 'migrate' } });
+      if (running) {
+        log(`starting VM ${vmid} on remote node '${target}'`);
+        for (const { drive } of copied) log(`volume '${drive.volid}' is '${drive.volid}' on the target`);
+        log('start remote tunnel');
+        log('starting online/live migration on unix:/run/qemu-server/' + vmid + '.migrate');
+        log('migration status: completed');
+      } else if (copied.length > 0) {
+        log('copying local disk images');
+        for (const { drive } of copied) {
+          log(`successfully imported '${drive.volid}'`);
+          log(`volume '${drive.volid}' is '${drive.volid}' on the target`);
+        }
+      }
+      for (const { drive } of disks) moveVolume(ctx.dir, ctx.node, target, drive.volid);
+      // The config appears on the target before it leaves the source, as pmxcfs's rename.
+      if (!createExclusive(ctx.paths.conf(target, vmid), serializeConf(conf))) {
+        throw new CliError(`migration aborted - config file already exists on node '${target}'`);
+      }
+      moveVmid(ctx.dir, vmid, target);
+      fs.rmSync(ctx.paths.conf(ctx.node, vmid), { force: true });
+      log(`migration finished successfully (duration ${duration(Date.now() - started)})`);
+    });
+  } catch (e) {
+    if (!(e instanceof CliError) || !/^can't lock file/.test(e.message)) throw e;
+    log(`ERROR: migration aborted (duration ${duration(Date.now() - started)}): ${e.message}`);
     throw new CliError('migration aborted');
   }
-
-  withVmLock(ctx, vmid, () => {
-    writeVm(ctx, vmid, { ...conf, props: { ...conf.props, lock: 'migrate' } });
-    if (running) {
-      log(`starting VM ${vmid} on remote node '${target}'`);
-      for (const { drive } of copied) log(`volume '${drive.volid}' is '${drive.volid}' on the target`);
-      log('start remote tunnel');
-      log('starting online/live migration on unix:/run/qemu-server/' + vmid + '.migrate');
-      log('migration status: completed');
-    } else if (copied.length > 0) {
-      log('copying local disk images');
-      for (const { drive } of copied) {
-        log(`successfully imported '${drive.volid}'`);
-        log(`volume '${drive.volid}' is '${drive.volid}' on the target`);
-      }
-    }
-    for (const { drive } of disks) moveVolume(ctx.dir, ctx.node, target, drive.volid);
-    // The config appears on the target before it leaves the source, as pmxcfs's rename.
-    if (!createExclusive(ctx.paths.conf(target, vmid), serializeConf(conf))) {
-      throw new CliError(`migration aborted - config file already exists on node '${target}'`);
-    }
-    moveVmid(ctx.dir, vmid, target);
-    fs.rmSync(ctx.paths.conf(ctx.node, vmid), { force: true });
-  });
-  log(`migration finished successfully (duration ${duration(Date.now() - started)})`);
   return 0;
 }

@@ -11,12 +11,13 @@ import { getVolume } from '../../state/volumes';
 import { holdsData, keepsContents, volumeFile } from '../../state/volumeData';
 import { writeCloudinitDrive } from '../../qemu/cloudinitDrive';
 import { plugNetworks } from './bridges';
+import { restartAfterReboot } from '../qmeventd';
 
 /**
  * Power commands. Each is a worker task in PVE: exit 0 on success, 255 when the task
  * fails. "Running" means the VM's sandbox QEMU process (sandbox/vm/main.ts) is alive.
  * stop pulls the plug (SIGKILL); shutdown is the ACPI request (SIGTERM, the guest goes
- * down in its own time); reboot is shutdown + start, so the guest boots again.
+ * down in its own time); reboot is that shutdown, and qmeventd starts the VM again after.
  */
 
 const def = (name: string, extra: CommandDef['props'] = {}): CommandDef => ({
@@ -124,7 +125,9 @@ export function qmReboot(ctx: Ctx, argv: string[]): number {
     throw new CliError(`VM ${vmid} not running`);
   }
   checkLock(conf);
+  // vm_reboot (qemu-server PVE/QemuServer.pm) only shuts the guest down under the config
+  // lock; qmeventd starts it again once QEMU has exited (../qmeventd.ts).
   withVmLock(ctx, vmid, () => shutdownVm(ctx, vmid, Number(p.timeout ?? 60), false));
-  startVm(ctx, vmid);
+  restartAfterReboot(ctx.dir, ctx.node, vmid);
   return 0;
 }

@@ -32,10 +32,17 @@ export function checkLock(conf: VmConf): void {
   if (conf.props.lock) throw new CliError(`VM is locked (${conf.props.lock})`);
 }
 
-/** PVE's per-VM flock (`/var/lock/qemu-server/lock-<vmid>.conf`, 10 s). */
-export function withVmLock<T>(ctx: Ctx, vmid: number, fn: () => T, timeoutMs = 10_000): T {
+/** Where PVE keeps a VM's config lock (`PVE::QemuConfig->config_file_lock`). */
+export const vmLockFile = (locksDir: string, vmid: number) => `${locksDir}/lock-${vmid}.conf`;
+
+/**
+ * PVE's per-VM flock (`/var/lock/qemu-server/lock-<vmid>.conf`): pve-common
+ * `PVE::Tools::lock_file_full` waits `timeoutMs` (AbstractConfig `lock_config`: 10 s;
+ * the sandbox's `lockTimeoutMs` when set), then fails with its `got timeout` text.
+ */
+export function withVmLock<T>(ctx: Ctx, vmid: number, fn: () => T, timeoutMs = ctx.model.lockTimeoutMs ?? 10_000): T {
   try {
-    return withLock(`${ctx.paths.locksDir}/lock-${vmid}.conf`, timeoutMs, fn);
+    return withLock(vmLockFile(ctx.paths.locksDir, vmid), timeoutMs, fn);
   } catch (e) {
     if (e instanceof LockTimeoutError) {
       throw new CliError(`can't lock file '/var/lock/qemu-server/lock-${vmid}.conf' - got timeout`);

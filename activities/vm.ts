@@ -14,7 +14,7 @@ import {
   workflowInputs,
 } from '../contract';
 import { readAdminKeys } from '../lib/stateFiles';
-import { vmIp } from '../lib/network';
+import { portAnswers, vmIp } from '../lib/network';
 import { managedNodeOf, requireManaged } from './managedSet';
 import { checkedInput } from './checkInput';
 
@@ -33,11 +33,20 @@ export function vmActivities({ config, proxmox }: VmDeps) {
   const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);
 
   return {
-    /** `qm create` on the main node; finding our own VM already there counts as done. */
+    /**
+     * `qm create` on the main node; finding our own VM already there counts as done. The
+     * VM's address must be free first, whether the VMID was allocated or asked for: a
+     * machine already answering SSH there would receive what is meant for the new VM.
+     */
     async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string }> {
       const { vmid } = input;
       const spec = checkedInput(installSpecSchema, input.spec, 'qmCreate');
       const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
+      const ip = vmIp(config.gateway, vmid);
+      // A VM that exists already (this run's, on a retry, or another's) is qm create's to judge.
+      if (!(await proxmox.locateVm(vmid)) && (await portAnswers(ip, config.vmSshPort))) {
+        throw failure('AddressInUseError', `VM ${vmid}'s address ${ip} already answers SSH on port ${config.vmSshPort}: another machine uses it`);
+      }
       try {
         await main().qmCreate(vmid, {
           name: input.name,

@@ -1,20 +1,35 @@
 import { Client as SshClient } from 'ssh2';
+import { failure } from '../contract';
+import { fingerprint, hostKeyAlgorithms, hostKeyLine, parseHostKey } from './guestHostKey';
 
 export interface GuestTarget {
   host: string;
   port: number;
   username: string;
   privateKey: Buffer;
+  /**
+   * The only host key accepted (a `.pub` line). Another key fails the connection with a
+   * HostKeyMismatchError before anything is sent. Unset: any key, reported to onHostKey.
+   */
+  hostKey?: string;
+  /** Where the pinned key came from, for the mismatch message. */
+  hostKeySource?: string;
+  /** Called with the key the server proved it holds (as a `.pub` line without comment). */
+  onHostKey?: (line: string) => void;
 }
 
 /**
- * SSH to a VM. Host keys are not pinned: every install and rebuild gives the guest a
- * fresh host key, and the address is one the cluster itself just assigned.
+ * SSH to a VM. Anyone on the VM network can answer at a VM's address, so a connection
+ * that carries anything of value names the host key it expects (see docs/security.md).
  */
 export function connectGuest(target: GuestTarget, timeoutMs = 10_000): Promise<SshClient> {
+  const pinned = target.hostKey !== undefined ? parseHostKey(target.hostKey) : undefined;
   return new Promise((resolve, reject) => {
     const conn = new SshClient();
     let settled = false;
+    let mismatch: Error | undefined;
+    const where = `${target.host}:${target.port}`;
+    const expected = pinned ? `${fingerprint(pinned.blob)}${target.hostKeySource ? ` (${target.hostKeySource})` : ''}` : '';
     // ssh2 can emit 'error' more than once for one connection (a forwarded port that
     // accepts and then drops, as QEMU's user network does while the guest's sshd is not
     // up yet, gives a timeout and then "Connection lost before handshake"). An 'error'
@@ -24,7 +39,11 @@ export function connectGuest(target: GuestTarget, timeoutMs = 10_000): Promise<S
       if (settled) return;
       settled = true;
       conn.end();
-      reject(err);
+      if (!mismatch && pinned && /host key/i.test(err.message) && (err as { level?: string }).level === 'handshake') {
+        // ssh2's words for a server that holds no key of the pinned type.
+        mismatch = failure('HostKeyMismatchError', `SSH server at ${where} offers no ${pinned.type} host key; expected ${expected}`);
+      }
+      reject(mismatch ?? err);
     });
     conn.once('ready', () => {
       settled = true;
@@ -36,9 +55,59 @@ export function connectGuest(target: GuestTarget, timeoutMs = 10_000): Promise<S
       username: target.username,
       privateKey: target.privateKey,
       readyTimeout: timeoutMs,
-      hostVerifier: () => true,
+      ...(pinned ? { algorithms: { serverHostKey: hostKeyAlgorithms(pinned) as never } } : {}),
+      // ssh2 calls this with the raw key blob, and only after the server signed the
+      // exchange with it: the blob is a key the server holds.
+      hostVerifier: (blob: Buffer) => {
+        if (!pinned) {
+          target.onHostKey?.(hostKeyLine({ type: blobType(blob), blob }));
+          return true;
+        }
+        if (blob.equals(pinned.blob)) return true;
+        mismatch = failure(
+          'HostKeyMismatchError',
+          `SSH server at ${where} presented host key ${fingerprint(blob)}, not the VM's ${expected}: refusing to talk to it`,
+        );
+        return false;
+      },
     });
   });
+}
+
+/**
+ * The host key the SSH server at `host:port` proves it holds, learnt by a handshake that
+ * stops before authentication: the server learns nothing of who asks.
+ */
+export function peekHostKey(target: Pick<GuestTarget, 'host' | 'port'>, timeoutMs = 5000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const conn = new SshClient();
+    let seen: string | undefined;
+    let settled = false;
+    const settle = (err?: Error) => {
+      if (settled) return;
+      settled = true;
+      conn.end();
+      if (seen) resolve(seen);
+      else reject(err ?? new Error(`SSH at ${target.host}:${target.port} closed before its host key`));
+    };
+    conn.on('error', settle);
+    conn.on('close', () => settle());
+    conn.connect({
+      host: target.host,
+      port: target.port,
+      username: 'none',
+      readyTimeout: timeoutMs,
+      hostVerifier: (blob: Buffer) => {
+        seen = hostKeyLine({ type: blobType(blob), blob });
+        return false;
+      },
+    });
+  });
+}
+
+/** The key type a wire blob names first (string length, then the name). */
+function blobType(blob: Buffer): string {
+  return blob.subarray(4, 4 + blob.readUInt32BE(0)).toString('latin1');
 }
 
 export interface GuestExecOptions {

@@ -23,8 +23,6 @@ export interface GuestDeps {
 /** The key sshd makes on a guest's first boot; every supported image has one. */
 export const GUEST_HOST_KEY_FILE = '/etc/ssh/ssh_host_ed25519_key.pub';
 
-type HostKeySource = PinnedHostKey['source'];
-
 /** Activities that talk to the VM itself over SSH, with the key every VM trusts. */
 export function guestActivities({ config, client, proxmox }: GuestDeps) {
   const key = () => ensureSshKey(config.sshKeyPath).privateKey;

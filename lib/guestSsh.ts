@@ -9,13 +9,11 @@ export interface GuestTarget {
   privateKey: Buffer;
   /**
    * The only host key accepted (a `.pub` line). Another key fails the connection with a
-   * HostKeyMismatchError before anything is sent. Unset: any key, reported to onHostKey.
+   * HostKeyMismatchError before anything is sent. Unset: any key.
    */
   hostKey?: string;
   /** Where the pinned key came from, for the mismatch message. */
   hostKeySource?: string;
-  /** Called with the key the server proved it holds (as a `.pub` line without comment). */
-  onHostKey?: (line: string) => void;
 }
 
 /**
@@ -56,14 +54,11 @@ export function connectGuest(target: GuestTarget, timeoutMs = 10_000): Promise<S
       privateKey: target.privateKey,
       readyTimeout: timeoutMs,
       ...(pinned ? { algorithms: { serverHostKey: hostKeyAlgorithms(pinned) as never } } : {}),
-      // ssh2 calls this with the raw key blob, and only after the server signed the
-      // exchange with it: the blob is a key the server holds.
+      // ssh2 calls this with the raw key blob, then checks the server's signature over the
+      // key exchange with that key: a server that shows the pinned key without holding it
+      // fails there, still before authentication.
       hostVerifier: (blob: Buffer) => {
-        if (!pinned) {
-          target.onHostKey?.(hostKeyLine({ type: blobType(blob), blob }));
-          return true;
-        }
-        if (blob.equals(pinned.blob)) return true;
+        if (!pinned || blob.equals(pinned.blob)) return true;
         mismatch = failure(
           'HostKeyMismatchError',
           `SSH server at ${where} presented host key ${fingerprint(blob)}, not the VM's ${expected}: refusing to talk to it`,
@@ -75,8 +70,9 @@ export function connectGuest(target: GuestTarget, timeoutMs = 10_000): Promise<S
 }
 
 /**
- * The host key the SSH server at `host:port` proves it holds, learnt by a handshake that
- * stops before authentication: the server learns nothing of who asks.
+ * The host key the SSH server at `host:port` presents, learnt by a handshake that stops
+ * before authentication: the server learns nothing of who asks. Not yet proof that the
+ * server holds the key; a connection pinned to it checks that.
  */
 export function peekHostKey(target: Pick<GuestTarget, 'host' | 'port'>, timeoutMs = 5000): Promise<string> {
   return new Promise((resolve, reject) => {

@@ -1,4 +1,3 @@
-import net from 'node:net';
 import { Context } from '@temporalio/activity';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
@@ -6,7 +5,7 @@ import { StorageError } from '../lib/proxmox/errors';
 import { meetsLevel } from '../lib/proxmox/cpu';
 import { cpuBaseline } from '../lib/vm/cpuBaseline';
 import { diskTooBig } from '../lib/vm/diskSpace';
-import { vmIp } from '../lib/network';
+import { portAnswers, vmIp } from '../lib/network';
 import { failure, type OsName } from '../contract';
 
 export interface ClusterDeps {
@@ -26,18 +25,7 @@ const MIN_CPU_LEVEL: Partial<Record<OsName, Record<string, string>>> = {
 export function clusterActivities({ config, proxmox }: ClusterDeps) {
   const main = () => proxmox.main();
 
-  async function sshAnswers(ip: string): Promise<boolean> {
-    return new Promise((resolve) => {
-      const socket = net.connect({ host: ip, port: config.vmSshPort, timeout: 500 });
-      const done = (answer: boolean) => {
-        socket.destroy();
-        resolve(answer);
-      };
-      socket.once('connect', () => done(true));
-      socket.once('timeout', () => done(false));
-      socket.once('error', () => done(false));
-    });
-  }
+  const sshAnswers = (ip: string) => portAnswers(ip, config.vmSshPort);
 
   return {
     /** The storage exists, can hold disks, is active, and (given a size) has room for the disk. */

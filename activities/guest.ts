@@ -1,42 +1,105 @@
 import { Context, sleep } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import { connectGuest, execOnGuest } from '../lib/guestSsh';
+import type { ProxmoxCluster } from '../lib/proxmox';
+import { connectGuest, execOnGuest, peekHostKey, type GuestTarget } from '../lib/guestSsh';
+import { fingerprint, hostKeyLine, parseHostKey } from '../lib/guestHostKey';
+import { hashRootPassword } from '../lib/rootPassword';
 import { ensureSshKey } from '../lib/sshKey';
 import { initScriptEnv, initScriptFor } from '../lib/initScripts';
 import { shellQuote } from '../lib/executor/quote';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { checkedInput } from './checkInput';
-import { failure, field } from '../contract';
+import { failure, field, isFailureOf, type PinnedHostKey } from '../contract';
+import type { ApplicationFailure } from '@temporalio/common';
 
 export interface GuestDeps {
   config: Config;
   client: Client;
+  proxmox: ProxmoxCluster;
 }
 
+/** The key sshd makes on a guest's first boot; every supported image has one. */
+export const GUEST_HOST_KEY_FILE = '/etc/ssh/ssh_host_ed25519_key.pub';
+
 /** Activities that talk to the VM itself over SSH, with the key every VM trusts. */
-export function guestActivities({ config, client }: GuestDeps) {
+export function guestActivities({ config, client, proxmox }: GuestDeps) {
   const key = () => ensureSshKey(config.sshKeyPath).privateKey;
 
+  /**
+   * The guest's host key as its QEMU guest agent reads it, through Proxmox; undefined
+   * while the agent, or the key (made on first boot), is not there yet.
+   */
+  async function agentHostKey(vmid: number): Promise<{ key?: string; error: string }> {
+    try {
+      const node = await proxmox.nodeOf(vmid);
+      return { key: hostKeyLine(parseHostKey(await node.agentFileRead(vmid, GUEST_HOST_KEY_FILE))), error: '' };
+    } catch (err) {
+      return { error: (err as Error).message.split('\n')[0] };
+    }
+  }
+
   return {
-    /** Polls until the guest accepts the main node's key; cloud-init may take minutes. */
-    async waitForSsh(input: { ip: string; user: string }): Promise<void> {
+    /**
+     * Polls until the guest accepts the main node's key; cloud-init may take minutes.
+     * With a VMID, only the host key the guest agent reports is accepted (or `hostKey`, one
+     * pinned before); a guest whose agent stays silent for GUEST_AGENT_WAIT after its SSH
+     * answers is trusted on first use. Returns the key to pin for the install's later
+     * connections. Without a VMID (power operations, nothing secret sent) any key will do.
+     */
+    async waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string }): Promise<PinnedHostKey | undefined> {
       const ctx = Context.current();
       const deadline = Date.now() + config.sshWaitTimeoutSec * 1000;
+      const target: GuestTarget = { host: input.ip, port: config.vmSshPort, username: input.user, privateKey: key() };
       let lastError = 'no answer';
+      let agentKey: string | undefined;
+      let agentError = '';
+      let firstSeen: { key: string; at: number } | undefined;
       for (let attempt = 1; Date.now() < deadline; attempt++) {
         ctx.heartbeat({ attempt });
+        if (input.vmid !== undefined && agentKey === undefined) ({ key: agentKey, error: agentError } = await agentHostKey(input.vmid));
+        if (agentKey && input.hostKey && agentKey !== input.hostKey) {
+          throw failure(
+            'HostKeyMismatchError',
+            `VM ${input.vmid}'s guest agent reports host key ${fingerprint(parseHostKey(agentKey).blob)}, not the ${fingerprint(parseHostKey(input.hostKey).blob)} SSH at ${input.ip} showed before`,
+          );
+        }
+        const pinned = agentKey ?? input.hostKey;
         try {
-          const conn = await connectGuest({ host: input.ip, port: config.vmSshPort, username: input.user, privateKey: key() }, 5000);
-          try {
-            const code = await execOnGuest(conn, 'true', { signal: ctx.cancellationSignal });
-            if (code === 0) return;
-            lastError = `probe command exited with ${code}`;
-          } finally {
-            conn.end();
+          if (!pinned && input.vmid !== undefined) {
+            // No key to hold the server to yet: learn what it shows without logging in,
+            // and trust that only when the agent stays silent (GUEST_AGENT_WAIT).
+            const seen = await peekHostKey(target, 5000);
+            if (firstSeen?.key !== seen) firstSeen = { key: seen, at: Date.now() };
+            if (Date.now() - firstSeen.at >= config.guestAgentWaitSec * 1000) {
+              ctx.log.warn('guest agent did not answer: trusting the host key first seen', { vmid: input.vmid, agentError });
+              input = { ...input, hostKey: seen };
+              continue;
+            }
+            lastError = `SSH answers, waiting for the guest agent (${agentError})`;
+          } else {
+            const conn = await connectGuest(
+              {
+                ...target,
+                hostKey: pinned,
+                hostKeySource: agentKey ? `reported by VM ${input.vmid}'s guest agent` : firstSeen ? 'first seen at this address' : 'pinned for this VM',
+              },
+              5000,
+            );
+            try {
+              const code = await execOnGuest(conn, 'true', { signal: ctx.cancellationSignal });
+              if (code === 0) {
+                if (!pinned) return undefined;
+                return { hostKey: pinned, source: agentKey ? 'guest agent' : 'first use', fingerprint: fingerprint(parseHostKey(pinned).blob) };
+              }
+              lastError = `probe command exited with ${code}`;
+            } finally {
+              conn.end();
+            }
           }
         } catch (err) {
+          if (isFailureOf((err as ApplicationFailure).type, 'HostKeyMismatchError')) throw err;
           lastError = (err as Error).message;
         }
         await sleep(Math.min(5000, 500 * attempt));
@@ -54,16 +117,35 @@ export function guestActivities({ config, client }: GuestDeps) {
      * stdin, never on a command line. The script is safe to run twice, so a retry after
      * a dropped connection is harmless.
      */
-    async runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string }): Promise<void> {
+    async runInitScript(input: {
+      ip: string;
+      user: string;
+      os: string;
+      version: string;
+      rootPassword?: string;
+      /** The key waitForSsh pinned; a run from before pinning has none. */
+      hostKey?: string;
+      vmid?: number;
+    }): Promise<void> {
       checkedInput(field.user, input.user, 'runInitScript');
       const ctx = Context.current();
-      const env = initScriptEnv(config.initScript, input.rootPassword ?? config.rootPassword);
+      const rootPassword = input.rootPassword ?? config.rootPassword;
+      // Only a crypt hash leaves the service: whoever might answer at the VM's address
+      // gets nothing that logs in anywhere.
+      const env = initScriptEnv(config.initScript, rootPassword ? { hash: hashRootPassword(rootPassword) } : undefined);
       const exports = Object.entries(env)
         .map(([k, v]) => `export ${k}=${shellQuote(v)}`)
         .join('\n');
       const script = `${exports}\n${initScriptFor(input.os, input.version)}`;
       const out = outputStream(client, [input.rootPassword ?? '', config.rootPassword ?? '']);
-      const conn = await connectGuest({ host: input.ip, port: config.vmSshPort, username: input.user, privateKey: key() });
+      const conn = await connectGuest({
+        host: input.ip,
+        port: config.vmSshPort,
+        username: input.user,
+        privateKey: key(),
+        hostKey: input.hostKey,
+        hostKeySource: `pinned for VM ${input.vmid ?? '?'}`,
+      });
       try {
         const code = await keepAlive(() =>
           execOnGuest(conn, 'sudo bash -s', {

@@ -15,7 +15,7 @@ import {
 } from '../contract';
 import { markerSealFor } from '../lib/vm/markerSeal';
 import { readAdminKeys } from '../lib/stateFiles';
-import { vmIp } from '../lib/network';
+import { portAnswers, vmIp } from '../lib/network';
 import { managedNodeOf, requireManaged } from './managedSet';
 import { checkedInput } from './checkInput';
 
@@ -42,7 +42,9 @@ export function vmActivities({ config, proxmox }: VmDeps) {
     /**
      * `qm create` on the main node (this worker's MAIN_NODE, which the result names for the
      * workflow), its description the sealed owner and spec markers of this run; finding this
-     * very run's VM already there counts as done.
+     * very run's VM already there counts as done. The VM's address must be free first,
+     * whether the VMID was allocated or asked for: a machine already answering SSH there
+     * would receive what is meant for the new VM.
      */
     async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node: string }> {
       const { vmid } = input;
@@ -53,6 +55,11 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       if (!run) throw failure('ConfigError', 'qmCreate runs for an install workflow only: its markers name the run');
       const markers = { owner: input.owner, run, spec: specMarkerValue(spec) };
       const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
+      const ip = vmIp(config.gateway, vmid);
+      // A VM that exists already (this run's, on a retry, or another's) is qm create's to judge.
+      if (!(await proxmox.locateVm(vmid)) && (await portAnswers(ip, config.vmSshPort))) {
+        throw failure('AddressInUseError', `VM ${vmid}'s address ${ip} already answers SSH on port ${config.vmSshPort}: another machine uses it`);
+      }
       try {
         await main().qmCreate(vmid, {
           name: input.name,
@@ -72,12 +79,12 @@ export function vmActivities({ config, proxmox }: VmDeps) {
           // A retry after a crash finds the VM this very run created.
           const vm = await proxmox.locateVm(vmid);
           const conf = vm ? await proxmox.requireNode(vm.node).config(vmid).catch(() => undefined) : undefined;
-          if (vm && conf && sealedFor(conf.description, vmid, input.owner, run)) return { ip: vmIp(config.gateway, vmid), node: vm.node };
+          if (vm && conf && sealedFor(conf.description, vmid, input.owner, run)) return { ip, node: vm.node };
           throw failure('VmidTakenError', err.message);
         }
         throw err;
       }
-      return { ip: vmIp(config.gateway, vmid), node: proxmox.mainNode };
+      return { ip, node: proxmox.mainNode };
     },
 
     /** Cloud-init, disks, boot order and network in the seed's order; every step absolute. */

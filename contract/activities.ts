@@ -80,8 +80,12 @@ export interface Activities {
   destroyOwnedVm(input: { vmid: number; owner: string; run?: string }): Promise<boolean>;
 
   // Inside the guest.
-  waitForSsh(input: { ip: string; user: string }): Promise<void>;
-  runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string }): Promise<void>;
+  /**
+   * With `vmid`, only the host key the guest agent reports (or `hostKey`, pinned before) is
+   * accepted, and the key to pin is returned (see docs/security.md, guest SSH).
+   */
+  waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string }): Promise<PinnedHostKey | undefined>;
+  runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string }): Promise<void>;
 
   // Rebuilds.
   inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec }): Promise<RebuildTarget>;
@@ -92,4 +96,13 @@ export interface Activities {
 
   // The reconciler: every VM with its verdict (it only reads; removal is destroyOwnedVm).
   planReconcile(): Promise<ReconcileItem[]>;
+}
+
+/** A guest's SSH host key, as waitForSsh pinned it (a `.pub` line without comment). */
+export interface PinnedHostKey {
+  hostKey: string;
+  /** From Proxmox (the guest agent), or trusted when the VM first answered. */
+  source: 'guest agent' | 'first use';
+  /** `SHA256:…`, for the operator. */
+  fingerprint: string;
 }

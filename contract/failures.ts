@@ -33,6 +33,9 @@ export const FAILURE_TYPES = {
   // Guests.
   SshTimeoutError: { retryable: false, status: 504 },
   InitScriptError: { retryable: true },
+  // Something else answers at the VM's address: an operator must look (docs/security.md).
+  HostKeyMismatchError: { retryable: false },
+  AddressInUseError: { retryable: false, status: 409 },
   // The product's own rules.
   NoFreeVmidError: { retryable: false },
   CpuLevelError: { retryable: false },

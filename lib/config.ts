@@ -108,6 +108,7 @@ export const envSchema = z.object({
   VM_SSH_PORT: intFrom(22),
   VM_BRIDGE: z.string().trim().default('vmbr0'),
   SSH_WAIT_TIMEOUT: intFrom(600),
+  GUEST_AGENT_WAIT: intFrom(120),
 
   DATA_DIR: z.string().optional(),
   SSH_KEY_PATH: z.string().optional(),
@@ -390,6 +391,11 @@ function buildConfig(
     vmSshPort: env.VM_SSH_PORT,
     bridge: env.VM_BRIDGE,
     sshWaitTimeoutSec: env.SSH_WAIT_TIMEOUT,
+    /**
+     * How long a new guest's SSH may answer before its agent does: past it, an image
+     * without qemu-guest-agent is trusted on first use (docs/security.md).
+     */
+    guestAgentWaitSec: env.GUEST_AGENT_WAIT,
     dataDir,
     sshKeyPath: env.SSH_KEY_PATH ?? path.join(os.homedir(), '.ssh', 'id_ed25519'),
     nodeSshUser: env.NODE_SSH_USER,

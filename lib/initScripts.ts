@@ -31,6 +31,8 @@ const MIRROR_PATTERN = /^https?:\/\/[A-Za-z0-9.-]+(:[0-9]{1,5})?(\/[A-Za-z0-9._~
 const TIMEZONE_PATTERN = /^[A-Za-z0-9_+-]+(\/[A-Za-z0-9_+-]+)*$/;
 const LOCALE_PATTERN = /^(C|POSIX|C\.UTF-8|C\.utf8|[a-z]{2,3}_[A-Z]{2}\.[A-Za-z0-9-]+(@[a-z]+)?)$/;
 const SWAP_SIZE_PATTERN = /^(0|[1-9][0-9]*[MG])$/;
+/** The same check as the script's: `$id$[params$]salt$hash`, nothing chpasswd could split on. */
+const CRYPT_HASH_PATTERN = /^\$[0-9a-z]+\$[A-Za-z0-9./=$]+$/;
 
 function scriptFile(os: string, version: string): string {
   return `${os}_${version}.sh`;
@@ -102,9 +104,12 @@ export function listInitScripts(): Array<{ os: string; version: string; file: st
 /**
  * The QEMURUN_* variables that carry the settings into the script. Throws, naming every bad
  * value, for a setting the script would refuse. The root password is included only when
- * given; without it the script locks root's password.
+ * given; without it the script locks root's password. The service gives it as a crypt
+ * hash (`{ hash }`), so the plain password never reaches the VM's address.
  */
-export function initScriptEnv(settings: InitScriptSettings, rootPassword?: string): Record<string, string> {
+export function initScriptEnv(settings: InitScriptSettings, root?: string | { hash: string }): Record<string, string> {
+  const rootPassword = typeof root === 'string' ? root : undefined;
+  const rootHash = typeof root === 'object' ? root.hash : undefined;
   const problems: string[] = [];
   const mirror = (settings.mirror ?? '').trim().replace(/\/+$/, '');
   if (mirror !== '' && !MIRROR_PATTERN.test(mirror)) problems.push(`mirror must be an http(s) URL: '${mirror}'`);
@@ -115,6 +120,7 @@ export function initScriptEnv(settings: InitScriptSettings, rootPassword?: strin
     if (!PACKAGE_NAME_PATTERN.test(pkg)) problems.push(`invalid package name: '${pkg}'`);
   }
   if (rootPassword !== undefined && /[\r\n]/.test(rootPassword)) problems.push('root password must be one line');
+  if (rootHash !== undefined && !CRYPT_HASH_PATTERN.test(rootHash)) problems.push('root password hash must be a crypt hash');
   if (problems.length > 0) throw new Error(`invalid init script settings: ${problems.join('; ')}`);
 
   const env: Record<string, string> = {
@@ -125,5 +131,6 @@ export function initScriptEnv(settings: InitScriptSettings, rootPassword?: strin
     QEMURUN_SWAP_SIZE: settings.swapSize,
   };
   if (rootPassword) env.QEMURUN_ROOT_PASSWORD = rootPassword;
+  if (rootHash) env.QEMURUN_ROOT_PASSWORD_HASH = rootHash;
   return env;
 }

@@ -84,11 +84,15 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       );
     }
     await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid }));
-    await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip}`, () =>
+    const pinned = await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip}`, () =>
       // The account cloud-init made: with a custom user, the OS's own account exists only
-      // once the init script has made it.
-      guest.waitForSsh({ ip: vm.ip, user: spec.user }),
+      // once the init script has made it. The VMID lets the activity learn the guest's
+      // host key from its agent; that key is pinned for every later connection.
+      guest.waitForSsh({ ip: vm.ip, user: spec.user, vmid: vm.vmid }),
     );
+    // Undefined in histories from before host keys were pinned.
+    const hostKey = pinned?.hostKey;
+    if (pinned) progress.info('VM initialization > wait for SSH', `host key ${pinned.fingerprint} (${pinned.source === 'guest agent' ? 'reported by the guest agent' : 'trusted on first use: the guest agent did not answer'})`);
     await step('VM initialization > init script', `running the ${spec.os} ${spec.version} init script`, () =>
       guest.runInitScript({
         ip: vm.ip,
@@ -96,11 +100,13 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         os: spec.os,
         version: spec.version,
         rootPassword: secrets.rootPassword,
+        vmid: vm.vmid,
+        hostKey,
       }),
     );
     await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid }));
     await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip} after reboot`, () =>
-      guest.waitForSsh({ ip: vm.ip, user: spec.user }),
+      guest.waitForSsh({ ip: vm.ip, user: spec.user, vmid: vm.vmid, hostKey }),
     );
 
     const elapsedSec = (Date.now() - started) / 1000;

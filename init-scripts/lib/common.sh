@@ -9,6 +9,9 @@
 # Settings, all from the environment (an unset or empty value takes the default):
 #   QEMURUN_ROOT_PASSWORD  root password. Unset or empty: root's password is locked (log in
 #                          with a key). Never printed.
+#   QEMURUN_ROOT_PASSWORD_HASH  root password as a crypt hash ($5$…, $6$…, $y$…), set with
+#                          `chpasswd -e`; wins over QEMURUN_ROOT_PASSWORD. What QemuRun
+#                          sends, so the plain password never reaches the VM.
 #   QEMURUN_MIRROR         mirror root URL, e.g. http://ftp.example.org; the scripts use
 #                          <mirror>/debian and <mirror>/debian-security, <mirror>/ubuntu,
 #                          <mirror>/rocky and <mirror>/epel. Empty keeps (or restores) the
@@ -53,10 +56,14 @@ qr_on_error() {
 qr_read_settings() {
   local problems=() problem pkg
   QR_ROOT_PASSWORD=${QEMURUN_ROOT_PASSWORD:-}
+  QR_ROOT_PASSWORD_HASH=${QEMURUN_ROOT_PASSWORD_HASH:-}
   # Keep the password out of the environment of every command this script starts.
-  unset QEMURUN_ROOT_PASSWORD
+  unset QEMURUN_ROOT_PASSWORD QEMURUN_ROOT_PASSWORD_HASH
   if [[ $QR_ROOT_PASSWORD == *[$'\n\r']* ]]; then
     problems+=("QEMURUN_ROOT_PASSWORD must be one line")
+  fi
+  if [[ -n $QR_ROOT_PASSWORD_HASH && ! $QR_ROOT_PASSWORD_HASH =~ ^\$[0-9a-z]+\$[A-Za-z0-9./=\$]+$ ]]; then
+    problems+=("QEMURUN_ROOT_PASSWORD_HASH must be a crypt hash like \$5\$salt\$hash")
   fi
 
   QR_MIRROR=${QEMURUN_MIRROR:-}
@@ -267,6 +274,11 @@ $QR_OS_USER ALL=(ALL) NOPASSWD:ALL"
 }
 
 qr_set_root_password() {
+  if [[ -n $QR_ROOT_PASSWORD_HASH ]]; then
+    qr_info "setting root password (from its crypt hash)"
+    printf 'root:%s\n' "$QR_ROOT_PASSWORD_HASH" | chpasswd -e
+    return
+  fi
   if [[ -z $QR_ROOT_PASSWORD ]]; then
     # No well-known default: a password everyone can read in this script is no password.
     qr_info "QEMURUN_ROOT_PASSWORD is not set: locking root's password (key login only)"

@@ -93,6 +93,10 @@ export const MAX_CIPASSWORD_LENGTH = 1024;
 /** The hash for `qm set --cipassword`, with a fresh random 16-character salt. */
 export function hashCiPassword(password: string): string {
   if (password.length > MAX_CIPASSWORD_LENGTH) throw new Error(`cipassword is longer than ${MAX_CIPASSWORD_LENGTH} characters`);
-  const salt = [...randomBytes(16)].map((v) => ITOA64[v & 63]).join('');
-  return sha256Crypt(password, salt);
+  return sha256Crypt(password, cryptSalt());
+}
+
+/** A fresh random 16-character crypt salt. */
+export function cryptSalt(): string {
+  return [...randomBytes(16)].map((v) => ITOA64[v & 63]).join('');
 }

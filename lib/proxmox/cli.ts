@@ -16,6 +16,7 @@ import {
   type VmRunState,
 } from './parse';
 import {
+  parseAgentFileRead,
   parseClusterResources,
   parseNextId,
   parseNodeStatus,
@@ -223,6 +224,11 @@ export class CliNode implements ProxmoxNode {
   /** `qm list`: the VMs on this node. */
   async list(call: CallOptions = {}): Promise<QmListEntry[]> {
     return parseQmList((await this.read(cmd.qmList(), call)).stdout);
+  }
+
+  /** `pvesh get /nodes/<node>/qemu/<vmid>/agent/file-read --file <file>`. */
+  async agentFileRead(vmid: number, file: string, call: CallOptions = {}): Promise<string> {
+    return parseAgentFileRead((await this.read(cmd.pveshAgentFileRead(this.node, vmid, file), call)).stdout);
   }
 
   /** `pvesh get /nodes`: every cluster node and whether it is online. */

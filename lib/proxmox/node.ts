@@ -86,6 +86,12 @@ export interface ProxmoxNode {
   /** Destroy, with purge unless told otherwise. A running VM throws VmStateError. */
   destroy(vmid: number, opts?: TaskOptions & { purge?: boolean; skiplock?: boolean; destroyUnreferencedDisks?: boolean }): Promise<void>;
 
+  /**
+   * A file of the running guest, read by its QEMU guest agent (`agent/file-read`, VM.Monitor
+   * on PVE 8). Fails as Proxmox does when the agent is not configured or not running, or
+   * the file cannot be opened.
+   */
+  agentFileRead(vmid: number, file: string, call?: CallOptions): Promise<string>;
   /** The VM must live on this node, or VmNotFoundError. */
   config(vmid: number, opts?: CallOptions & { current?: boolean }): Promise<VmConfig>;
   /** running, stopped, or a QMP state. */

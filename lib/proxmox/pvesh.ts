@@ -256,3 +256,11 @@ export function parseVersion(stdout: string): PveVersion {
   if (!version || !release) throw new Error('/version: no release or version');
   return { release, version, ...(str(v.repoid) ? { repoid: str(v.repoid) } : {}) };
 }
+
+/** `agent/file-read`: `{ content, bytes-read, truncated? }`; a truncated read is no whole file. */
+export function parseAgentFileRead(stdout: string): string {
+  const v = object(parsePveshJson(stdout), 'agent/file-read');
+  if (typeof v.content !== 'string') throw new Error('agent/file-read: no content');
+  if (v.truncated) throw new Error('agent/file-read: the file was truncated');
+  return v.content;
+}

@@ -11,6 +11,7 @@ import { readIfExists } from '../state/files';
 import { clusterGuestResource, guestResource, guests, nodeResource, nodeUsage, storageResource } from './resources';
 import { toJson, toJsonPretty, toText } from './output';
 import { VM_OPTIONS } from './vmOptions';
+import { agentFileRead } from './agentFile';
 
 /**
  * `pvesh get <path>` for the API paths the service reads. Output is the API's `data`
@@ -22,6 +23,13 @@ interface Route {
   props?: Record<string, Prop>;
   get(ctx: Ctx, m: RegExpExecArray, params: Record<string, string>): unknown;
 }
+
+/** The one guest agent call QemuRun makes: the guest's host key (see ./agentFile). */
+const agentFileRoute: Route = {
+  path: /^\/nodes\/([^/]+)\/qemu\/(\d+)\/agent\/file-read$/,
+  props: { file: { type: 'string' } },
+  get: (ctx, m, p) => agentFileRead(ctx, m[1], Number(m[2]), p.file),
+};
 
 export function requireNode(ctx: Ctx, name: string) {
   const n = nodeOf(ctx.model, name);
@@ -160,6 +168,7 @@ const ROUTES: Route[] = [
   { path: /^\/nodes\/([^/]+)\/qemu\/(\d+)\/status\/current$/, get: (ctx, m) => vmStatusCurrent(ctx, m[1], Number(m[2])) },
   { path: /^\/nodes\/([^/]+)\/qemu\/(\d+)\/config$/, get: (ctx, m) => vmConfigView(ctx, m[1], Number(m[2])) },
   { path: /^\/nodes\/([^/]+)\/storage$/, get: (ctx, m) => nodeStorages(ctx, m[1]) },
+  agentFileRoute,
   {
     path: /^\/cluster\/resources$/,
     props: { type: { type: 'string', optional: true, enum: ['vm', 'storage', 'node', 'sdn', 'pool'] } },
@@ -183,7 +192,7 @@ const FORMAT_PROPS: Record<string, Prop> = {
   quiet: { type: 'boolean', optional: true },
 };
 
-export function pvesh(ctx: Ctx, argv: string[]): number {
+export async function pvesh(ctx: Ctx, argv: string[]): Promise<number> {
   const [verb, rawPath, ...rest] = argv;
   const verbs = ['get', 'ls', 'set', 'create', 'delete', 'usage'];
   if (!verb || !verbs.includes(verb)) {
@@ -195,7 +204,7 @@ export function pvesh(ctx: Ctx, argv: string[]): number {
   const route = ROUTES.map((r) => ({ r, m: r.path.exec(path) })).find((x) => x.m);
   if (!route || verb !== 'get') throw new CliError(`No '${verb}' handler defined for '${path}'`);
   const params = parseArgs({ name: `pvesh ${verb}`, args: [], props: { ...route.r.props, ...FORMAT_PROPS }, usage }, rest);
-  const data = route.r.get(ctx, route.m!, params);
+  const data = await route.r.get(ctx, route.m!, params);
 
   const format = params['output-format'] ?? 'text';
   if (format === 'json') ctx.out(toJson(data));

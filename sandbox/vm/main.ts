@@ -84,6 +84,17 @@ function hostKey(): string {
   return pair.private;
 }
 
+/**
+ * The public half where a real guest's sshd keeps it, so the guest agent can read it
+ * (`agent/file-read`), as on a real first boot (ssh-keygen -A).
+ */
+function publishHostKey(root: string, privateKey: string): void {
+  const parsed = utils.parseKey(privateKey);
+  if (parsed instanceof Error || Array.isArray(parsed)) throw new Error('unreadable guest host key');
+  fs.mkdirSync(`${root}/etc/ssh`, { recursive: true });
+  fs.writeFileSync(`${root}/etc/ssh/ssh_host_ed25519_key.pub`, `${parsed.type} ${parsed.getPublicSSH().toString('base64')} root@vm${vmid}\n`, { mode: 0o644 });
+}
+
 async function boot(): Promise<void> {
   const model = loadModel(dir);
   await new Promise((r) => setTimeout(r, model.bootDelayMs));
@@ -111,10 +122,12 @@ async function boot(): Promise<void> {
   if (fault.noSsh) return log('sshd not started (guest fault noSsh): the guest never answers SSH');
   const address = guestAddress(model.gateway);
   if (!address) return log(`no loopback address for VMID ${vmid} with gateway ${model.gateway}: sshd not reachable`);
+  const key = hostKey();
+  publishHostKey(root, key);
   server = await startGuestSsh({
     host: address,
     port: model.vmSshPort,
-    hostKey: hostKey(),
+    hostKey: key,
     root,
     hostname: ci?.hostname ?? `vm${vmid}`,
     privilegedLog: paths.guestLog(vmid),

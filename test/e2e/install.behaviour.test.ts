@@ -1,10 +1,13 @@
 import fs from 'node:fs';
 import { execa } from 'execa';
+import { utils } from 'ssh2';
+import { fingerprint } from '../../lib/guestHostKey';
 import { LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse, SseResponse } from '../support/sse';
 import { eventually } from '../../sandbox/testkit';
 import { activityAttempts as attemptsInHistory } from '../support/history';
+import { startSquatter, type Squatter } from '../support/squatter';
 import { injectFaultOn, isMutating, operations, operationsMark, type ProxmoxOperation } from '../support/proxmoxCalls';
 
 /**
@@ -42,6 +45,13 @@ async function vmIds(): Promise<number[]> {
   return (JSON.parse(stdout) as Array<{ vmid: number }>).map((r) => r.vmid).sort();
 }
 
+/** The fingerprint of the host key a sandbox guest's sshd serves. */
+function guestKeyFingerprint(vmid: number): string {
+  const key = utils.parseKey(fs.readFileSync(`${h.sandbox.dir}/guests/${vmid}/ssh_host_ed25519_key`, 'utf8'));
+  if (key instanceof Error || Array.isArray(key)) throw new Error(`VM ${vmid}: unreadable host key`);
+  return fingerprint(key.getPublicSSH());
+}
+
 /** Cleanup touched only what this install made: it destroyed exactly the VM it created. */
 function expectOwnVmRemoved(ops: ProxmoxOperation[]): void {
   const created = ops.filter((o) => o.op === 'create' && o.ok).map((o) => o.vmid);
@@ -57,6 +67,8 @@ test('node pve2: the VM is migrated there before its first boot, started there, 
   const res = await install({ os: 'debian', version: '12', node: 'pve2' });
   expect(res.events.at(-1)?.message).toMatch(/^\[\*\] User: debian$/);
   const vmid = vmidOf(res);
+  // SSH was pinned to the key the guest made, as its agent read it through Proxmox.
+  expect(res.events.map((e) => e.message)).toContain(`[*] host key ${guestKeyFingerprint(vmid)} (reported by the guest agent)`);
   expect(res.events.some((e) => e.step === 'VM initialization > migrate' && /migration finished successfully/.test(e.message))).toBe(true);
   // Created on the main node, moved while stopped, first started on pve2 (in CLI mode
   // through pve2's own sshd, in API mode on pve2's API path).
@@ -189,6 +201,48 @@ test('an explicit id that is taken fails clearly and leaves that VM alone', asyn
   const ops = (await operations(h, mark)).filter((o) => o.vmid === 230);
   expect(ops.filter((o) => o.op === 'create').map((o) => o.ok)).toEqual([false]);
   expect(ops.filter((o) => isMutating(o) && o.ok !== false)).toEqual([]);
+});
+
+describe('a machine squatting on the VM address gets nothing', () => {
+  let squatter: Squatter | undefined;
+  afterEach(async () => {
+    await squatter?.close();
+    squatter = undefined;
+  });
+
+  test('an explicit id whose address already answers SSH is refused before any VM is made', async () => {
+    squatter = await startSquatter('127.0.0.231', h.config.vmSshPort);
+    const mark = await operationsMark(h);
+    const res = await install({ os: 'debian', version: '12', id: 231 });
+    const last = res.events.at(-1)!;
+    expect(last.status).toBe('error');
+    expect(last.message).toMatch(/VM 231's address 127\.0\.0\.231 already answers SSH/);
+    expect((await operations(h, mark)).filter((o) => o.vmid === 231 && o.op === 'create')).toEqual([]);
+    expect({ authentications: squatter.authentications, commands: squatter.commands }).toEqual({ authentications: [], commands: [] });
+  });
+
+  test("one that takes the address after the check meets the guest agent's key and is refused before any login", async () => {
+    let started: Promise<Squatter> | undefined;
+    // The address is free when the VM is created; the squatter takes it before the VM boots.
+    const res = await install(
+      { os: 'debian', version: '12', id: 232 },
+      { onEvent: (e) => void (e.step === 'VM creation > qm create' && /^\[\*\] VMID 232/.test(e.message) && (started ??= startSquatter('127.0.0.232', h.config.vmSshPort))) },
+    );
+    squatter = await started;
+    const last = res.events.at(-1)!;
+    expect(last.step).toBe('VM initialization > wait for SSH');
+    expect(last.status).toBe('error');
+    expect(last.message).toContain(`presented host key ${squatter!.fingerprint}, not the VM's`);
+    expect(last.message).toContain("reported by VM 232's guest agent");
+    // It answered, and got no login, no command, no byte of the init script.
+    expect(squatter!.connections).toBeGreaterThan(0);
+    expect({ authentications: squatter!.authentications, commands: squatter!.commands, received: squatter!.received }).toEqual({
+      authentications: [],
+      commands: [],
+      received: '',
+    });
+    expect(await vmIds()).not.toContain(232);
+  });
 });
 
 test('a client dropped mid-stream re-attaches with Last-Event-ID and gets exactly the missing events', async () => {

@@ -390,6 +390,23 @@ describe('lifecycle tasks on the CLIs\' state', () => {
     // The guest the API started answers SSH with the key set through the API.
     const ssh = await eventually(() => sshExec({ host: '127.0.0.180', port: t.vmSshPort, username: 'ops', privateKey: guestKey.privateKey, command: 'echo up' }), 20_000, 200);
     expect(ssh.stdout.trim()).toBe('up');
+
+    // The guest agent's file-read (PVE::API2::Qemu::Agent), as QemuRun reads a host key.
+    const hostKeyFile = { file: '/etc/ssh/ssh_host_ed25519_key.pub' };
+    const noAgent = await call('GET', '/nodes/pve1/qemu/180/agent/file-read', hostKeyFile);
+    expect([noAgent.status, noAgent.statusMessage]).toEqual([500, 'No QEMU guest agent configured']);
+    await call('PUT', '/nodes/pve1/qemu/180/config', { agent: 1 });
+    const read = data<{ content: string; 'bytes-read': number }>(await call('GET', '/nodes/pve1/qemu/180/agent/file-read', hostKeyFile));
+    expect(read.content).toBe(fs.readFileSync(`${t.cluster.dir}/guests/180/root/etc/ssh/ssh_host_ed25519_key.pub`, 'utf8'));
+    expect(read.content).toMatch(/^ssh-ed25519 AAAA\S+ root@vm180\n$/);
+    expect(read['bytes-read']).toBe(read.content.length);
+    const viaPvesh = await execa('pvesh', ['get', '/nodes/pve1/qemu/180/agent/file-read', '--file', hostKeyFile.file, '--output-format', 'json'], { env: t.cluster.envFor('pve2') });
+    expect(JSON.parse(viaPvesh.stdout)).toEqual(read);
+    const monitorless = await call('GET', '/nodes/pve1/qemu/180/agent/file-read', hostKeyFile, { authorization: auditor.authorization });
+    expect([monitorless.status, monitorless.statusMessage]).toEqual([403, 'Permission check failed (/vms/180, VM.Monitor)']);
+    const missing = await call('GET', '/nodes/pve1/qemu/180/agent/file-read', { file: '/../../etc/nope' });
+    expect([missing.status, missing.statusMessage]).toEqual([500, "VM 180 qmp command 'guest-file-open' failed - failed to open file '/../../etc/nope' (mode: 'r'): No such file or directory"]);
+
     const destroyRunning = await call('DELETE', '/nodes/pve1/qemu/180');
     expect([destroyRunning.status, destroyRunning.statusMessage]).toEqual([500, 'VM 180 is running - destroy failed']);
     const offline = await call('POST', '/nodes/pve1/qemu/180/migrate', { target: 'pve2' });
@@ -403,6 +420,8 @@ describe('lifecycle tasks on the CLIs\' state', () => {
     expect((await qm('pve1', 'status', '180')).stdout).toBe('status: stopped');
     const reboot = await call('POST', '/nodes/pve1/qemu/180/status/reboot');
     expect([reboot.status, reboot.statusMessage]).toEqual([500, 'VM 180 not running']);
+    const agentOff = await call('GET', '/nodes/pve1/qemu/180/agent/file-read', hostKeyFile);
+    expect([agentOff.status, agentOff.statusMessage]).toEqual([500, 'VM 180 is not running']);
 
     const local = await call('POST', '/nodes/pve1/qemu/180/migrate', { target: 'pve1' });
     expect([local.status, local.body?.errors]).toEqual([400, { target: 'target is local node.' }]);

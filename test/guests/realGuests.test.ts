@@ -3,6 +3,7 @@ import { connectGuest, execOnGuest } from '../../lib/guestSsh';
 import { userKeyPair } from '../support/guest';
 import { startChildWorker } from '../support/childWorker';
 import { startHarness, type Harness } from '../support/harness';
+import { fingerprint, parseHostKey } from '../../lib/guestHostKey';
 import { requestSse, type SseResponse } from '../support/sse';
 import { apiCall } from '../support/api';
 
@@ -125,6 +126,11 @@ test(
     // The host key was made on the guest's first boot, not baked into the image.
     const hostKeys = await Promise.all([plain, custom].map((vm) => inGuest(vm.ip, vm.user, 'cat /etc/ssh/ssh_host_ed25519_key.pub')));
     expect(hostKeys[0]).not.toBe(hostKeys[1]);
+    // Each install pinned that key, read through the real guest agent.
+    [plain, custom].forEach((vm, i) => {
+      const pinned = `[*] host key ${fingerprint(parseHostKey(hostKeys[i]).blob)} (reported by the guest agent)`;
+      expect(vm.res.events.map((e) => e.message)).toContain(pinned);
+    });
     // cloud-init renamed the default account to alice; the init script made `debian` beside it.
     expect(await inGuest(custom.ip, 'alice', 'id -un; sudo -n id -un')).toBe('alice\nroot');
     expect(await inGuest(custom.ip, 'debian', 'id -un; sudo -n id -un')).toBe('debian\nroot');

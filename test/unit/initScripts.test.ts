@@ -10,6 +10,7 @@ import {
   type InitScriptSettings,
 } from '../../lib/initScripts';
 import { OS_VERSIONS } from '../../contract';
+import { hashRootPassword } from '../../lib/rootPassword';
 
 /**
  * The init scripts are run for real, twice each, inside a bubblewrap jail: a private root
@@ -467,6 +468,16 @@ describe('init scripts in a bubblewrap jail', () => {
     expect(jail.exists('tmp/x')).toBe(false);
     expect(jail.exists('var/lib/qemurun')).toBe(false);
     expect(jail.read('etc/fstab')).toBe(FSTAB);
+  });
+
+  test("the service's form of the root password: its crypt hash, set with chpasswd -e", () => {
+    const jail = makeJail('hash', 'debian', '12');
+    const hash = hashRootPassword(PASSWORD);
+    const res = runInJail(jail, initScriptFor('debian', '12'), initScriptEnv(SETTINGS, { hash }));
+    expect({ status: res.status, stderr: res.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(called(res, 'chpasswd')).toEqual([['chpasswd', '-e']]);
+    expect(jail.read(`${LOG_DIR.slice(1)}/chpasswd.stdin`)).toBe(`root:${hash}\n`);
+    expect(res.argvLog + res.stdout + res.stderr).not.toContain(hash);
   });
 
   test('without settings the documented defaults apply', () => {

@@ -74,6 +74,23 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     expect(unasked.node).toBe('pve2');
   });
 
+  test("the guest's host key learnt by the first SSH wait is pinned for the init script and the wait after the reboot", async () => {
+    const cluster = new FakeCluster();
+    const hostKey = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyOfTheGuest';
+    const acts = cluster.activities({ waitForSsh: async () => ({ hostKey, source: 'guest agent' as const, fingerprint: 'SHA256:guest' }) });
+    const page = await t.withActivities(acts, async () => {
+      const handle = await t.env.client.workflow.start(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input()] });
+      await handle.result();
+      return handle.query(progressQuery, 0);
+    });
+    expect(cluster.inputs('waitForSsh')).toEqual([
+      { ip: '10.10.0.120', user: 'admin', vmid: 120 },
+      { ip: '10.10.0.120', user: 'admin', vmid: 120, hostKey },
+    ]);
+    expect(cluster.inputs('runInitScript')).toEqual([expect.objectContaining({ vmid: 120, hostKey })]);
+    expect(page.events.map((e) => e.message)).toContain('[*] host key SHA256:guest (reported by the guest agent)');
+  });
+
   test('migrates to the node asked for before the first boot', async () => {
     const cluster = new FakeCluster();
     const result = await t.withActivities(cluster.activities(), () =>

@@ -12,7 +12,7 @@ import {
   type TransferProgress,
   type VmRunState,
 } from '../parse';
-import { num, parseClusterResources, parseNextId, parseNodeStatus, parseNodes, parseResources, type ClusterNode, type ClusterResourceByType, type NodeStatus, type PveVersion } from '../pvesh';
+import { num, parseAgentFileRead, parseClusterResources, parseNextId, parseNodeStatus, parseNodes, parseResources, type ClusterNode, type ClusterResourceByType, type NodeStatus, type PveVersion } from '../pvesh';
 import { parseVmConfig, type VmConfig } from '../vmConfig';
 import type { Params, PveApi } from './http';
 import { followTask, isUpid, taskFailed, taskStatus } from './tasks';
@@ -200,6 +200,10 @@ export class ApiNode implements ProxmoxNode {
       conf.description = description;
     }
     return conf;
+  }
+
+  async agentFileRead(vmid: number, file: string, call: CallOptions = {}): Promise<string> {
+    return parseAgentFileRead(asPvesh(await this.get(this.vm(vmid, '/agent/file-read'), { file }, call)));
   }
 
   async status(vmid: number, call: CallOptions = {}): Promise<VmRunState> {

@@ -12,6 +12,7 @@ export function requiredPrivilege(method: string, path: string, params: Params):
     const vm = `/vms/${m[1]}`;
     const sub = m[2] ?? '';
     if (method === 'DELETE' && sub === '') return { privilege: 'VM.Allocate', path: vm };
+    if (sub.startsWith('/agent/')) return { privilege: 'VM.Monitor', path: vm };
     if (sub === '/migrate') return { privilege: 'VM.Migrate', path: vm };
     if (/^\/status\/(?:start|stop|shutdown|reboot)$/.test(sub)) return { privilege: 'VM.PowerMgmt', path: vm };
     // qemu-server PVE/API2/Qemu.pm, resize_vm: VM.Config.Disk on the VM, then

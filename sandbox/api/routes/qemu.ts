@@ -17,6 +17,7 @@ import { CliError } from '../../cli/errors';
 import { storageFor } from '../../cli/storage';
 import { qmCloudinitDump } from '../../cli/qm/cloudinit';
 import { makeCtx } from '../../cli/context';
+import { agentFileRead } from '../../cli/agentFile';
 
 /**
  * /nodes/{node}/qemu: qemu-server's API2::Qemu for the calls the product makes. Checks that
@@ -376,6 +377,16 @@ export const qemuRoutes: Route[] = [
       // The password hash only for who may configure cloud-init.
       const masked = r.can(`/vms/${r.params.vmid}`, ['VM.Config.Cloudinit']) ? lines : lines.map((l) => (/^password: /.test(l) ? 'password: **********' : l));
       return masked.join('\n') + '\n';
+    },
+  },
+  {
+    // qemu-server PVE/API2/Qemu/Agent.pm: VM.Monitor on the VM (PVE 8).
+    method: 'GET',
+    path: '/nodes/{node}/qemu/{vmid}/agent/file-read',
+    props: { file: { type: 'string' } },
+    handle: (r) => {
+      r.check(`/vms/${r.params.vmid}`, ['VM.Monitor']);
+      return agentFileRead(r.ctx(), r.params.node, Number(r.params.vmid), r.params.file);
     },
   },
   {

@@ -114,7 +114,9 @@ export class FakeCluster {
         get(vmid)!.status = 'running';
       },
       async rebootVm() {},
-      async waitForSsh() {},
+      async waitForSsh() {
+        return undefined;
+      },
       async runInitScript() {},
       async destroyOwnedVm({ vmid, owner }) {
         if (get(vmid)?.owner !== owner) return false;

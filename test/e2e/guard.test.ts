@@ -33,6 +33,20 @@ async function call(method: string, p: string, headers: Record<string, string> =
 const viaProxy = (extra: Record<string, string> = {}) => ({ 'X-Forwarded-For': CLIENT, ...extra });
 const bearer = { Authorization: `Bearer ${TOKEN}` };
 
+/** An API of its own, with settings the harness's service does not have, on a free loopback port. */
+async function serveApp(options: Partial<Parameters<typeof createApp>[0]>): Promise<{ base: string; close(): Promise<void> }> {
+  const app = createApp({ config: h.config, client: h.service.client, knownNodes: ['pve1', 'pve2'], proxmox: cliCluster({}, h.config.mainNode), ...options });
+  const server = http.createServer(app);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api`,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
 describe('X-Forwarded-For from a trusted proxy', () => {
   test('names the client: an allowed one with the token passes the guard', async () => {
     // VM 9999 does not exist: a 404 means the guard let the request through
@@ -118,26 +132,15 @@ describe('CORS', () => {
   });
 
   describe('with the subnet list injected', () => {
-    let server: http.Server;
+    let served: Awaited<ReturnType<typeof serveApp>>;
     let base: string;
 
     beforeAll(async () => {
-      const app = createApp({
-        config: h.config,
-        client: h.service.client,
-        knownNodes: ['pve1', 'pve2'],
-        proxmox: cliCluster({}, h.config.mainNode),
-        corsSubnets: [{ address: '10.20.30.1', bits: 24 }],
-      });
-      server = http.createServer(app);
-      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-      base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api`;
+      served = await serveApp({ corsSubnets: [{ address: '10.20.30.1', bits: 24 }] });
+      base = served.base;
     });
 
-    afterAll(async () => {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
-    });
+    afterAll(() => served.close());
 
     test('a private origin in that subnet may read; one outside it, loopback included, is refused', async () => {
       const ok = await preflight(base, 'http://10.20.30.40:8080', 'GET');
@@ -165,7 +168,7 @@ describe('roles (API_TOKENS_FILE)', () => {
   const OPERATOR = 'operator-token-0123456789';
   const OTHER_OPERATOR = 'operator-two-token-0123456789';
   const ADMIN = 'admin-token-0123456789abc';
-  let server: http.Server;
+  let served: Awaited<ReturnType<typeof serveApp>>;
   let base: string;
 
   beforeAll(async () => {
@@ -175,17 +178,11 @@ describe('roles (API_TOKENS_FILE)', () => {
     );
     expect(problems).toEqual([]);
     // API_TOKEN of the harness stays, as admin; the file's default: no anonymous reads.
-    const config = { ...h.config, apiTokens: [...h.config.apiTokens, ...tokens], anonymousAccess: 'none' as const };
-    const app = createApp({ config, client: h.service.client, knownNodes: ['pve1', 'pve2'], proxmox: cliCluster({}, h.config.mainNode) });
-    server = http.createServer(app);
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api`;
+    served = await serveApp({ config: { ...h.config, apiTokens: [...h.config.apiTokens, ...tokens], anonymousAccess: 'none' as const } });
+    base = served.base;
   });
 
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
-  });
+  afterAll(() => served.close());
 
   async function as(token: string | undefined, method: string, p: string, extra: Record<string, string> = {}) {
     const res = await fetch(`${base}${p}`, {
@@ -265,22 +262,18 @@ describe('diagnostics: /metrics and readiness details', () => {
 });
 
 describe('schedules: SCHEDULE_MIN_INTERVAL and SCHEDULE_MAX_COUNT', () => {
-  let server: http.Server;
+  let served: Awaited<ReturnType<typeof serveApp>>;
   let base: string;
   const existing = `guard-test-schedule-${process.pid}`;
 
   beforeAll(async () => {
-    const config = { ...h.config, schedules: { minIntervalMs: 3_600_000, maxCount: 1 } };
-    const app = createApp({ config, client: h.service.client, knownNodes: ['pve1', 'pve2'], proxmox: cliCluster({}, h.config.mainNode) });
-    server = http.createServer(app);
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api`;
+    served = await serveApp({ config: { ...h.config, schedules: { minIntervalMs: 3_600_000, maxCount: 1 } } });
+    base = served.base;
   });
 
   afterAll(async () => {
     await h.service.client.schedule.getHandle(existing).delete().catch(() => undefined);
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
+    await served.close();
   });
 
   const create = async (body: unknown) => {

@@ -21,6 +21,14 @@ const intFrom = (def: number) =>
     .optional()
     .transform((v) => v ?? def);
 
+/** A true/false setting: 1/true/yes or 0/false/no (any case); unset or empty is false. */
+const flag = z
+  .string()
+  .trim()
+  .regex(/^(0|1|true|false|yes|no)?$/i, 'must be true or false')
+  .optional()
+  .transform((v) => /^(1|true|yes)$/i.test(v ?? ''));
+
 const optionalInt = z
   .string()
   .trim()
@@ -80,12 +88,7 @@ export const envSchema = z.object({
     (list) => list.every((o) => /^https?:\/\/[^/\s?#]+$/i.test(o)),
     'must list origins like https://ui.example:8443 (scheme, host, port; no path), comma-separated',
   ),
-  PUBLIC_DIAGNOSTICS: z
-    .string()
-    .trim()
-    .regex(/^(0|1|true|false|yes|no)?$/i, 'must be true or false')
-    .optional()
-    .transform((v) => /^(1|true|yes)$/i.test(v ?? '')),
+  PUBLIC_DIAGNOSTICS: flag,
   ADOPT_VMID_RANGE: z
     .string()
     .trim()
@@ -138,12 +141,7 @@ export const envSchema = z.object({
       'must be a SHA-256 fingerprint (AA:BB:... as pvenode cert info prints it), or one per URL, comma-separated',
     )
     .optional(),
-  PROXMOX_API_INSECURE: z
-    .string()
-    .trim()
-    .regex(/^(0|1|true|false|yes|no)?$/i, 'must be true or false')
-    .optional()
-    .transform((v) => /^(1|true|yes)$/i.test(v ?? '')),
+  PROXMOX_API_INSECURE: flag,
   PROXMOX_IMAGE_STORAGE: z.string().trim().min(1).default('local'),
 
   TEMPORAL_ADDRESS: z.string().trim().min(1).optional(),
@@ -182,12 +180,7 @@ export const envSchema = z.object({
     .default('1h')
     .transform((v) => durationMs(v) as number),
   SCHEDULE_MAX_COUNT: intFrom(100),
-  MANAGE_ALL_VMS: z
-    .string()
-    .trim()
-    .regex(/^(0|1|true|false|yes|no)?$/i, 'must be true or false')
-    .optional()
-    .transform((v) => /^(1|true|yes)$/i.test(v ?? '')),
+  MANAGE_ALL_VMS: flag,
 
   RECONCILE_INTERVAL: z
     .string()

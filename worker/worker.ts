@@ -39,7 +39,12 @@ export async function createWorker({ config, connection, activities, workflowBun
       ? { workflowBundle: { codePath: workflowBundlePath } }
       : { workflowsPath: require.resolve('../workflows'), bundlerOptions: { preloadModules: workflowBundlerOptions.preloadModules } }),
     dataConverter,
-    interceptors: { activity: [activityObservability(metrics), resetRunsRefused()], workflowModules: workflowBundlerOptions.workflowInterceptorModules },
+    interceptors: {
+      activity: [activityObservability(metrics), resetRunsRefused()],
+      // A prebuilt bundle has the workflow interceptors in it already (built with
+      // workflowBundlerOptions); naming them again only makes the SDK warn at every start.
+      ...(workflowBundlePath ? {} : { workflowModules: workflowBundlerOptions.workflowInterceptorModules }),
+    },
     sinks: workerSinks({ metrics, pushes }),
     maxCachedWorkflows: config.worker.maxCachedWorkflows,
     // The SDK lowers this to the cache size itself, with a warning at every start.

@@ -134,7 +134,6 @@ export function sseLimiter(opts: {
   maxPerClient: number;
   maxTotal?: number;
   maxAnonymous?: number;
-  trustedProxies: readonly string[];
   /** Whether the request is an anonymous reader's; default: none is. */
   isAnonymous?(req: Request, res: Response): boolean;
 }): SseLimiter {
@@ -161,7 +160,7 @@ export function sseLimiter(opts: {
   return {
     admit(req, res, next) {
       if (!counting()) return next();
-      const ip = clientIp(req, opts.trustedProxies);
+      const ip = clientIp(req);
       if (maxTotal > 0 && total >= maxTotal) {
         // The server is full, not this client at fault: 503, as for any overload.
         next(new HttpError(503, `too many open event streams: the server already serves ${maxTotal} (SSE_MAX_TOTAL); retry later`, {}, RETRY_LATER));
@@ -187,7 +186,7 @@ export function sseLimiter(opts: {
     },
     track(req, res) {
       if (!counting() || (res as WithSlot)[SLOT]) return;
-      take(clientIp(req, opts.trustedProxies), req, res);
+      take(clientIp(req), req, res);
     },
     openFor: (ip) => open.get(ip) ?? 0,
     openTotal: () => total,

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { addressMatcher } from '../../lib/network';
 import { parseResolvConf, type Resolv } from '../state/cloudinit';
 
 /**
@@ -34,7 +35,8 @@ export function nodeResolv(file = '/etc/resolv.conf'): Resolv {
   }
 }
 
-const isLoopback = (ip: string) => /^127\./.test(ip.split('/')[0]);
+const isLoopbackV4 = addressMatcher(['127.0.0.0/8']);
+const isLoopback = (cidr: string) => isLoopbackV4(cidr.split('/')[0]);
 
 /** The ipconfig a real guest gets: a loopback address becomes slirp's. */
 export function guestIpconfig(_id: string, cfg: Record<string, string>): Record<string, string> {

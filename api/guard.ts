@@ -8,7 +8,7 @@ import { isMutating } from './crossSite';
 import { HttpError } from './errors';
 
 /** `::ffff:127.0.0.1` and `127.0.0.1` are the same caller. */
-export function normaliseIp(ip: string | undefined): string {
+function normaliseIp(ip: string | undefined): string {
   if (!ip) return '';
   return ip.startsWith('::ffff:') && net.isIPv4(ip.slice(7)) ? ip.slice(7) : ip;
 }
@@ -24,7 +24,7 @@ export function clientIp(req: Request): string {
 }
 
 /** Whether ALLOW_IPS admits a caller: `0.0.0.0` admits every one. */
-export function allowedIps(allowIps: readonly string[]): (ip: string) => boolean {
+function allowedIps(allowIps: readonly string[]): (ip: string) => boolean {
   if (allowIps.includes('0.0.0.0')) return () => true;
   return addressMatcher(allowIps);
 }
@@ -116,7 +116,7 @@ export function readAccess(config: Config): RequestHandler {
 }
 
 /** The credentials of `Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 9110 §11.1). */
-export function bearerToken(header: string | undefined): string | undefined {
+function bearerToken(header: string | undefined): string | undefined {
   return /^bearer[ \t]+([^\s]+)[ \t]*$/i.exec(header ?? '')?.[1];
 }
 
@@ -135,13 +135,13 @@ export function diagnosticsReaders(config: Config): (req: Request, res: Response
 }
 
 /** Loopback callers: the machine's own users, who can read the process anyway. */
-export const isLoopback = addressMatcher(['127.0.0.0/8', '::1']);
+const isLoopback = addressMatcher(['127.0.0.0/8', '::1']);
 
 /** The private IPv4 ranges the seed's CORS rule admits origins from. */
 const isPrivateV4 = addressMatcher(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8']);
 
 /** The server's own IPv4 subnets, read once. */
-export function localSubnets(): Array<{ address: string; bits: number }> {
+function localSubnets(): Array<{ address: string; bits: number }> {
   const out: Array<{ address: string; bits: number }> = [];
   for (const list of Object.values(os.networkInterfaces())) {
     for (const a of list ?? []) {
@@ -155,7 +155,7 @@ export function localSubnets(): Array<{ address: string; bits: number }> {
  * The seed's CORS rule: an origin is admitted when its host is a private IPv4 address in
  * one of the server's own subnets.
  */
-export function allowedOrigins(subnets: ReadonlyArray<{ address: string; bits: number }> = localSubnets()): (origin: string) => boolean {
+function allowedOrigins(subnets: ReadonlyArray<{ address: string; bits: number }> = localSubnets()): (origin: string) => boolean {
   const inLocalSubnet = addressMatcher(subnets.map((s) => `${s.address}/${s.bits}`));
   return (origin) => {
     let host: string;

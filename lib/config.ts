@@ -242,7 +242,7 @@ export const envSchema = z.object({
 export const SANDBOX_GUEST_ARCHIVE_URL = 'http://10.0.2.100';
 
 /** Where the cloud images come from unless IMAGE_BASE_* say otherwise. */
-export const UPSTREAM_IMAGE_BASES = {
+const UPSTREAM_IMAGE_BASES = {
   debian: 'https://cloud.debian.org/images/cloud',
   ubuntu: 'https://cloud-images.ubuntu.com/releases',
   rockylinux: 'https://dl.rockylinux.org/pub/rocky',

@@ -19,10 +19,10 @@ import { parseResolvConf, type Resolv } from '../state/cloudinit';
  *     package archive (./archiveProxy.ts), so the init script's apt-get works and no other
  *     traffic leaves the machine.
  */
-export const GUEST_ADDRESS = '10.0.2.15';
-export const GUEST_GATEWAY = '10.0.2.2';
-export const GUEST_DNS = '10.0.2.3';
-export const ARCHIVE_ADDRESS = '10.0.2.100';
+const GUEST_ADDRESS = '10.0.2.15';
+const GUEST_GATEWAY = '10.0.2.2';
+const GUEST_DNS = '10.0.2.3';
+const ARCHIVE_ADDRESS = '10.0.2.100';
 /** What QEMURUN_MIRROR is in sandbox mode with real guests. */
 export const GUEST_ARCHIVE_URL = `http://${ARCHIVE_ADDRESS}`;
 

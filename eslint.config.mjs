@@ -222,9 +222,21 @@ export default tseslint.config(
     // (app/, main.ts) and passed in, so two services, apps or test files in one process
     // never share it by accident. A constant lookup table says so in its type (ReadonlySet).
     // Process-wide by nature (a file on disk, one process's lock) is said next to the use.
-    files: ['api/**/*.ts', 'activities/**/*.ts', 'contract/**/*.ts', 'lib/**/*.ts', 'worker/**/*.ts', 'workflows/**/*.ts', 'cli/**/*.ts'],
-    // The spawner child's own entry point is the composition root of that process.
-    ignores: ['lib/executor/spawnerProcess.ts'],
+    // Every folder of code, the sandbox's, the tests' and the scripts' too, but not the
+    // composition roots: each process's own entry point, where its state is made.
+    files: ['**/*.ts'],
+    ignores: [
+      'app/**', 'main.ts',
+      // The spawner child's entry point.
+      'lib/executor/spawnerProcess.ts',
+      // The sandbox's processes: its standalone server, the cluster's REST API server and
+      // its task workers, the CLI server and the CLIs, qmeventd, a VM and its QEMU supervisor.
+      'sandbox/standalone.ts', 'sandbox/api/server.ts', 'sandbox/api/worker.ts', 'sandbox/cli/server.ts',
+      'sandbox/cli/main.ts', 'sandbox/cli/qmeventdMain.ts', 'sandbox/vm/main.ts', 'sandbox/qemu/supervisor.ts',
+      // A test file is the root of its own run: jest loads every module afresh for each file.
+      // The global setup hands its Temporal server to the teardown on globalThis, jest's way.
+      'test/**/*.test.ts', 'test/support/globalSetup.ts', 'test/support/globalTeardown.ts',
+    ],
     rules: {
       'no-restricted-syntax': ['error', ...moduleStateBans],
     },

@@ -2,7 +2,7 @@ import express, { NextFunction, Request, Response } from 'express';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { PayloadCodec } from '@temporalio/common';
-import { cors, mayReadDiagnostics, principalOf, readAccess, requireRole } from './guard';
+import { cors, diagnosticsReaders, principalOf, readAccess, requireRole } from './guard';
 import { hasBody, isMutating, refuseCrossSite } from './crossSite';
 import { codecRouter } from './codec';
 import { installRoutes } from './install';
@@ -59,6 +59,9 @@ function requireJsonBody(req: Request, _res: Response, next: NextFunction) {
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  // req.ip (api/guard.ts clientIp) believes X-Forwarded-For from these addresses only.
+  app.set('trust proxy', deps.config.trustedProxies);
+  const mayReadDiagnostics = diagnosticsReaders(deps.config);
   if (deps.metrics) app.use(httpMetrics(app, deps.metrics));
   // First of all: a deadline for every answer but event streams. The cap on streams is
   // applied by each streaming route (limitsFor in api/limits.ts) and counted here.
@@ -68,7 +71,6 @@ export function createApp(deps: AppDeps): express.Express {
     maxPerClient: limits.sseMaxPerClient,
     maxTotal: limits.sseMaxTotal,
     maxAnonymous: limits.sseMaxAnonymous,
-    trustedProxies: deps.config.trustedProxies,
     // A watcher with no token; the stream of an install (or any change) is never one.
     isAnonymous: (req, res) => !isMutating(req.method) && typeof principalOf(req, res, deps.config) !== 'object',
   });
@@ -77,7 +79,7 @@ export function createApp(deps: AppDeps): express.Express {
     deps.metrics.countOpenStreams(() => sse.openTotal());
     // Counts and timings, no VM data; still none of a stranger's business (PUBLIC_DIAGNOSTICS opens it).
     app.get('/metrics', (req, res, next) => {
-      if (mayReadDiagnostics(req, res, deps.config)) return next();
+      if (mayReadDiagnostics(req, res)) return next();
       next(new HttpError(403, 'metrics are served to loopback, ALLOW_IPS and token holders (PUBLIC_DIAGNOSTICS=true serves everyone)'));
     }, metricsRoute(deps.metrics));
   }
@@ -94,7 +96,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(express.json({ limit: '64kb', verify: verifyJsonBody }));
 
   const api = express.Router();
-  api.use(healthRoutes(deps.readiness, (req, res) => mayReadDiagnostics(req, res, deps.config)));
+  api.use(healthRoutes(deps.readiness, mayReadDiagnostics));
   api.get('/openapi.json', openApiRoute());
   // Everything after this needs a token when ANONYMOUS_ACCESS=none; a wrong token is 401 anywhere.
   api.use(readAccess(deps.config));

@@ -38,7 +38,7 @@ function isOwnOrigin(origin: string, req: Request): boolean {
 }
 
 /** Why a mutating request looks cross-site, or undefined when it does not. */
-export function crossSiteReason(req: Request, allowOrigins: readonly string[]): string | undefined {
+function crossSiteReason(req: Request, allowOrigins: readonly string[]): string | undefined {
   const origin = req.get('Origin');
   if (origin !== undefined) {
     if (isOwnOrigin(origin, req) || allowOrigins.includes(origin.toLowerCase())) return undefined;

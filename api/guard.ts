@@ -3,30 +3,30 @@ import os from 'node:os';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Config } from '../lib/config';
 import { findToken, roleAtLeast, type Role } from '../lib/apiTokens';
+import { addressMatcher } from '../lib/network';
 import { isMutating } from './crossSite';
 import { HttpError } from './errors';
 
 /** `::ffff:127.0.0.1` and `127.0.0.1` are the same caller. */
-export function normaliseIp(ip: string | undefined): string {
+function normaliseIp(ip: string | undefined): string {
   if (!ip) return '';
   return ip.startsWith('::ffff:') && net.isIPv4(ip.slice(7)) ? ip.slice(7) : ip;
 }
 
 /**
- * The caller's address: the socket's, unless the socket is a configured trusted proxy,
- * in which case the right-most X-Forwarded-For entry not itself a trusted proxy. Off by
- * default, so nobody can claim an allowed address with a header.
+ * The caller's address: Express's `req.ip` under its `trust proxy` setting, which
+ * createApp sets to TRUSTED_PROXIES: the socket's address, unless the socket is a trusted
+ * proxy, in which case the right-most X-Forwarded-For entry not itself a trusted proxy.
+ * Off by default, so nobody can claim an allowed address with a header.
  */
-export function clientIp(req: Request, trustedProxies: readonly string[]): string {
-  let ip = normaliseIp(req.socket.remoteAddress);
-  if (!trustedProxies.includes(ip)) return ip;
-  const chain = (req.get('X-Forwarded-For') ?? '').split(',').map((s) => normaliseIp(s.trim())).filter(Boolean);
-  while (chain.length > 0 && trustedProxies.includes(ip)) ip = chain.pop()!;
-  return ip;
+export function clientIp(req: Request): string {
+  return normaliseIp(req.ip);
 }
 
-export function isAllowed(ip: string, allowIps: readonly string[]): boolean {
-  return allowIps.includes('0.0.0.0') || allowIps.includes(ip);
+/** Whether ALLOW_IPS admits a caller: `0.0.0.0` admits every one. */
+function allowedIps(allowIps: readonly string[]): (ip: string) => boolean {
+  if (allowIps.includes('0.0.0.0')) return () => true;
+  return addressMatcher(allowIps);
 }
 
 /** Who a request is, once its bearer token matched: the token's role and name. */
@@ -75,9 +75,10 @@ export function holdsRole(res: Response, config: Config, role: Role): boolean {
  * (or with a wrong one), 403 naming the role needed with a token of a lesser role.
  */
 export function requireRole(config: Config, role: Role): RequestHandler {
+  const isAllowed = allowedIps(config.allowIps);
   return (req: Request, res: Response, next: NextFunction) => {
-    const ip = clientIp(req, config.trustedProxies);
-    if (!isAllowed(ip, config.allowIps)) {
+    const ip = clientIp(req);
+    if (!isAllowed(ip)) {
       next(new HttpError(403, `client ${ip} is not in ALLOW_IPS`));
       return;
     }
@@ -115,7 +116,7 @@ export function readAccess(config: Config): RequestHandler {
 }
 
 /** The credentials of `Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 9110 §11.1). */
-export function bearerToken(header: string | undefined): string | undefined {
+function bearerToken(header: string | undefined): string | undefined {
   return /^bearer[ \t]+([^\s]+)[ \t]*$/i.exec(header ?? '')?.[1];
 }
 
@@ -123,36 +124,24 @@ export function bearerToken(header: string | undefined): string | undefined {
  * Who may read /metrics and readiness details (node names, addresses, error texts): the
  * machine itself, ALLOW_IPS, and token holders; everyone with PUBLIC_DIAGNOSTICS=true.
  */
-export function mayReadDiagnostics(req: Request, res: Response, config: Config): boolean {
-  if (config.publicDiagnostics) return true;
-  const ip = clientIp(req, config.trustedProxies);
-  if (isLoopback(ip) || isAllowed(ip, config.allowIps)) return true;
-  return typeof principalOf(req, res, config) === 'object';
+export function diagnosticsReaders(config: Config): (req: Request, res: Response) => boolean {
+  const isAllowed = allowedIps(config.allowIps);
+  return (req, res) => {
+    if (config.publicDiagnostics) return true;
+    const ip = clientIp(req);
+    if (isLoopback(ip) || isAllowed(ip)) return true;
+    return typeof principalOf(req, res, config) === 'object';
+  };
 }
 
 /** Loopback callers: the machine's own users, who can read the process anyway. */
-export function isLoopback(ip: string): boolean {
-  return ip === '::1' || (net.isIPv4(ip) && ip.startsWith('127.'));
-}
+const isLoopback = addressMatcher(['127.0.0.0/8', '::1']);
 
-function ipv4ToInt(ip: string): number {
-  return ip.split('.').reduce((n, o) => (n << 8) + Number(o), 0) >>> 0;
-}
-
-const PRIVATE_V4 = [
-  ['10.0.0.0', 8],
-  ['172.16.0.0', 12],
-  ['192.168.0.0', 16],
-  ['127.0.0.0', 8],
-] as const;
-
-function inCidr(ip: string, base: string, bits: number): boolean {
-  const mask = bits === 0 ? 0 : (~0 << (32 - bits)) >>> 0;
-  return (ipv4ToInt(ip) & mask) === (ipv4ToInt(base) & mask);
-}
+/** The private IPv4 ranges the seed's CORS rule admits origins from. */
+const isPrivateV4 = addressMatcher(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8']);
 
 /** The server's own IPv4 subnets, read once. */
-export function localSubnets(): Array<{ address: string; bits: number }> {
+function localSubnets(): Array<{ address: string; bits: number }> {
   const out: Array<{ address: string; bits: number }> = [];
   for (const list of Object.values(os.networkInterfaces())) {
     for (const a of list ?? []) {
@@ -166,16 +155,17 @@ export function localSubnets(): Array<{ address: string; bits: number }> {
  * The seed's CORS rule: an origin is admitted when its host is a private IPv4 address in
  * one of the server's own subnets.
  */
-export function isAllowedOrigin(origin: string, subnets = localSubnets()): boolean {
-  let host: string;
-  try {
-    host = new URL(origin).hostname;
-  } catch {
-    return false;
-  }
-  if (!net.isIPv4(host)) return false;
-  if (!PRIVATE_V4.some(([b, bits]) => inCidr(host, b, bits))) return false;
-  return subnets.some((s) => inCidr(host, s.address, s.bits));
+function allowedOrigins(subnets: ReadonlyArray<{ address: string; bits: number }> = localSubnets()): (origin: string) => boolean {
+  const inLocalSubnet = addressMatcher(subnets.map((s) => `${s.address}/${s.bits}`));
+  return (origin) => {
+    let host: string;
+    try {
+      host = new URL(origin).hostname;
+    } catch {
+      return false;
+    }
+    return net.isIPv4(host) && isPrivateV4(host) && inLocalSubnet(host);
+  };
 }
 
 const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
@@ -185,11 +175,12 @@ const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
  * private address in the server's subnets) may only read, since another machine's page
  * on the management network is no more trusted than any other page.
  */
-export function cors(config: Pick<Config, 'allowOrigins'>, subnets: Array<{ address: string; bits: number }> = localSubnets()) {
+export function cors(config: Pick<Config, 'allowOrigins'>, subnets: ReadonlyArray<{ address: string; bits: number }> = localSubnets()) {
+  const isAllowedOrigin = allowedOrigins(subnets);
   const access = (origin: string | undefined): 'all' | 'read' | undefined => {
     if (!origin) return undefined;
     if (config.allowOrigins.includes(origin.toLowerCase())) return 'all';
-    return isAllowedOrigin(origin, subnets) ? 'read' : undefined;
+    return isAllowedOrigin(origin) ? 'read' : undefined;
   };
   return (req: Request, res: Response, next: NextFunction) => {
     const origin = req.get('Origin');

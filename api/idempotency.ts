@@ -11,7 +11,7 @@ import { HttpError } from './errors';
  * so nothing about it, secrets included, has to be stored anywhere else.
  */
 
-export class IdempotencyKeyReused extends HttpError {
+class IdempotencyKeyReused extends HttpError {
   override readonly name = 'IdempotencyKeyReused';
   constructor(
     readonly key: string,

@@ -17,7 +17,7 @@ const OPENSSH_KEY_TYPES = [
 ];
 
 /** One `type base64 [comment]` line whose base64 blob names the same key type. */
-export function isOpenSshPublicKey(line: string): boolean {
+function isOpenSshPublicKey(line: string): boolean {
   const m = /^(\S+) ([A-Za-z0-9+/]+={0,2})(?: ([\x20-\x7e]{0,200}))?$/.exec(line);
   if (!m || !OPENSSH_KEY_TYPES.includes(m[1])) return false;
   return keyBlobType(Buffer.from(m[2], 'base64')) === m[1];

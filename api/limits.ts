@@ -38,7 +38,7 @@ export interface RouteLimits {
    */
   long?: true;
 }
-export const OPERATION_TIMEOUT_MS = 15 * 60_000;
+const OPERATION_TIMEOUT_MS = 15 * 60_000;
 
 /** The middlewares that apply a route's declared limits; put them first in the route. */
 export function limitsFor(limits: RouteLimits = {}, limiter?: SseLimiter): RequestHandler[] {
@@ -134,7 +134,6 @@ export function sseLimiter(opts: {
   maxPerClient: number;
   maxTotal?: number;
   maxAnonymous?: number;
-  trustedProxies: readonly string[];
   /** Whether the request is an anonymous reader's; default: none is. */
   isAnonymous?(req: Request, res: Response): boolean;
 }): SseLimiter {
@@ -161,7 +160,7 @@ export function sseLimiter(opts: {
   return {
     admit(req, res, next) {
       if (!counting()) return next();
-      const ip = clientIp(req, opts.trustedProxies);
+      const ip = clientIp(req);
       if (maxTotal > 0 && total >= maxTotal) {
         // The server is full, not this client at fault: 503, as for any overload.
         next(new HttpError(503, `too many open event streams: the server already serves ${maxTotal} (SSE_MAX_TOTAL); retry later`, {}, RETRY_LATER));
@@ -187,7 +186,7 @@ export function sseLimiter(opts: {
     },
     track(req, res) {
       if (!counting() || (res as WithSlot)[SLOT]) return;
-      take(clientIp(req, opts.trustedProxies), req, res);
+      take(clientIp(req), req, res);
     },
     openFor: (ip) => open.get(ip) ?? 0,
     openTotal: () => total,
@@ -209,7 +208,7 @@ export function streamOpened(res: Response, limiter: SseLimiter | undefined): vo
 // ---- strict JSON bodies ---------------------------------------------------------------
 
 /** A body error with a type the app's error handler maps to a JSON answer. */
-export class BodyError extends Error {
+class BodyError extends Error {
   constructor(
     message: string,
     readonly type: 'qemurun.charset' | 'qemurun.utf8' | 'qemurun.duplicate.key' | 'qemurun.bom',
@@ -297,7 +296,7 @@ export function findDuplicateKey(text: string): { key: string; path: string } | 
  * headers over 16 KiB, headers or body too slow) with a bare status line; this answers
  * with the API's JSON error instead, unless a response has already started on the socket.
  */
-export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
   const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
     socket.destroy();

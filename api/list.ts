@@ -54,7 +54,7 @@ function osOf(tags: string[]): string {
   return tags.find((t) => Object.hasOwn(OS_VERSIONS, t)) ?? tags[0] ?? '';
 }
 
-export function vmList(
+function vmList(
   vms: VmResource[],
   nodes: NodeResource[],
   opts: { disabled: Set<number>; filter?: 'running' | 'stopped' },

@@ -37,7 +37,7 @@ export interface ReaderTiming {
  * tasks: with 50 installs watched, 2 s between queries made them half of the worker's
  * tasks and slowed the pushes themselves. So 10 s while pushes bring the events.
  */
-export const DEFAULT_TIMING: ReaderTiming = { fastMs: 100, slowMs: 500, stalledMs: 1000, pushedSlowMs: 10_000 };
+const DEFAULT_TIMING: ReaderTiming = { fastMs: 100, slowMs: 500, stalledMs: 1000, pushedSlowMs: 10_000 };
 
 /**
  * A quiet workflow is described this often: terminated or timed out from outside, no
@@ -47,7 +47,7 @@ const DESCRIBE_EVERY_MS = 10_000;
 
 export type ReaderEnd = 'closed' | 'not-found';
 
-export class ProgressReader {
+class ProgressReader {
   /** Every event read so far, in order: events[i].seq === i + 1. */
   private readonly events: ProgressEvent[] = [];
   private readonly watchers = new Set<() => void>();

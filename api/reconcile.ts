@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { Router, Request, Response } from 'express';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import { VM_OPERATION, type Workflows } from '../contract';
+import { VM_OPERATION, failureOf, type Workflows } from '../contract';
 import { requireRole } from './guard';
 import { HttpError } from './errors';
 import { limitsFor } from './limits';
@@ -47,9 +47,7 @@ export function reconcileRoutes({ config, client }: ReconcileRouteDeps): Router 
       .catch((err: unknown) => {
         if (!(err instanceof WorkflowFailedError)) throw err;
         // The survey could not read the cluster (a node down, ...): nothing was removed.
-        let cause: unknown = err;
-        while (cause instanceof Error && cause.cause) cause = cause.cause;
-        throw new HttpError(502, `reconcile failed: ${cause instanceof Error ? cause.message : String(cause)}`, { workflowId });
+        throw new HttpError(502, `reconcile failed: ${failureOf(err.cause).message}`, { workflowId });
       });
     return { workflowId, done };
   }

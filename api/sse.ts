@@ -32,13 +32,13 @@ export function openEventStream(res: Response, workflowId: string, limiter: SseL
   res.flushHeaders();
 }
 
-export function writeEvent(res: Response, e: Pick<ProgressEvent, 'step' | 'status' | 'message'> & { seq?: number }): void {
+function writeEvent(res: Response, e: Pick<ProgressEvent, 'step' | 'status' | 'message'> & { seq?: number }): void {
   const id = e.seq === undefined ? '' : `id: ${e.seq}\n`;
   // JSON.stringify escapes quotes and newlines, so a message can never break the frame.
   res.write(`${id}data: ${JSON.stringify({ step: e.step, status: e.status, message: e.message })}\n\n`);
 }
 
-export function closeEventStream(res: Response): void {
+function closeEventStream(res: Response): void {
   res.write('event: close\ndata: {}\n\n');
   res.end();
 }

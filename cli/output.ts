@@ -17,7 +17,7 @@ export function printAnswer(ctx: Context, answer: ApiAnswer, human?: (body: any)
   return EXIT.ok;
 }
 
-export function refusal(answer: ApiAnswer): CliError {
+function refusal(answer: ApiAnswer): CliError {
   return new CliError(`${answer.status}: ${messageOf(answer.body)}`, EXIT.failed);
 }
 

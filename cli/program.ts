@@ -14,7 +14,7 @@ import { UnreachableError } from './client';
  * `qemurun`: the API's operations as commands. Every command is one or two HTTP calls to
  * QEMURUN_URL; nothing here reaches Temporal or Proxmox any other way.
  */
-export function buildProgram(setExit: (code: number) => void): Command {
+function buildProgram(setExit: (code: number) => void): Command {
   const program = new Command('qemurun')
     .description('Proxmox VMs from official cloud images, through the QemuRun API')
     .option('--url <url>', `the QemuRun server (env QEMURUN_URL, default ${DEFAULT_URL}); API_TOKEN is sent as the bearer token`)

@@ -66,7 +66,7 @@ export const installSecretsSchema = z
   .object({ passwd: field.passwd.optional(), passwdHash: field.passwdHash.optional(), rootPassword: z.string().regex(/^[^\r\n]*$/).optional() })
   .strict();
 
-export const installInputSchema = z
+const installInputSchema = z
   .object({ spec: installSpecSchema, secrets: installSecretsSchema, mainNode: field.node.optional() })
   .strict();
 

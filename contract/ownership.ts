@@ -51,12 +51,8 @@ export function installedDescription(f: { owner: string; run: string; spec: stri
   return `${OWNER}${f.owner}\n${RUN}${f.run}\n${SPEC}${f.spec}\n${SEAL}${seal}`;
 }
 
-export function ownerMarker(workflowId: string): string {
+function ownerMarker(workflowId: string): string {
   return `${OWNER}${workflowId}`;
-}
-
-export function specMarker(spec: InstallSpec): string {
-  return `${SPEC}${specMarkerValue(spec)}`;
 }
 
 export function specMarkerValue(spec: InstallSpec): string {
@@ -74,10 +70,6 @@ function markerValue(description: string | undefined, prefix: string): string | 
 /** The workflow id that created the VM, or undefined for a VM the product did not create. */
 export function ownerOf(description: string | undefined): string | undefined {
   return markerValue(description, OWNER);
-}
-
-export function isOwnedBy(description: string | undefined, workflowId: string): boolean {
-  return ownerOf(description) === workflowId;
 }
 
 export function specOf(description: string | undefined): InstallSpec | undefined {

@@ -17,7 +17,7 @@ export type OwnerState =
   | 'ADOPTED';
 
 /** Closed without leaving a finished VM: its compensation was skipped (terminate) or may have failed. */
-export const ABANDONED_STATES: readonly OwnerState[] = ['FAILED', 'CANCELLED', 'TERMINATED', 'TIMED_OUT'];
+const ABANDONED_STATES: readonly OwnerState[] = ['FAILED', 'CANCELLED', 'TERMINATED', 'TIMED_OUT'];
 
 /** What the reconciler knows of one VM before deciding. */
 export interface ReconcileFacts {

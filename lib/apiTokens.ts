@@ -21,7 +21,7 @@ export interface ApiToken {
   sha256: Buffer;
 }
 
-export const MIN_TOKEN_LENGTH = 16;
+const MIN_TOKEN_LENGTH = 16;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
 const DIGEST = /^sha256:([0-9a-fA-F]{64})$/;
 

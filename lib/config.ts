@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import os from 'node:os';
 import { z } from 'zod';
@@ -61,6 +62,11 @@ const csv = z
       .filter(Boolean),
   );
 
+/** Comma-separated IP addresses: an entry that is not one (a typo, a host name) would match no caller. */
+const ipCsv = csv.refine((list) => list.every((ip) => net.isIP(ip) !== 0), {
+  error: (iss) => `must list IP addresses, comma-separated; not one: ${(iss.input as string[]).filter((ip) => net.isIP(ip) === 0).join(', ')}`,
+});
+
 /** `15m` → 900000; `off` or `0` → undefined. */
 function durationMs(v: string): number | undefined {
   const m = /^(\d+)([smhd])$/i.exec(v);
@@ -79,8 +85,8 @@ export const envSchema = z.object({
   WORKER_MAX_CACHED_WORKFLOWS: intFrom(50),
   GATEWAY: ipv4.optional(),
   MAIN_NODE: z.string().trim().min(1).optional(),
-  ALLOW_IPS: csv,
-  TRUSTED_PROXIES: csv,
+  ALLOW_IPS: ipCsv,
+  TRUSTED_PROXIES: ipCsv,
   API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   API_TOKENS_FILE: z.string().trim().min(1).optional(),
   ANONYMOUS_ACCESS: z.enum(['read', 'none'], { error: 'must be read or none' }).optional(),
@@ -236,7 +242,7 @@ export const envSchema = z.object({
 export const SANDBOX_GUEST_ARCHIVE_URL = 'http://10.0.2.100';
 
 /** Where the cloud images come from unless IMAGE_BASE_* say otherwise. */
-export const UPSTREAM_IMAGE_BASES = {
+const UPSTREAM_IMAGE_BASES = {
   debian: 'https://cloud.debian.org/images/cloud',
   ubuntu: 'https://cloud-images.ubuntu.com/releases',
   rockylinux: 'https://dl.rockylinux.org/pub/rocky',

@@ -26,7 +26,7 @@ const INCLUDE_LINE = /^source "\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)\/(lib\/[A-
 const VERSION_LINE = /^QR_SCRIPT_VERSION=dev # qemurun:version.*$/m;
 
 /** The same checks the scripts make before changing anything (init-scripts/lib/common.sh). */
-export const PACKAGE_NAME_PATTERN = /^[a-z0-9][a-z0-9+._-]*$/;
+const PACKAGE_NAME_PATTERN = /^[a-z0-9][a-z0-9+._-]*$/;
 const MIRROR_PATTERN = /^https?:\/\/[A-Za-z0-9.-]+(:[0-9]{1,5})?(\/[A-Za-z0-9._~%+/-]*)?$/;
 const TIMEZONE_PATTERN = /^[A-Za-z0-9_+-]+(\/[A-Za-z0-9_+-]+)*$/;
 const LOCALE_PATTERN = /^(C|POSIX|C\.UTF-8|C\.utf8|[a-z]{2,3}_[A-Z]{2}\.[A-Za-z0-9-]+(@[a-z]+)?)$/;

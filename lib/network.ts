@@ -18,3 +18,22 @@ export function portAnswers(ip: string, port: number): Promise<boolean> {
     socket.once('error', () => done(false));
   });
 }
+
+/**
+ * Membership in `entries` (addresses or `address/bits` subnets, IPv4 or IPv6), on
+ * net.BlockList: an IPv4 entry also holds its IPv6 form (`::ffff:10.0.0.5`). Anything
+ * that is not an address is in no list; an entry that is not one throws.
+ */
+export function addressMatcher(entries: readonly string[]): (ip: string) => boolean {
+  const list = new net.BlockList();
+  for (const entry of entries) {
+    const [address, bits] = entry.split('/');
+    const type = net.isIPv6(address) ? 'ipv6' : 'ipv4';
+    if (bits === undefined) list.addAddress(address, type);
+    else list.addSubnet(address, Number(bits), type);
+  }
+  return (ip) => {
+    const family = net.isIP(ip);
+    return family !== 0 && list.check(ip, family === 6 ? 'ipv6' : 'ipv4');
+  };
+}

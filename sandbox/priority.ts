@@ -9,7 +9,7 @@ import os from 'node:os';
  * commands wanted as much CPU as the service itself, and every event waited behind them.
  * At a lower priority they still get every idle cycle.
  */
-export const SANDBOX_NICENESS = 10;
+const SANDBOX_NICENESS = 10;
 
 /** The sandbox's niceness when this process starts it: relative, this one may be nice already. */
 export function sandboxNiceness(): number {

@@ -9,7 +9,7 @@ import { type Activities, NON_RETRYABLE_ERRORS } from '../contract';
  * timeout, is what notices a worker that died: the next attempt starts on another worker
  * within heartbeat timeout + first retry interval (docs/how-an-install-runs.md).
  */
-export const retry: RetryPolicy = {
+const retry: RetryPolicy = {
   initialInterval: '1s',
   backoffCoefficient: 2,
   maximumInterval: '15s',

@@ -96,7 +96,7 @@ export function cronShortestGapMs(expr: string): number {
 // ---- interval ---------------------------------------------------------------------------
 
 const UNIT_MS: Record<string, number> = { d: 86_400_000, h: 3_600_000, m: 60_000, s: 1000 };
-export const MIN_INTERVAL_MS = 10_000;
+const MIN_INTERVAL_MS = 10_000;
 
 /** `1d`, `6h`, `90m`, `1h30m`, `45s`: the length in ms, or undefined when it is not one. */
 export function parseInterval(text: string): number | undefined {
@@ -138,7 +138,7 @@ export function canonicalTimeZone(tz: string): string | undefined {
 // ---- bodies -----------------------------------------------------------------------------
 
 /** Overlap policies a rebuild schedule may use. CANCEL_OTHER and TERMINATE_OTHER would stop a rebuild half-way, leaving no VM. */
-export const OVERLAP_POLICIES = ['SKIP', 'BUFFER_ONE', 'BUFFER_ALL', 'ALLOW_ALL'] as const;
+const OVERLAP_POLICIES = ['SKIP', 'BUFFER_ONE', 'BUFFER_ALL', 'ALLOW_ALL'] as const;
 
 const cron = z
   .string({ error: 'cron must be a string like "0 3 * * *"' })

@@ -11,7 +11,7 @@ import { HttpError } from '../errors';
  */
 
 /** Another workflow holds the VM: the API answers 409 naming it. */
-export class VmBusyError extends HttpError {
+class VmBusyError extends HttpError {
   override readonly name = 'VmBusyError' satisfies FailureType;
   constructor(
     message: string,

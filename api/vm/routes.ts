@@ -211,7 +211,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams }: VmRou
     }
     const h = await vms.start(vm, {
       workflow: 'vmAdopt',
-      args: [{ vmid, by: clientIp(req, config.trustedProxies) }],
+      args: [{ vmid, by: clientIp(req) }],
       operation: 'adopt',
       summary: `adopt VM ${vmid}${conf.name ? ` (${conf.name})` : ''} on ${vm.node} into the managed set`,
       // The description records the address; the memo, which token it was.

@@ -32,7 +32,7 @@ export interface InstallFlags {
 }
 
 /** The request body: the spec file's fields, overridden by the flags given. */
-export function installBody(flags: InstallFlags): Record<string, unknown> {
+function installBody(flags: InstallFlags): Record<string, unknown> {
   let body: Record<string, unknown> = {};
   if (flags.file) {
     const text = flags.file === '-' ? fs.readFileSync(0, 'utf8') : readFile(flags.file);
@@ -56,7 +56,7 @@ function readFile(path: string): string {
   }
 }
 
-export async function install(ctx: Context, flags: InstallFlags): Promise<number> {
+async function install(ctx: Context, flags: InstallFlags): Promise<number> {
   const body = installBody(flags);
   const headers: Record<string, string> = {};
   if (flags.idempotencyKey) headers['Idempotency-Key'] = flags.idempotencyKey;

@@ -27,7 +27,7 @@ function listText(b: VmListBody): string {
  * A POST whose answer is an event stream (start, reboot, migrate, rebuild) is followed
  * like an install; a plain answer (stop, destroy, set cpu, ...) is printed.
  */
-export async function post(ctx: Context, path: string, body?: unknown, flags: FollowFlags = {}): Promise<number> {
+async function post(ctx: Context, path: string, body?: unknown, flags: FollowFlags = {}): Promise<number> {
   return followOperation(ctx, (signal) => ctx.client.send('POST', path, { body, signal }), {
     ...flags,
     plainAnswer: async (res) => printAnswer(ctx, { status: res.status, headers: res.headers, body: await readBody(res) }),

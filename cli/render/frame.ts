@@ -21,12 +21,12 @@ export interface FrameOptions {
 const BAR_WIDTH = 30;
 
 /** Cuts a line to the terminal's width, so nothing wraps and the redraw stays in place. */
-export function fit(text: string, width: number): string {
+function fit(text: string, width: number): string {
   const max = Math.max(10, width - 1);
   return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
-export function seconds(sec: number): string {
+function seconds(sec: number): string {
   return sec < 60 ? `${sec.toFixed(sec < 10 ? 2 : 1)}s` : `${Math.floor(sec / 60)}m${String(Math.round(sec % 60)).padStart(2, '0')}s`;
 }
 
@@ -36,7 +36,7 @@ export function bar(percent: number, width = BAR_WIDTH): string {
 }
 
 /** One step's line: a spinner and the time so far while it runs, a mark and its time after. */
-export function stepLine(step: StepView, o: Pick<FrameOptions, 'width' | 'colors' | 'spinner' | 'now'>): string {
+function stepLine(step: StepView, o: Pick<FrameOptions, 'width' | 'colors' | 'spinner' | 'now'>): string {
   const c = o.colors;
   const time =
     step.state === 'running'
@@ -52,7 +52,7 @@ export function stepLine(step: StepView, o: Pick<FrameOptions, 'width' | 'colors
 }
 
 /** Lines of command output under a step, dimmed and indented. */
-export function outputLines(lines: string[], o: Pick<FrameOptions, 'width' | 'colors'>): string[] {
+function outputLines(lines: string[], o: Pick<FrameOptions, 'width' | 'colors'>): string[] {
   return lines.map((l) => o.colors.dim(fit(`  │ ${l.replace(/\s+$/, '').replace(/\t/g, '  ')}`, o.width)));
 }
 

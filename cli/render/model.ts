@@ -31,7 +31,7 @@ export interface Summary {
   facts: Array<[string, string]>;
 }
 
-export const OUTPUT_KEPT = 50;
+const OUTPUT_KEPT = 50;
 
 const DONE = /^\[\+\] .* done \((\d+(?:\.\d+)?)s\)$/;
 const PERCENT = /(\d{1,3}(?:\.\d+)?)%\)?(?:\s|$)/g;
@@ -39,7 +39,7 @@ const WORKFLOW_ID = /^\[\*\] workflow id: (\S+)/;
 const FACT = /^\[\*\] ([A-Za-z][\w ]*): (.+)$/;
 
 /** Drops the seed's `[*]` / `[+]` / `[-]` marker: the renderer says it with a symbol. */
-export function unmarked(message: string): string {
+function unmarked(message: string): string {
   return message.replace(/^\[[*+-]\] /, '');
 }
 

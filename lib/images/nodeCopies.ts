@@ -9,7 +9,7 @@ import type { NodeExecutor } from '../executor/types';
  */
 
 /** Older copies of an image stay this long after their last use, for imports still reading them. */
-export const KEEP_UNUSED_COPY_MINUTES = 60;
+const KEEP_UNUSED_COPY_MINUTES = 60;
 
 export function copyDir(root: string, sha: string): string {
   return `${root}/${sha.slice(0, 16)}`;

@@ -4,7 +4,7 @@ import { ImageError } from './errors';
 import { fetchExpectedChecksum } from './remote';
 
 /** `download-url` takes `content=import` (cloud images as disk sources) since PVE 8.4. */
-export const MIN_NODE_DOWNLOAD_VERSION = [8, 4] as const;
+const MIN_NODE_DOWNLOAD_VERSION = [8, 4] as const;
 
 /**
  * The node runs a Proxmox VE older than 8.4, which cannot fetch a cloud image as a disk

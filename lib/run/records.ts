@@ -99,7 +99,7 @@ export class RunRecords {
  * SIGTERM to the process and its descendants (sshd's per-connection children call setsid,
  * so its process group would miss them), SIGKILL to whatever is left after `graceMs`.
  */
-export async function stopProcessTree(rec: ProcessRecord, graceMs = 10_000): Promise<void> {
+async function stopProcessTree(rec: ProcessRecord, graceMs = 10_000): Promise<void> {
   const pids = [...descendants(rec.pid), rec.pid];
   const targets = pids.map((pid) => ({ pid, starttime: procStartTime(pid) }));
   const signal = (sig: NodeJS.Signals) => {

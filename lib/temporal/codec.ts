@@ -25,10 +25,10 @@ import { temporal } from '@temporalio/proto';
 
 export const ENCODING_ENCRYPTED = 'binary/encrypted';
 export const METADATA_ENCODING_KEY = 'encoding';
-export const METADATA_KEY_ID_KEY = 'encryption-key-id';
+const METADATA_KEY_ID_KEY = 'encryption-key-id';
 export const METADATA_WORKFLOW_ID_KEY = 'encryption-workflow-id';
 /** The field of the value a refused payload decodes to, for the workflow interceptor (workflows/interceptors.ts). */
-export const REFUSED_PAYLOAD_FIELD = 'qemurunRefusedPayload';
+const REFUSED_PAYLOAD_FIELD = 'qemurunRefusedPayload';
 
 /** A schedule's runs are its action's workflow id and `-` and the scheduled time (RFC 3339). */
 const SCHEDULED_SUFFIX = /^-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;

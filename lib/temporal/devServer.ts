@@ -82,7 +82,7 @@ export function findTemporalCli(explicit?: string): { path: string; source: stri
   return undefined;
 }
 
-export function searchAttributeFlags(): string[] {
+function searchAttributeFlags(): string[] {
   return ALL_SEARCH_ATTRIBUTES.flatMap((k) => ['--search-attribute', `${k.name}=${SA_TYPE_NAMES[k.type]}`]);
 }
 

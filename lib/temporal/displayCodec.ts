@@ -12,13 +12,13 @@ import { ENCODING_ENCRYPTED, METADATA_ENCODING_KEY } from './codec';
  * inputs), the root password, and a kept password hash.
  */
 
-export const REDACTED = '<redacted>';
+const REDACTED = '<redacted>';
 
 /** Field names whose values are secrets, in every workflow, activity and schedule payload. */
-export const SECRET_FIELDS: ReadonlySet<string> = new Set(['secrets', 'passwd', 'passwdHash', 'rootPassword', 'password', 'cipassword']);
+const SECRET_FIELDS: ReadonlySet<string> = new Set(['secrets', 'passwd', 'passwdHash', 'rootPassword', 'password', 'cipassword']);
 
 /** A copy of `value` with every secret field's value replaced. */
-export function redactSecrets(value: unknown): unknown {
+function redactSecrets(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(redactSecrets);
   if (value === null || typeof value !== 'object') return value;
   return Object.fromEntries(
@@ -39,7 +39,7 @@ function redactPayload(payload: Payload): Payload {
   return { ...payload, data: Buffer.from(JSON.stringify(redactSecrets(value))) };
 }
 
-export class DisplayOnlyError extends Error {
+class DisplayOnlyError extends Error {
   override name = 'DisplayOnlyError';
 }
 

@@ -14,7 +14,7 @@ import path from 'node:path';
  * Errors name the setting and the entry, never the key material.
  */
 
-export const DEFAULT_KEY_FILE_NAME = 'encryption.key';
+const DEFAULT_KEY_FILE_NAME = 'encryption.key';
 const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
 const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 const KEY_BYTES = 32;

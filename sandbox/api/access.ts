@@ -35,7 +35,7 @@ export interface ApiToken {
 }
 
 /** Every privilege of PVE 8 (PVE::AccessControl's role definitions). */
-export const PRIVILEGES = [
+const PRIVILEGES = [
   'Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate', 'Datastore.Audit',
   'Group.Allocate', 'Mapping.Audit', 'Mapping.Modify', 'Mapping.Use', 'Permissions.Modify',
   'Pool.Allocate', 'Pool.Audit', 'Realm.Allocate', 'Realm.AllocateUser', 'SDN.Allocate', 'SDN.Audit',
@@ -59,7 +59,7 @@ export interface AccessConfig {
 }
 
 /** A few of PVE's built-in roles, by the privileges they hold. */
-export const ROLES: Record<string, string[]> = {
+const ROLES: Record<string, string[]> = {
   Administrator: PRIVILEGES,
   PVEAuditor: PRIVILEGES.filter((p) => /\.Audit$/.test(p)),
   PVEVMAdmin: PRIVILEGES.filter((p) => p.startsWith('VM.')).concat(['Datastore.AllocateSpace', 'Datastore.Audit', 'Pool.Audit', 'Sys.Audit', 'Sys.Console', 'SDN.Use']),
@@ -67,7 +67,7 @@ export const ROLES: Record<string, string[]> = {
 };
 
 /** The token every sandbox cluster has: root@pam's, without privilege separation. */
-export const DEFAULT_TOKEN_ID = 'root@pam!sandbox';
+const DEFAULT_TOKEN_ID = 'root@pam!sandbox';
 
 const TOKEN_ID = /^([^\s:/@!]+)@([A-Za-z][A-Za-z0-9.\-_]+)!([A-Za-z][A-Za-z0-9.\-_]+)$/;
 
@@ -91,7 +91,7 @@ function saveAccess(dir: string, cfg: AccessConfig): void {
 }
 
 /** Changes users.json under the lock tokens.json is written under (user.cfg is one file on PVE). */
-export function updateAccess<T>(dir: string, fn: (cfg: AccessConfig, tokens: ApiToken[]) => T): T {
+function updateAccess<T>(dir: string, fn: (cfg: AccessConfig, tokens: ApiToken[]) => T): T {
   fs.mkdirSync(clusterPaths(dir).apiDir, { recursive: true });
   return withLock(lockFile(dir), 10_000, () => {
     const cfg = loadAccess(dir);
@@ -103,13 +103,13 @@ export function updateAccess<T>(dir: string, fn: (cfg: AccessConfig, tokens: Api
   });
 }
 
-export const ROOT_USER = 'root@pam';
+const ROOT_USER = 'root@pam';
 
 /** `user@realm` of `user@realm!tokenid` (PVE::AccessControl::split_tokenid). */
-export const userOfToken = (tokenid: string) => tokenid.replace(/!.*$/, '');
+const userOfToken = (tokenid: string) => tokenid.replace(/!.*$/, '');
 
 /** PVE::AccessControl::check_user_exist's error for a user user.cfg does not have. */
-export function userExists(cfg: AccessConfig, userid: string): boolean {
+function userExists(cfg: AccessConfig, userid: string): boolean {
   return userid === ROOT_USER || cfg.users.some((u) => u.userid === userid);
 }
 

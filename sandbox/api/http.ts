@@ -10,6 +10,7 @@ import { takeFaults } from '../state/faults';
 import { ApiError, fromCli, paramExc, permExc } from './errors';
 import { loadAccess, privilegesOn, verifyToken, type AccessConfig, type ApiToken } from './access';
 import { appendApiRequest } from './requestLog';
+import type { TaskForker } from './tasks';
 
 /**
  * Request handling of the sandbox's REST API, after PVE::APIServer::AnyEvent and
@@ -33,6 +34,8 @@ export interface Req {
   can(path: string, privs: string[]): boolean;
   /** Extra top-level members of the answer (`total`). */
   extra: Record<string, unknown>;
+  /** Starts the worker process of a task (PVE's fork_worker). */
+  tasks: TaskForker;
 }
 
 export interface Route {
@@ -169,6 +172,7 @@ export interface ServerOptions {
   /** PVE delays every 401 answer by 3 s (against password guessing). */
   authFailureDelayMs: number;
   log(line: string): void;
+  tasks: TaskForker;
 }
 
 export async function handle(o: ServerOptions, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -248,6 +252,7 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
       user: token!.tokenid,
       ctx,
       extra,
+      tasks: o.tasks,
       can: (p, privs) => {
         const have = privileges(p);
         return privs.every((x) => have.has(x));

@@ -7,6 +7,7 @@ import { writeFileAtomic } from '../state/files';
 import { ensureCertificate } from './cert';
 import { handle } from './http';
 import { ROUTES } from './routes';
+import { taskForker } from './tasks';
 
 /**
  * The sandbox cluster's REST API server (pveproxy's part of it): `node tsrun.js
@@ -25,9 +26,10 @@ const log = (line: string) => fs.appendFileSync(logFile, `${new Date().toISOStri
 
 async function main(): Promise<void> {
   const { certPem, keyPem } = await ensureCertificate(apiDir, nodeName);
+  const tasks = taskForker(dir);
   const server = https.createServer({ cert: certPem, key: keyPem }, (req, res) => {
     res.on('finish', () => log(`${req.socket.remoteAddress} ${req.method} ${req.url?.split('?')[0]} ${res.statusCode}`));
-    handle({ dir, routes: ROUTES, authFailureDelayMs: Number(delayArg), log }, req, res).catch((e) => {
+    handle({ dir, routes: ROUTES, authFailureDelayMs: Number(delayArg), log, tasks }, req, res).catch((e) => {
       log(`request failed: ${(e as Error).stack}`);
       if (!res.headersSent) res.writeHead(500);
       res.end();

@@ -58,31 +58,39 @@ function spawnWorker(dir: string): ChildProcess {
   return child;
 }
 
-/**
- * A worker started ahead, its modules loaded, waiting for its job on stdin: Node's
- * start-up (most of a task's cost in the sandbox) is paid before the request comes.
- * Without a job it exits when the server goes (its stdin closes).
- */
-let spare: { dir: string; child: ChildProcess } | undefined;
+/** Starts worker processes for one cluster's API server (api/server.ts makes one). */
+export interface TaskForker {
+  /** Starts a worker process for `job` and returns its UPID; its log exists when this returns. */
+  fork(task: Omit<Upid, 'pid' | 'pstart' | 'starttime'>, job: TaskJob): string;
+}
 
-/** Starts a worker process for `job` and returns its UPID; its log exists when this returns. */
-export function forkWorker(dir: string, task: Omit<Upid, 'pid' | 'pstart' | 'starttime'>, job: TaskJob): string {
-  const ready = spare && spare.dir === dir && spare.child.exitCode === null && spare.child.signalCode === null ? spare.child : undefined;
-  const child = ready ?? spawnWorker(dir);
-  spare = { dir, child: spawnWorker(dir) };
-  const starttime = Math.floor(Date.now() / 1000);
-  const pid = child.pid!;
-  let pstart = procStartTime(pid);
-  for (let i = 0; pstart === undefined && i < 100; i++) {
-    sleepSync(5);
-    pstart = procStartTime(pid);
-  }
-  const upid = encodeUpid({ ...task, pid, pstart: Number(pstart ?? 0), starttime });
-  const log = taskLogFile(dir, upid)!;
-  fs.mkdirSync(path.dirname(log), { recursive: true });
-  fs.writeFileSync(log, '');
-  child.stdin!.end(JSON.stringify({ dir, node: task.node, upid, job }));
-  return upid;
+export function taskForker(dir: string): TaskForker {
+  /**
+   * A worker started ahead, its modules loaded, waiting for its job on stdin: Node's
+   * start-up (most of a task's cost in the sandbox) is paid before the request comes.
+   * Without a job it exits when the server goes (its stdin closes).
+   */
+  let spare: ChildProcess | undefined;
+  return {
+    fork(task, job) {
+      const ready = spare && spare.exitCode === null && spare.signalCode === null ? spare : undefined;
+      const child = ready ?? spawnWorker(dir);
+      spare = spawnWorker(dir);
+      const starttime = Math.floor(Date.now() / 1000);
+      const pid = child.pid!;
+      let pstart = procStartTime(pid);
+      for (let i = 0; pstart === undefined && i < 100; i++) {
+        sleepSync(5);
+        pstart = procStartTime(pid);
+      }
+      const upid = encodeUpid({ ...task, pid, pstart: Number(pstart ?? 0), starttime });
+      const log = taskLogFile(dir, upid)!;
+      fs.mkdirSync(path.dirname(log), { recursive: true });
+      fs.writeFileSync(log, '');
+      child.stdin!.end(JSON.stringify({ dir, node: task.node, upid, job }));
+      return upid;
+    },
+  };
 }
 
 export function appendTaskLine(file: string, line: string): void {

@@ -86,7 +86,7 @@ export function agent(v: string): Record<string, string> | undefined {
   return Object.keys(errors).length ? errors : undefined;
 }
 
-export const NIC_MODELS = ['e1000', 'e1000-82540em', 'e1000-82544gc', 'e1000-82545em', 'e1000e', 'i82551', 'i82557b', 'i82559er', 'ne2k_isa', 'ne2k_pci', 'pcnet', 'rtl8139', 'virtio', 'vmxnet3'];
+const NIC_MODELS = ['e1000', 'e1000-82540em', 'e1000-82544gc', 'e1000-82545em', 'e1000e', 'i82551', 'i82557b', 'i82559er', 'ne2k_isa', 'ne2k_pci', 'pcnet', 'rtl8139', 'virtio', 'vmxnet3'];
 
 /** `pve-qm-net`: `<model>[=<mac>],bridge=<br>[,firewall=1][,tag=N]...`. */
 export function net(v: string): string | undefined {

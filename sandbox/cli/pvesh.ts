@@ -31,7 +31,7 @@ const agentFileRoute: Route = {
   get: (ctx, m, p) => agentFileRead(ctx, m[1], Number(m[2]), p.file),
 };
 
-export function requireNode(ctx: Ctx, name: string) {
+function requireNode(ctx: Ctx, name: string) {
   const n = nodeOf(ctx.model, name);
   if (!n) throw new CliError(`hostname lookup '${name}' failed - failed to get address info for: ${name}: Name or service not known`);
   return n;
@@ -101,7 +101,7 @@ export function vmConfOn(ctx: Ctx, node: string, vmid: number) {
 }
 
 /** What the API's read paths answer; pvesh and the REST API share them. `/version` is the answering node's. */
-export function version(ctx: Ctx) {
+function version(ctx: Ctx) {
   return nodePveVersion(ctx.model, ctx.node);
 }
 

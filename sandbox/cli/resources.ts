@@ -61,7 +61,7 @@ export function clusterGuestResource(ctx: Ctx, g: GuestInfo): Record<string, unk
 }
 
 export const maxmem = (conf: VmConf) => Number(conf.props.memory ?? 512) * 1024 * 1024;
-export const maxcpu = (conf: VmConf) => Number(conf.props.vcpus ?? Number(conf.props.cores ?? 1) * Number(conf.props.sockets ?? 1));
+const maxcpu = (conf: VmConf) => Number(conf.props.vcpus ?? Number(conf.props.cores ?? 1) * Number(conf.props.sockets ?? 1));
 
 export function maxdisk(conf: VmConf): number {
   const key = bootDisk(conf);

@@ -17,8 +17,8 @@ export const DRIVE_NAMES: string[] = [
 
 export const isDriveName = (k: string) => DRIVE_NAMES.includes(k);
 
-export const SCSIHW = ['lsi', 'lsi53c810', 'virtio-scsi-pci', 'virtio-scsi-single', 'megasas', 'pvscsi'];
-export const OSTYPES = ['other', 'wxp', 'w2k', 'w2k3', 'w2k8', 'wvista', 'win7', 'win8', 'win10', 'win11', 'l24', 'l26', 'solaris'];
+const SCSIHW = ['lsi', 'lsi53c810', 'virtio-scsi-pci', 'virtio-scsi-single', 'megasas', 'pvscsi'];
+const OSTYPES = ['other', 'wxp', 'w2k', 'w2k3', 'w2k8', 'wvista', 'win7', 'win8', 'win10', 'win11', 'l24', 'l26', 'solaris'];
 
 const str: Prop = { type: 'string', optional: true };
 const bool: Prop = { type: 'boolean', optional: true };

@@ -26,7 +26,7 @@ export async function prepareRealGuests(versions: string[], log: (line: string) 
  * the checkout (keyed by the script's recipe), so only a first start or a changed recipe
  * waits for a build (a few minutes per version).
  */
-export async function ensureGuestImages(versions: string[], log: (line: string) => void): Promise<RealImage[]> {
+async function ensureGuestImages(versions: string[], log: (line: string) => void): Promise<RealImage[]> {
   const script = path.resolve(sandboxSourceDir(), '..', 'scripts', 'build-guest-image.sh');
   const images: RealImage[] = [];
   for (const version of versions) {

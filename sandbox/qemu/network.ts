@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { addressMatcher } from '../../lib/network';
 import { parseResolvConf, type Resolv } from '../state/cloudinit';
 
 /**
@@ -18,10 +19,10 @@ import { parseResolvConf, type Resolv } from '../state/cloudinit';
  *     package archive (./archiveProxy.ts), so the init script's apt-get works and no other
  *     traffic leaves the machine.
  */
-export const GUEST_ADDRESS = '10.0.2.15';
-export const GUEST_GATEWAY = '10.0.2.2';
-export const GUEST_DNS = '10.0.2.3';
-export const ARCHIVE_ADDRESS = '10.0.2.100';
+const GUEST_ADDRESS = '10.0.2.15';
+const GUEST_GATEWAY = '10.0.2.2';
+const GUEST_DNS = '10.0.2.3';
+const ARCHIVE_ADDRESS = '10.0.2.100';
 /** What QEMURUN_MIRROR is in sandbox mode with real guests. */
 export const GUEST_ARCHIVE_URL = `http://${ARCHIVE_ADDRESS}`;
 
@@ -34,7 +35,8 @@ export function nodeResolv(file = '/etc/resolv.conf'): Resolv {
   }
 }
 
-const isLoopback = (ip: string) => /^127\./.test(ip.split('/')[0]);
+const isLoopbackV4 = addressMatcher(['127.0.0.0/8']);
+const isLoopback = (cidr: string) => isLoopbackV4(cidr.split('/')[0]);
 
 /** The ipconfig a real guest gets: a loopback address becomes slirp's. */
 export function guestIpconfig(_id: string, cfg: Record<string, string>): Record<string, string> {

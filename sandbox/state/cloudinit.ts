@@ -10,7 +10,7 @@ import { uriUnescape } from './escape';
  */
 
 /** `get_hostname_fqdn`: the name up to the first dot; the fqdn from the name or searchdomain. */
-export function hostnameFqdn(conf: VmConf, vmid: number): { hostname: string; fqdn: string } {
+function hostnameFqdn(conf: VmConf, vmid: number): { hostname: string; fqdn: string } {
   const name = conf.props.name ?? `VM${vmid}`;
   if (name.includes('.')) return { hostname: name.replace(/\..*$/, ''), fqdn: name };
   const search = conf.props.searchdomain;
@@ -54,7 +54,7 @@ export function parseResolvConf(text: string): Resolv {
 }
 
 /** `PVE::QemuServer::Network::parse_ipconfig`, the parts cloud-init uses. */
-export function parseIpconfig(value: string): Record<string, string> {
+function parseIpconfig(value: string): Record<string, string> {
   return Object.fromEntries(
     value
       .split(',')
@@ -79,7 +79,7 @@ function netmask(prefix: number): string {
   return [24, 16, 8, 0].map((s) => (bits >>> s) & 0xff).join('.');
 }
 
-export class CloudinitError extends Error {}
+class CloudinitError extends Error {}
 
 /**
  * `nocloud_network`. `ipconfig` may rewrite an interface's settings before they are

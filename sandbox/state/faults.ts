@@ -42,7 +42,7 @@ function canonical(tokens: string[]): string[] {
   return a ? ['qm', ...a, ...tokens.slice(2)] : tokens;
 }
 
-export function faultMatches(command: string, argv: string[]): boolean {
+function faultMatches(command: string, argv: string[]): boolean {
   const want = canonical(command.trim().split(/\s+/));
   const got = canonical(argv);
   return want.every((t, i) => got[i] === t);

@@ -43,7 +43,7 @@ export function readIfExists(file: string): string | undefined {
   }
 }
 
-export function isAlive(pid: number): boolean {
+function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -109,12 +109,6 @@ const GiB = 1024 ** 3;
  */
 export const DEFAULT_PVE_VERSION = 'pve-manager/8.4.1/2a5fa54a8503f96d';
 
-/** `[8, 4]` from `pve-manager/8.4.1/...`. */
-export function pveRelease(model: ClusterModel): [number, number] {
-  const [major, minor] = model.pveVersion.split('/')[1].split('.').map(Number);
-  return [major, minor];
-}
-
 /** A desktop Kaby Lake: x86-64-v3 with AES (no AVX-512). */
 const V3_FLAGS =
   'fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush dts acpi mmx fxsr sse sse2 ss ht tm pbe syscall nx pdpe1gb rdtscp lm constant_tsc art arch_perfmon pebs bts rep_good nopl xtopology nonstop_tsc cpuid aperfmperf pni pclmulqdq dtes64 monitor ds_cpl vmx smx est tm2 ssse3 sdbg fma cx16 xtpr pdcm pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand lahf_lm abm 3dnowprefetch cpuid_fault epb invpcid_single pti ssbd ibrs ibpb stibp tpr_shadow vnmi flexpriority ept vpid ept_ad fsgsbase tsc_adjust bmi1 hle avx2 smep bmi2 erms invpcid rtm mpx rdseed adx smap clflushopt intel_pt xsaveopt xsavec xgetbv1 xsaves dtherm ida arat pln pts hwp hwp_notify hwp_act_window hwp_epp md_clear flush_l1d arch_capabilities';

@@ -12,7 +12,7 @@ export interface GuestOs {
   version: string | undefined;
 }
 
-export const DEFAULT_USERS: Record<GuestOsId, string> = { debian: 'debian', ubuntu: 'ubuntu', rocky: 'rocky' };
+const DEFAULT_USERS: Record<GuestOsId, string> = { debian: 'debian', ubuntu: 'ubuntu', rocky: 'rocky' };
 
 const UBUNTU_CODENAMES: Record<string, string> = { focal: '20.04', jammy: '22.04', noble: '24.04' };
 const DEBIAN_CODENAMES: Record<string, string> = { '11': 'bullseye', '12': 'bookworm', '13': 'trixie' };

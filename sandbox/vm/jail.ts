@@ -43,7 +43,7 @@ function isRegularFile(p: string): boolean {
   }
 }
 
-export function bwrapArgs(o: JailOptions): string[] {
+function bwrapArgs(o: JailOptions): string[] {
   const a = ['--bind', o.root, '/', '--ro-bind', '/usr', '/usr', '--bind', `${o.root}/usr/local`, '/usr/local'];
   for (const l of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
     // Merged-/usr hosts have links (already in the guest root); others have real directories.

@@ -166,3 +166,18 @@ test('30 GETs at once (an <img src> on a busy page) start one dry run, and all g
   );
   expect(count).toBe(1);
 });
+
+test('a survey that cannot read the cluster is 502 naming the cluster\'s own error, and removes nothing', async () => {
+  const destroyedBefore = (await h.sandbox.calls()).filter((c) => c.argv[0] === 'qm' && c.argv[1] === 'destroy').length;
+  // The listing refused for a missing privilege: no retry can grant it, so the survey fails at once.
+  await h.sandbox.injectFault({ command: 'pvesh get /cluster/resources', stderr: 'Permission check failed (/, Sys.Audit)', exitCode: 255, times: 1 });
+  try {
+    const run = await apiCall(h.api, 'POST', '/reconcile');
+    expect(run.status).toBe(502);
+    // The activity's failure, not the wrappers Temporal puts around it ("Activity task failed").
+    expect(run.json).toMatchObject({ success: false, message: expect.stringMatching(/^reconcile failed: .*Permission check failed \(\/, Sys\.Audit\)/), workflowId: expect.stringMatching(/^reconcile-/) });
+  } finally {
+    await h.sandbox.clearFaults();
+  }
+  expect((await h.sandbox.calls()).filter((c) => c.argv[0] === 'qm' && c.argv[1] === 'destroy')).toHaveLength(destroyedBefore);
+});

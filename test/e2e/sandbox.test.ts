@@ -6,7 +6,7 @@ import { sha256Crypt } from '../../sandbox/state/sha256crypt';
 import { readCalls } from '../../sandbox/state/callLog';
 
 /**
- * The sandbox's qm / pvesh / pvesm behave like Proxmox's (docs: shared/reference/proxmox-cli.md):
+ * The sandbox's qm / pvesh / pvesm behave like Proxmox's (qm(1), pvesh(1), pvesm(1)):
  * same outputs, exit codes and error texts, state in the real config format.
  */
 let t: TestCluster;

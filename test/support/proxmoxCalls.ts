@@ -70,7 +70,7 @@ export async function operationsOn(h: Harness, op: string, vmid?: number, since?
   return (await operations(h, since)).filter((o) => o.op === op && (vmid === undefined || o.vmid === vmid));
 }
 
-const READS = new Set(['config', 'status', 'list', 'cloudinit dump', 'pvesm status']);
+const READS: ReadonlySet<string> = new Set(['config', 'status', 'list', 'cloudinit dump', 'pvesm status']);
 
 /** Whether the operation changed the cluster, or tried to: anything but a read. */
 export const isMutating = (o: ProxmoxOperation): boolean => !READS.has(o.op) && !o.op.startsWith('GET ');

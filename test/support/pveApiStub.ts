@@ -45,6 +45,7 @@ export interface PveApiStub {
   close(): Promise<void>;
 }
 
+// eslint-disable-next-line no-restricted-syntax -- a memo: the same throwaway certificate serves every stub of the process
 let cached: { key: string; cert: string } | undefined;
 
 /** One key pair per test process: openssl is run once. */

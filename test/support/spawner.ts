@@ -8,6 +8,7 @@ import { Spawner } from '../../lib/executor';
 const SHARED = Symbol.for('qemurun.test.spawner');
 
 export function testSpawner(): Spawner {
+  // eslint-disable-next-line no-restricted-syntax -- shared across test files on purpose (above)
   const global = globalThis as { [SHARED]?: Spawner };
   return (global[SHARED] ??= new Spawner());
 }

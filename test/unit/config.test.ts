@@ -15,6 +15,17 @@ test('a bad configuration names every bad or missing setting at once', () => {
   for (const name of ['PORT', 'GATEWAY', 'NODE_pve2', 'VM_MAX_CPU', 'ASSIGN_STORAGE', 'NODE_pve1']) expect(text).toContain(name);
 });
 
+test('ALLOW_IPS and TRUSTED_PROXIES are IP addresses: an entry that is not one is named, not silently matched by nobody', () => {
+  const parsed = envSchema.safeParse({ ALLOW_IPS: '10.0.0.5, 10.0.0.5.1, ::1', TRUSTED_PROXIES: 'proxy.lan' });
+  expect(parsed.success).toBe(false);
+  const issues = parsed.error!.issues.map((i) => [i.path.join('.'), i.message]);
+  expect(issues).toEqual([
+    ['ALLOW_IPS', expect.stringMatching(/IP addresses.*not one: 10\.0\.0\.5\.1$/)],
+    ['TRUSTED_PROXIES', expect.stringMatching(/IP addresses.*not one: proxy\.lan$/)],
+  ]);
+  expect(envSchema.parse({ ALLOW_IPS: '0.0.0.0', TRUSTED_PROXIES: '10.0.0.1, fd00::1' })).toMatchObject({ ALLOW_IPS: ['0.0.0.0'], TRUSTED_PROXIES: ['10.0.0.1', 'fd00::1'] });
+});
+
 test('a real cluster: nodes with optional SSH ports, the seed names, clamped VMID range', () => {
   const c = loadConfig({
     MAIN_NODE: 'pve1',

@@ -1,7 +1,7 @@
 import type { Prop } from '../../cli/args';
 import type { Req, Route } from '../http';
 import { ApiError, paramExc } from '../errors';
-import { forkWorker, type TaskJob } from '../tasks';
+import type { TaskJob } from '../tasks';
 import { CREATE_DEF } from '../../cli/qm/create';
 import { SET_DEF, updateVm } from '../../cli/qm/set';
 import { RESIZE_DEF } from '../../cli/qm/resize';
@@ -191,7 +191,7 @@ function requireVm(r: Req): void {
 }
 
 function task(r: Req, type: string, job: TaskJob): string {
-  return forkWorker(r.dir, { node: r.params.node, type, id: r.params.vmid ?? '', user: r.user }, job);
+  return r.tasks.fork({ node: r.params.node, type, id: r.params.vmid ?? '', user: r.user }, job);
 }
 
 const qmTask = (r: Req, type: string, argv: string[]) => task(r, type, { op: 'qm', argv, faultArgv: ['qm', ...argv] });

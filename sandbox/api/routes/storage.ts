@@ -2,7 +2,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Route } from '../http';
 import { ApiError, paramExc } from '../errors';
-import { forkWorker } from '../tasks';
 import { nodeStorages } from '../../cli/pvesh';
 import { storageFor, storagePath } from '../../cli/storage';
 import { listVolumes } from '../../state/volumes';
@@ -125,7 +124,7 @@ export const storageRoutes: Route[] = [
       if (!IMPORT_NAME.test(filename)) throw paramExc({ filename: 'invalid filename or wrong extension' });
       if (!s.active) throw new ApiError(500, `storage '${s.id}' is not online\n`);
       const params = { storage: s.id, content: p.content, filename, url: p.url, ...(p.checksum ? { checksum: p.checksum, 'checksum-algorithm': p['checksum-algorithm'] } : {}) };
-      return forkWorker(r.dir, { node: p.node, type: 'download', id: encodeText(filename), user: r.user }, { op: 'download', params, faultArgv: ['pvesh', 'create', `/nodes/${p.node}/storage/${s.id}/download-url`] });
+      return r.tasks.fork({ node: p.node, type: 'download', id: encodeText(filename), user: r.user }, { op: 'download', params, faultArgv: ['pvesh', 'create', `/nodes/${p.node}/storage/${s.id}/download-url`] });
     },
   },
 ];

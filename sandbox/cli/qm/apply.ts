@@ -32,7 +32,7 @@ export function applyVmOptions(ctx: Ctx, vmid: number, conf: VmConf, params: Par
 }
 
 /** Split on `,` `;` or spaces, lower-cased, de-duplicated, sorted, joined with `;`. */
-export function normaliseTags(value: string): string {
+function normaliseTags(value: string): string {
   const tags = [...new Set(value.split(/[;,\s]+/).filter(Boolean).map((t) => t.toLowerCase()))];
   return tags.sort().join(';');
 }

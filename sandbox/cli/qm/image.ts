@@ -32,7 +32,7 @@ export function probeImage(file: string): ImageInfo {
 }
 
 /** PVE::Format::render_bytes($n, 1), as the import progress prints it. */
-export function renderBytes(value: number): string {
+function renderBytes(value: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
   let unit = 0;
   if (value > 1023) {

@@ -253,7 +253,7 @@ describe('refusals destroy nothing', () => {
     const desc = parseVmConfig((await h.sandbox.readConfig(VMID))!).description!;
     const spec = specOf(desc)!;
     // The real owner and seal, with a spec that asks for more: what an editor of the Notes can write.
-    const forged = desc.replace(/^qemurun-spec=.*$/m, `qemurun-spec=${specMarkerValue({ ...spec, cpu: 8 })}`);
+    const forged = desc.replace(/^qemurun-spec=.*$/m, `qemurun-spec=${specMarkerValue({ ...spec, cores: 8 })}`);
     // A VM of one's own made QemuRun's by copying another VM's markers.
     await qm(['create', '153', '--name', 'copycat', '--description', desc]);
     await withMarkers(forged, async () => {

@@ -5,7 +5,7 @@ import { StorageError } from '../../lib/proxmox/errors';
 import { FakeCluster, untilCancelled } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
 
-const spec: InstallSpec = { os: 'debian', version: '12', cpu: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
+const spec: InstallSpec = { os: 'debian', version: '12', cores: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
 // As the API starts it: no main node, the worker's MAIN_NODE (the fake cluster's) decides.
 const input = (over: Partial<InstallSpec> = {}): InstallInput => ({
   spec: { ...spec, ...over },

@@ -23,7 +23,7 @@ export interface HistoryScenario {
   run(t: WorkflowTestEnv): Promise<string>;
 }
 
-const spec: InstallSpec = { os: 'debian', version: '12', cpu: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
+const spec: InstallSpec = { os: 'debian', version: '12', cores: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
 const installInput = (over: Partial<InstallSpec> = {}): InstallInput => ({ spec: { ...spec, ...over }, secrets: {}, mainNode: 'pve1' });
 const recorded: InstallSpec = { ...spec, vmid: 120, name: 'web' };
 

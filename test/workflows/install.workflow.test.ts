@@ -50,6 +50,20 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     expect(page.events.slice(-3).map((e) => e.message)).toEqual(['[*] VMID: 120', '[*] IP: 10.10.0.120', '[*] User: admin']);
   });
 
+  test('an install started before the spec called its cores `cores` (it said `cpu`) runs, and its activities get `cores`', async () => {
+    const cluster = new FakeCluster();
+    const { cores, ...rest } = spec;
+    const legacy = { spec: { ...rest, cpu: cores }, secrets: {} } as unknown as InstallInput;
+    const result = await t.withActivities(cluster.activities(), () =>
+      t.env.client.workflow.execute(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [legacy] }),
+    );
+    expect(result).toMatchObject({ vmid: 120, user: 'admin' });
+    for (const activity of ['qmCreate', 'configureVm'] as const) {
+      const given = cluster.inputs(activity)[0].spec as unknown as Record<string, unknown>;
+      expect({ activity, cores: given.cores, cpu: given.cpu }).toEqual({ activity, cores: 2, cpu: undefined });
+    }
+  });
+
   test('the worker\'s main node decides where the VM is, even when the input names another', async () => {
     // A worker with MAIN_NODE=pve2 runs an install whose input says pve1, as an API
     // configured differently used to send: the VM is created on pve2, so asking for pve2

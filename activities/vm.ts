@@ -63,7 +63,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       try {
         await main().qmCreate(vmid, {
           name: input.name,
-          cores: spec.cpu,
+          cores: spec.cores,
           cpu: input.cpuType,
           scsihw: 'virtio-scsi-pci',
           memory: spec.ramMb,

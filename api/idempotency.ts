@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { fromPayloadsAtIndex, type Payload, type WorkflowSerializationContext } from '@temporalio/common';
-import type { InstallInput } from '../contract';
+import { type InstallInput, renameLegacySpecFields } from '../contract';
 import { HttpError } from './errors';
 
 /**
@@ -21,9 +21,12 @@ class IdempotencyKeyReused extends HttpError {
   }
 }
 
-/** What makes two install requests the same: the validated spec and the cloud-init password. */
-function fingerprint(input: InstallInput): string {
-  return canonical({ spec: input.spec, passwd: input.secrets?.passwd });
+/**
+ * What makes two install requests the same: the validated spec and the cloud-init password.
+ * An install started before `cores` had its name recorded its spec with `cpu`.
+ */
+export function fingerprint(input: InstallInput): string {
+  return canonical({ spec: renameLegacySpecFields(input.spec), passwd: input.secrets?.passwd });
 }
 
 /** JSON with sorted keys and without undefined members, so equal values compare equal. */

@@ -1,10 +1,8 @@
-import { vmName } from '../contract';
+import { rebuildBodySchema, vmName } from '../contract';
 import { Router, Request, Response } from 'express';
-import { z } from 'zod';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
-import { installBodySchema } from './installRequest';
 import { openEventStream, streamProgress, type Streams } from './sse';
 import { requireRole } from './guard';
 import { startedByMemo } from './startedBy';
@@ -19,9 +17,6 @@ export interface RebuildRouteDeps {
   client: Client;
   proxmox: ProxmoxCluster;
 }
-
-/** The spec marker holds no secrets: a new cloud-init password comes with the request; without one the VM keeps its own. */
-export const rebuildBodySchema = z.object({ passwd: installBodySchema.shape.passwd }).strict();
 
 /**
  * `POST /api/vm/:id/rebuild`: re-creates a VM QemuRun installed from the spec in its

@@ -1,26 +1,72 @@
 import { z } from 'zod';
-import { OS_VERSIONS, type OsName } from './types';
+import { isOpenSshPublicKey, keyLines } from './openSshKey';
+import { type InstallSpec, OS_VERSIONS, type OsName } from './types';
 
 /**
- * The rules for every value a caller controls, as zod schemas, shared by the API (which
- * answers 400 naming the field) and by the workflows and activities (which refuse their
- * own input with them again). The codec already keeps out input the API did not make;
- * checking again where the value is used means one slip upstream still reaches no `qm`.
+ * The rules for every value a caller controls, as zod schemas: the one set the API checks
+ * request bodies with (a 400 naming the field, contract/requests.ts), the workflows and
+ * activities check their own input with (checkInput), the CLI types its flags with and the
+ * OpenAPI document is generated from. The codec already keeps out input the API did not
+ * make; checking again where the value is used means one slip upstream still reaches no
+ * Proxmox call, and since both sides use these schemas they refuse the same values.
  * Workflow code imports this module, so it stays free of Node.js imports.
  */
 
-const int = (field: string, min: number, max: number) =>
+/** The bounds of the numbers a caller gives, each written once. */
+export const LIMITS = {
+  /** An installed VM's VMID: it is the last octet of its address in GATEWAY's /24. */
+  installVmid: { min: 100, max: 254 },
+  /** Any VMID Proxmox allows (an adopted VM, a rebuild schedule's target). */
+  vmid: { min: 100, max: 999_999_999 },
+  /** The cores of an install (VM_MAX_CPU caps them further). */
+  cores: { min: 1, max: 1024 },
+  /** The cores `set/cpu` sets, as in the seed. */
+  setCores: { min: 1, max: 32 },
+  ramMb: { min: 512, max: 1_048_576 },
+  /** The memory `set/memory` sets, as in the seed. */
+  setMemoryMb: { min: 512, max: 32_768 },
+  diskGb: { min: 16, max: 99_999 },
+  /** What `set/disk` grows a disk by at a time. */
+  diskIncrementGb: { min: 1, max: 4096 },
+  pubkeyChars: 16_384,
+} as const;
+
+interface Range {
+  min: number;
+  max: number;
+}
+
+/**
+ * An integer field. Each message starts with the field's name, which the API's answer
+ * drops after naming it (`cpu: must be at least 1`) and a worker's refusal keeps.
+ */
+export function int(name: string, { min, max }: Range, rule: { what?: string; unit?: string } = {}) {
+  const what = rule.what ?? 'an integer';
+  const unit = rule.unit ?? '';
+  return z
+    .number({ error: `${name} must be ${what}` })
+    .int(`${name} must be ${what}`)
+    .min(min, `${name} must be at least ${min}${unit}`)
+    .max(max, `${name} must be at most ${max}${unit}`);
+}
+
+const OS_NAMES = Object.keys(OS_VERSIONS) as [OsName, ...OsName[]];
+
+/** One OpenSSH public key a line; `lines` says how the text is split (a request's is trimmed first). */
+const pubkeyOf = (lines: (text: string) => string[]) =>
   z
-    .number({ error: `${field} must be an integer` })
-    .int(`${field} must be an integer`)
-    .min(min, `${field} must be at least ${min}`)
-    .max(max, `${field} must be at most ${max}`);
+    .string({ error: 'pubkey must be a string' })
+    .max(LIMITS.pubkeyChars, 'pubkey is too long')
+    .refine((v) => lines(v).every(isOpenSshPublicKey), 'pubkey must be one or more OpenSSH public keys, one per line');
 
 export const field = {
-  vmid: int('vmid', 100, 999_999_999),
-  cores: int('cores', 1, 32),
-  memoryMb: int('memoryMb', 512, 32768),
-  os: z.enum(Object.keys(OS_VERSIONS) as [OsName, ...OsName[]], { error: 'os must be debian, ubuntu or rockylinux' }),
+  vmid: int('vmid', LIMITS.vmid),
+  /** An install's VMID, under the name the caller gives it (`id` in a request, `vmid` in a spec). */
+  installVmid: (name: string) => int(name, LIMITS.installVmid),
+  cores: int('cores', LIMITS.setCores),
+  memoryMb: int('memoryMb', LIMITS.setMemoryMb),
+  os: z.enum(OS_NAMES, { error: 'os must be debian, ubuntu or rockylinux' }),
+  version: z.string({ error: 'version must be a string' }),
   name: z
     .string({ error: 'name must be a string' })
     .regex(/^[A-Za-z0-9]([A-Za-z0-9-]{0,52}[A-Za-z0-9])?$/, 'name must be a DNS label: letters, digits and inner hyphens, at most 54 characters'),
@@ -35,32 +81,58 @@ export const field = {
   passwdHash: z.string().regex(/^\$5\$(rounds=\d{1,9}\$)?[^$:\s]{1,16}\$[./0-9A-Za-z]{43}$/, 'passwdHash must be a SHA-256 crypt hash'),
   /** Node names as NODE_<name> allows them. */
   node: z.string({ error: 'node must be a string' }).regex(/^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$/, 'node must be a node name'),
-  /** `type base64 [comment]` lines, no options (`command=`…) before the type. */
-  pubkey: z
-    .string({ error: 'pubkey must be a string' })
-    .max(16_384, 'pubkey is too long')
-    .refine(
-      (v) => v.split('\n').every((l) => /^(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,2}( [\x20-\x7e]{0,200})?$/.test(l)),
-      'pubkey must be one or more OpenSSH public keys, one per line',
-    ),
+  /** A spec's keys, as the API stores them: one key a line, nothing else. */
+  pubkey: pubkeyOf((v) => v.split('\n')),
+  /**
+   * A request's keys: lines are trimmed and blank ones dropped (the API stores them so); an
+   * empty string is a client that meant to send a key and did not: it is told so.
+   */
+  requestPubkey: pubkeyOf(keyLines).refine((v) => v.trim() !== '', 'pubkey must not be empty: send an OpenSSH public key, or leave the field out'),
   disk: z.string().regex(/^(scsi|virtio|sata|ide)\d{1,2}$/, 'disk must be a disk name like scsi0'),
 };
 
-export const installSpecSchema = z
+/** The version must be one of the OS's: the same words for a request and a spec. */
+export function versionOfOs(v: { os: OsName; version: string }, ctx: z.RefinementCtx): void {
+  const versions: readonly string[] = OS_VERSIONS[v.os] ?? [];
+  if (!versions.includes(v.version)) {
+    ctx.addIssue({ code: 'custom', path: ['version'], message: `version must be one of ${versions.join(', ')} for ${v.os}` });
+  }
+}
+
+/**
+ * A spec as earlier versions wrote it, in the names of today: they called the cores `cpu`
+ * (the request's name, which in Proxmox is the CPU model). Such specs live on in workflow
+ * histories, in the spec markers of VMs installed before (their seal covers the marker as
+ * written, so it is read, never rewritten) and in schedules' actions.
+ */
+export function renameLegacySpecFields(spec: unknown): unknown {
+  if (!spec || typeof spec !== 'object' || Array.isArray(spec) || !('cpu' in spec) || 'cores' in spec) return spec;
+  const { cpu, ...rest } = spec as Record<string, unknown>;
+  return { ...rest, cores: cpu };
+}
+
+/**
+ * What an install builds, after the API's defaults and clamping (contract/requests.ts):
+ * every value the request schema lets through and the clamping makes lands inside these
+ * bounds, which the unit tests check field by field.
+ */
+const installSpecObject = z
   .object({
     os: field.os,
-    version: z.string(),
-    vmid: field.vmid.max(254).optional(),
+    version: field.version,
+    vmid: field.installVmid('vmid').optional(),
     name: field.name.optional(),
     node: field.node.optional(),
-    cpu: int('cpu', 1, 1024),
-    ramMb: int('ramMb', 512, 1_048_576),
-    diskGb: int('diskGb', 16, 99_999),
+    cores: int('cores', LIMITS.cores),
+    ramMb: int('ramMb', LIMITS.ramMb),
+    diskGb: int('diskGb', LIMITS.diskGb),
     user: field.user,
     pubkey: field.pubkey.optional(),
   })
   .strict()
-  .refine((s) => (OS_VERSIONS[s.os] as readonly string[]).includes(s.version), { message: 'version is not one of the OS versions', path: ['version'] });
+  .superRefine(versionOfOs);
+
+export const installSpecSchema: z.ZodType<InstallSpec> = z.preprocess(renameLegacySpecFields, installSpecObject);
 
 export const installSecretsSchema = z
   .object({ passwd: field.passwd.optional(), passwdHash: field.passwdHash.optional(), rootPassword: z.string().regex(/^[^\r\n]*$/).optional() })
@@ -76,7 +148,7 @@ export const workflowInputs = {
   guestRef: vmRef.extend({ ip: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, 'ip must be an IPv4 address'), user: field.user }).strict(),
   setCpu: vmRef.extend({ cores: field.cores }).strict(),
   setMemory: vmRef.extend({ memoryMb: field.memoryMb }).strict(),
-  setDisk: vmRef.extend({ disk: field.disk, incrementGb: int('incrementGb', 1, 4096), maxDiskGb: z.number().int().positive().optional() }).strict(),
+  setDisk: vmRef.extend({ disk: field.disk, incrementGb: int('incrementGb', LIMITS.diskIncrementGb), maxDiskGb: z.number().int().positive().optional() }).strict(),
   migrate: vmRef.extend({ from: field.node, target: field.node }).strict(),
   // `by` is the adopting client's address, recorded in the VM's description.
   adopt: vmRef.extend({ by: z.string().regex(/^[0-9A-Fa-f.:]{1,45}$/, 'by must be an IP address').optional() }).strict(),

@@ -1,3 +1,4 @@
+import { renameLegacySpecFields } from './inputs';
 import type { InstallSpec } from './types';
 
 /**
@@ -76,11 +77,14 @@ export function specOf(description: string | undefined): InstallSpec | undefined
   return parseSpecMarker(markerValue(description, SPEC));
 }
 
-/** The spec a spec marker's value holds, unchecked (it is input: check it before use). */
+/**
+ * The spec a spec marker's value holds, in today's field names, unchecked (it is input:
+ * check it before use). The marker itself is never rewritten: its seal covers it as written.
+ */
 export function parseSpecMarker(v: string | undefined): InstallSpec | undefined {
   if (!v) return undefined;
   try {
-    return JSON.parse(Buffer.from(v, 'base64url').toString('utf8')) as InstallSpec;
+    return renameLegacySpecFields(JSON.parse(Buffer.from(v, 'base64url').toString('utf8'))) as InstallSpec;
   } catch {
     return undefined;
   }

@@ -18,7 +18,11 @@ export const DEFAULT_USER: Record<OsName, string> = {
   rockylinux: 'rocky',
 };
 
-/** A validated install request, after defaults and clamping. Secrets are separate. */
+/**
+ * A validated install request, after defaults and clamping (installSpecSchema in ./inputs
+ * is its rule). Secrets are separate. Specs written before `cores` had its name call it
+ * `cpu`: renameLegacySpecFields reads them.
+ */
 export interface InstallSpec {
   os: OsName;
   version: string;
@@ -28,7 +32,8 @@ export interface InstallSpec {
   name?: string;
   /** Node to migrate to before the first boot; undefined means the main node. */
   node?: string;
-  cpu: number;
+  /** Cores: the request's `cpu` (in Proxmox `cpu` is the CPU model, the cluster baseline). */
+  cores: number;
   ramMb: number;
   diskGb: number;
   user: string;

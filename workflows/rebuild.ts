@@ -22,6 +22,8 @@ import {
   vmSearchAttributes,
   workflowInputs,
   type FailureType,
+  type InstallSpec,
+  renameLegacySpecFields,
 } from '../contract';
 import { cleanup, follow, proxmox } from './activityOptions';
 import { installVm } from './install';
@@ -141,8 +143,9 @@ async function runInstall(installId: string, input: InstallInput, node: string, 
 }
 
 function describeTarget(target: RebuildTarget, name: string): string {
-  const { spec } = target;
-  const what = `${spec.os} ${spec.version}, ${spec.cpu} CPU, ${spec.ramMb} MB RAM, ${spec.diskGb}G disk, user ${spec.user}`;
+  // A check recorded before `cores` had its name (a rebuild in flight across an upgrade) says `cpu`.
+  const spec = renameLegacySpecFields(target.spec) as InstallSpec;
+  const what = `${spec.os} ${spec.version}, ${spec.cores} cores, ${spec.ramMb} MB RAM, ${spec.diskGb}G disk, user ${spec.user}`;
   if (!target.exists) return `VM ${target.vmid} does not exist: installing ${name} from the given spec (${what})`;
   const moved = target.movedFrom ? `; it was installed on ${target.movedFrom} and is rebuilt where it lives now` : '';
   return `VM ${target.vmid} (${name}) is ${target.status} on ${target.node}, installed by ${target.owner}${moved}; re-creating it as ${what}`;

@@ -1,8 +1,6 @@
 import { z } from 'zod';
-import { installBodySchema } from '../installRequest';
-import { rebuildBodySchema } from '../rebuild';
+import { adoptBody, cpuBody, diskBody, installBodySchema, memoryBody, nodeBody, rebuildBodySchema } from '../../contract';
 import { createScheduleSchema, reasonSchema, updateScheduleSchema } from '../schedules/request';
-import { adoptBody, cpuBody, diskBody, memoryBody, nodeBody } from '../vm/bodies';
 import * as answers from './responses';
 import type { Role } from '../../lib/apiTokens';
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ScheduleSpec, ScheduleSpecDescription } from '@temporalio/client';
-import { installBodySchema } from '../installRequest';
+import { field } from '../../contract';
 
 /**
  * Bodies of the schedule endpoints, and the timing rules: a 5-field cron expression (or
@@ -175,7 +175,7 @@ const scheduleId = z
   .string({ error: 'id must be a string' })
   .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'id must be 1 to 100 letters, digits, ".", "_" or "-", starting with a letter or digit');
 
-const passwd = installBodySchema.shape.passwd;
+const passwd = field.passwd;
 
 function oneTiming(body: { cron?: string; interval?: string }, ctx: z.RefinementCtx, required: boolean) {
   if (body.cron !== undefined && body.interval !== undefined) {

@@ -1,7 +1,7 @@
 import { Router, type Request, type Response } from 'express';
 import type { Client } from '@temporalio/client';
 import type { z } from 'zod';
-import { type FailureType, ownerOf } from '../../contract';
+import { adoptBody, cpuBody, diskBody, type FailureType, memoryBody, nodeBody, ownerOf } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster } from '../../lib/proxmox';
 import { vmIp } from '../../lib/network';
@@ -11,7 +11,6 @@ import { openEventStream, streamProgress, type Streams } from '../sse';
 import { limitsFor, streamOpened, type RouteLimits } from '../limits';
 import { HttpError, InvalidRequestError, parseInput } from '../errors';
 import { parseVmid, vmidProblem } from '../rebuildCheck';
-import { adoptBody, cpuBody, diskBody, memoryBody, nodeBody } from './bodies';
 import { vmService, type Operation, type VmFacts } from './service';
 import { answerAdopted, answerOk, answerStatus } from './presentation';
 

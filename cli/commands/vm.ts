@@ -35,7 +35,7 @@ async function post(ctx: Context, path: string, body?: unknown, flags: FollowFla
 }
 
 const SETTINGS: Record<string, { field: string; parse: (v: string) => unknown; help: string }> = {
-  cpu: { field: 'cpu', parse: integer, help: 'vCPUs, 1..32' },
+  cpu: { field: 'cpu', parse: integer, help: 'cores, 1..32' },
   memory: { field: 'memory', parse: integer, help: 'MB, 512..32768' },
   disk: { field: 'disk', parse: String, help: 'grow scsi0 by this much, e.g. 16G' },
   node: { field: 'node', parse: String, help: 'migrate the (stopped) VM to this node' },

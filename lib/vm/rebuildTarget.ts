@@ -41,7 +41,7 @@ export async function inspectVmForRebuild(
   }
   const found = await proxmox.locateGuest(vmid);
   if (!found) {
-    if (input.spec) return { exists: false, vmid, spec: { ...input.spec, vmid }, mainNode: config.mainNode };
+    if (input.spec) return { exists: false, vmid, spec: { ...checkedSpec(input.spec, 'spec'), vmid }, mainNode: config.mainNode };
     throw new RebuildRefusal('VmNotFoundError', `VM ${vmid} does not exist`);
   }
   if (found.type !== 'qemu') throw new RebuildRefusal('NotOwnedError', `${vmid} is a container, not a VM QemuRun installed; refusing to rebuild it`);
@@ -67,9 +67,9 @@ export async function inspectVmForRebuild(
   if (!recorded) {
     throw new RebuildRefusal('NotOwnedError', `${label} has no readable qemurun-spec marker, so there is nothing to rebuild it from; refusing to rebuild it`);
   }
-  await checkSpec(config, proxmox, recorded, input.spec ? 'spec' : `${label}'s qemurun-spec marker`, found.node === config.mainNode ? conf.disks.filter((d) => d.volid.startsWith(`${config.storage}:`)) : []);
-  const recordedNode = recorded.node ?? config.mainNode;
-  const spec: InstallSpec = { ...recorded, vmid };
+  const checked = await checkSpec(config, proxmox, recorded, input.spec ? 'spec' : `${label}'s qemurun-spec marker`, found.node === config.mainNode ? conf.disks.filter((d) => d.volid.startsWith(`${config.storage}:`)) : []);
+  const recordedNode = checked.node ?? config.mainNode;
+  const spec: InstallSpec = { ...checked, vmid };
   // A VM migrated since its install is rebuilt where it lives now (a spec given with the
   // request says where it belongs, and wins).
   const moved = !input.spec && recordedNode !== found.node;
@@ -93,16 +93,11 @@ export async function inspectVmForRebuild(
  * recorded or not at all) and the free space of ASSIGN_STORAGE, counting the disks the
  * destroy frees when the VM lives on the main node. Nothing is touched before this passes.
  */
-async function checkSpec(config: Config, proxmox: ProxmoxCluster, spec: InstallSpec, what: string, freed: Array<{ sizeBytes?: number }>): Promise<void> {
-  try {
-    checkInput(installSpecSchema, spec, what);
-  } catch (err) {
-    if (err instanceof InvalidInputError) throw new RebuildRefusal('InvalidRequestError', `${err.message}; refusing to rebuild`);
-    throw err;
-  }
+async function checkSpec(config: Config, proxmox: ProxmoxCluster, recorded: unknown, what: string, freed: Array<{ sizeBytes?: number }>): Promise<InstallSpec> {
+  const spec = checkedSpec(recorded, what);
   const { maxCpu, maxRamMb, maxDiskGb } = config.limits;
   const over = [
-    maxCpu && spec.cpu > maxCpu ? `cpu ${spec.cpu} is more than VM_MAX_CPU (${maxCpu})` : undefined,
+    maxCpu && spec.cores > maxCpu ? `cores ${spec.cores} is more than VM_MAX_CPU (${maxCpu})` : undefined,
     maxRamMb && spec.ramMb > maxRamMb ? `ramMb ${spec.ramMb} is more than VM_MAX_RAM (${maxRamMb})` : undefined,
     maxDiskGb && spec.diskGb > maxDiskGb ? `diskGb ${spec.diskGb} is more than VM_MAX_DISK (${maxDiskGb})` : undefined,
   ].filter((x) => x !== undefined);
@@ -112,8 +107,19 @@ async function checkSpec(config: Config, proxmox: ProxmoxCluster, spec: InstallS
     .storageStatus({ storage: config.storage })
     .then((list) => list.find((s) => s.name === config.storage))
     .catch(() => undefined);
-  if (!storage) return; // the install's storage step says why, before it creates anything
+  if (!storage) return spec; // the install's storage step says why, before it creates anything
   const freedBytes = freed.reduce((sum, d) => sum + (d.sizeBytes ?? 0), 0);
   const tooBig = diskTooBig(spec.diskGb, { ...storage, availableBytes: storage.availableBytes + freedBytes });
   if (tooBig) throw new RebuildRefusal('StorageError', `${what}: ${tooBig}; refusing to rebuild`);
+  return spec;
+}
+
+/** The spec as the install schema reads it: checked, in today's names (a spec written before `cores` says `cpu`). */
+function checkedSpec(spec: unknown, what: string): InstallSpec {
+  try {
+    return checkInput(installSpecSchema, spec, what);
+  } catch (err) {
+    if (err instanceof InvalidInputError) throw new RebuildRefusal('InvalidRequestError', `${err.message}; refusing to rebuild`);
+    throw err;
+  }
 }

@@ -163,6 +163,25 @@ describe('rebuild through the API', () => {
     expect(res).toEqual({ status: 404, json: { success: false, message: 'VM 199 does not exist' } });
     expect(await startedSince('vm-199', t0)).toBe(false);
   });
+
+  test('a VM sealed before the spec said `cores` (its marker says `cpu`) is rebuilt from that marker; the new one says `cores`', async () => {
+    const desc = parseVmConfig((await h.sandbox.readConfig(VMID))!).description!;
+    const owner = ownerOf(desc)!;
+    const run = /^qemurun-run=(.*)$/m.exec(desc)![1];
+    const { cores, ...rest } = specOf(desc)!;
+    // The spec marker as earlier versions wrote it, sealed then: the seal covers it as written.
+    const markers = { owner, run, spec: Buffer.from(JSON.stringify({ ...rest, cpu: cores })).toString('base64url') };
+    await qm(['set', String(VMID), '--description', installedDescription(markers, markerSealFor(h.config).seal({ vmid: VMID, ...markers }))]);
+
+    const res = await requestSse(`${h.api}/vm/${VMID}/rebuild`, { body: {} });
+    expectRebuilt(res, VMID);
+    expect(res.events.map((e) => e.message)).toContainEqual(expect.stringMatching(new RegExp(`re-creating it as debian 12, ${cores} cores,`)));
+    const conf = (await h.sandbox.readConfig(VMID))!;
+    expect(conf).toMatch(new RegExp(`^cores: ${cores}$`, 'm'));
+    const written = JSON.parse(Buffer.from(/^qemurun-spec=(.*)$/m.exec(parseVmConfig(conf).description!)![1], 'base64url').toString('utf8')) as Record<string, unknown>;
+    expect(written).toMatchObject({ cores });
+    expect(written).not.toHaveProperty('cpu');
+  });
 });
 
 describe('refusals destroy nothing', () => {
@@ -253,7 +272,7 @@ describe('refusals destroy nothing', () => {
     const desc = parseVmConfig((await h.sandbox.readConfig(VMID))!).description!;
     const spec = specOf(desc)!;
     // The real owner and seal, with a spec that asks for more: what an editor of the Notes can write.
-    const forged = desc.replace(/^qemurun-spec=.*$/m, `qemurun-spec=${specMarkerValue({ ...spec, cpu: 8 })}`);
+    const forged = desc.replace(/^qemurun-spec=.*$/m, `qemurun-spec=${specMarkerValue({ ...spec, cores: 8 })}`);
     // A VM of one's own made QemuRun's by copying another VM's markers.
     await qm(['create', '153', '--name', 'copycat', '--description', desc]);
     await withMarkers(forged, async () => {

@@ -5,7 +5,7 @@ import { MarkerSeal, sealedSpec } from '../../lib/vm/markerSeal';
 /** Markers a Proxmox user can write (VM.Config.Options) against the ones QemuRun seals. */
 
 const seal = new MarkerSeal(new Map([['k1', crypto.randomBytes(32)]]), 'k1');
-const spec: InstallSpec = { os: 'debian', version: '12', vmid: 120, cpu: 2, ramMb: 1024, diskGb: 20, user: 'debian' };
+const spec: InstallSpec = { os: 'debian', version: '12', vmid: 120, cores: 2, ramMb: 1024, diskGb: 20, user: 'debian' };
 const markers = { owner: 'install-1', run: 'run-1', spec: specMarkerValue(spec) };
 const sealed = installedDescription(markers, seal.seal({ vmid: 120, ...markers }));
 
@@ -14,6 +14,16 @@ test('sealed markers are trusted for their own VMID only, and give back their sp
   expect(sealedSpec(seal.check(sealed, 120))).toEqual(spec);
   expect(seal.check(`operator's notes\n${sealed}`, 120).sealed).toBe(true);
   expect(seal.check(sealed, 121)).toMatchObject({ sealed: false, owner: 'install-1', reason: expect.stringMatching(/copied from another VM than 121/) });
+});
+
+test('a marker sealed before the cores had their name (`cpu`) still verifies, and reads back with `cores`', () => {
+  // Written as earlier versions wrote it; the seal covers the marker's text, which stays as it is.
+  const { cores, ...rest } = spec;
+  const legacy = { owner: 'install-0', run: 'run-0', spec: Buffer.from(JSON.stringify({ ...rest, cpu: cores })).toString('base64url') };
+  const description = installedDescription(legacy, seal.seal({ vmid: 120, ...legacy }));
+  const check = seal.check(description, 120);
+  expect(check).toEqual({ sealed: true, fields: { vmid: 120, ...legacy } });
+  expect(sealedSpec(check)).toEqual(spec);
 });
 
 test('edited, unsealed, foreign-keyed and old markers are not trusted, and say why', () => {

@@ -5,7 +5,7 @@ import { StorageError } from '../../lib/proxmox/errors';
 import { FakeCluster, untilCancelled } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
 
-const spec: InstallSpec = { os: 'debian', version: '12', cpu: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
+const spec: InstallSpec = { os: 'debian', version: '12', cores: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
 // As the API starts it: no main node, the worker's MAIN_NODE (the fake cluster's) decides.
 const input = (over: Partial<InstallSpec> = {}): InstallInput => ({
   spec: { ...spec, ...over },
@@ -48,6 +48,20 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     expect(cluster.vms.get(120)).toMatchObject({ owner: workflowId, status: 'running' });
     expect(page.state).toBe('completed');
     expect(page.events.slice(-3).map((e) => e.message)).toEqual(['[*] VMID: 120', '[*] IP: 10.10.0.120', '[*] User: admin']);
+  });
+
+  test('an install started before the spec called its cores `cores` (it said `cpu`) runs, and its activities get `cores`', async () => {
+    const cluster = new FakeCluster();
+    const { cores, ...rest } = spec;
+    const legacy = { spec: { ...rest, cpu: cores }, secrets: {} } as unknown as InstallInput;
+    const result = await t.withActivities(cluster.activities(), () =>
+      t.env.client.workflow.execute(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [legacy] }),
+    );
+    expect(result).toMatchObject({ vmid: 120, user: 'admin' });
+    for (const activity of ['qmCreate', 'configureVm'] as const) {
+      const given = cluster.inputs(activity)[0].spec as unknown as Record<string, unknown>;
+      expect({ activity, cores: given.cores, cpu: given.cpu }).toEqual({ activity, cores: 2, cpu: undefined });
+    }
   });
 
   test('the worker\'s main node decides where the VM is, even when the input names another', async () => {

@@ -14,7 +14,7 @@ import { StorageError } from '../../lib/proxmox/errors';
 import { FakeCluster, untilCancelled } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
 
-const recorded: InstallSpec = { os: 'debian', version: '12', vmid: 120, name: 'web', cpu: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
+const recorded: InstallSpec = { os: 'debian', version: '12', vmid: 120, name: 'web', cores: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
 let t: WorkflowTestEnv;
 
 /** A cluster holding VM 120, installed by QemuRun as `web-120` (or `120-120`, unnamed) and running. */

@@ -5,7 +5,7 @@ import { type Activities, type InstallSpec, vmWorkflowId } from '../../contract'
 import { FakeCluster, untilCancelled } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
 
-const recorded: InstallSpec = { os: 'ubuntu', version: '24.04', vmid: 120, name: 'ci', cpu: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
+const recorded: InstallSpec = { os: 'ubuntu', version: '24.04', vmid: 120, name: 'ci', cores: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
 let t: WorkflowTestEnv;
 let n = 0;
 

@@ -119,7 +119,7 @@ describe('failover', () => {
 describe('errors map to the CLI mode failure types', () => {
   test('403: PermissionDeniedError, non-retryable, naming the privilege and the path', async () => {
     stub.route('POST /nodes/pve1/qemu', () => ({ status: 403, message: 'Permission check failed (/vms/120, VM.Allocate)' }));
-    const err = await node().qmCreate(120, { name: 'x' }).catch((e: Error) => e);
+    const err = await node().createVm(120, { name: 'x' }).catch((e: Error) => e);
     expect(err).toBeInstanceOf(PermissionDeniedError);
     expect((err as PermissionDeniedError).retryable).toBe(false);
     expect((err as PermissionDeniedError).missing).toEqual({ path: '/vms/120', privilege: 'VM.Allocate' });
@@ -128,7 +128,7 @@ describe('errors map to the CLI mode failure types', () => {
 
   test('a 403 that names no privilege (create_vm) gets the one the call needs', async () => {
     stub.route('POST /nodes/pve1/qemu', () => ({ status: 403, message: 'Permission check failed' }));
-    const err = await node().qmCreate(150, { name: 'x' }).catch((e: Error) => e);
+    const err = await node().createVm(150, { name: 'x' }).catch((e: Error) => e);
     expect(err).toBeInstanceOf(PermissionDeniedError);
     expect((err as PermissionDeniedError).missing).toEqual({ path: '/vms/150', privilege: 'VM.Allocate' });
     expect((err as Error).message).toContain('403 Permission check failed; the token lacks VM.Allocate on /vms/150');
@@ -177,12 +177,12 @@ describe('errors map to the CLI mode failure types', () => {
 
   test('VMID taken, locked, not found, bad parameter', async () => {
     stub.route('POST /nodes/pve1/qemu', () => ({ status: 500, message: "unable to create VM 120 - VM 120 already exists on node 'pve2'" }));
-    const taken = await node().qmCreate(120, {}).catch((e: Error) => e);
+    const taken = await node().createVm(120, {}).catch((e: Error) => e);
     expect(taken).toBeInstanceOf(VmidTakenError);
     expect((taken as VmidTakenError).ownerNode).toBe('pve2');
 
     stub.route('PUT /nodes/pve1/qemu/120/config', () => ({ status: 500, message: 'VM is locked (migrate)' }));
-    const locked = await node().qmSet(120, { cores: 2 }).catch((e: Error) => e);
+    const locked = await node().setVmOptions(120, { cores: 2 }).catch((e: Error) => e);
     expect(locked).toBeInstanceOf(VmLockedError);
     expect((locked as VmLockedError).retryable).toBe(true);
     expect((locked as VmLockedError).lock).toBe('migrate');
@@ -203,7 +203,7 @@ describe('tasks', () => {
     stub.route('POST /nodes/pve1/qemu', () => ({ data: upid }));
     const task = stubTask(stub, upid, ['creating VM'], 'OK', 2);
     const seen: string[] = [];
-    await node().qmCreate(120, { name: 'web', cores: 2, numa: true }, { onTask: (u) => seen.push(u) });
+    await node().createVm(120, { name: 'web', cores: 2, numa: true }, { onTask: (u) => seen.push(u) });
     expect(seen).toEqual([upid]);
     expect(task.statusReads()).toBe(3);
     const post = stub.requests.find((r) => r.method === 'POST')!;
@@ -307,7 +307,7 @@ describe('tasks', () => {
 describe('secrets and shapes', () => {
   test('sshkeys travel URI-encoded, the password only as its crypt hash', async () => {
     stub.route('PUT /nodes/pve1/qemu/120/config', () => ({ data: null }));
-    await node().qmSet(120, { sshkeys: 'ssh-ed25519 AAAA a@b\nssh-rsa BBBB c@d\n', cipassword: 'hunter2 hunter2', ciuser: 'debian' });
+    await node().setVmOptions(120, { sshkeys: 'ssh-ed25519 AAAA a@b\nssh-rsa BBBB c@d\n', cipassword: 'hunter2 hunter2', ciuser: 'debian' });
     const form = stub.requests[0].form;
     expect(form.get('sshkeys')).toBe('ssh-ed25519%20AAAA%20a%40b%0Assh-rsa%20BBBB%20c%40d%0A');
     expect(form.get('cipassword')).toMatch(/^\$5\$[^$]+\$[./0-9A-Za-z]{43}$/);

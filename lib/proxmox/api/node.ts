@@ -92,7 +92,7 @@ export class ApiNode implements ProxmoxNode {
 
   // ---- VM lifecycle -------------------------------------------------------------------
 
-  async qmCreate(vmid: number, options: QmCreateOptions, call: TaskOptions = {}): Promise<void> {
+  async createVm(vmid: number, options: QmCreateOptions, call: TaskOptions = {}): Promise<void> {
     await this.task('POST', `${this.nodePath}/qemu`, { vmid, ...options }, call);
   }
 
@@ -119,7 +119,7 @@ export class ApiNode implements ProxmoxNode {
    * `PUT .../config`. The API wants `sshkeys` URI-encoded (it stores them so); the password
    * goes as its crypt hash, which qemu-server keeps as given.
    */
-  async qmSet(
+  async setVmOptions(
     vmid: number,
     options: QmSetOptions & { sshkeys?: string; cipassword?: string; cipasswordHash?: string },
     call: CallOptions = {},

@@ -40,23 +40,23 @@ export function vmActivities({ config, proxmox }: VmDeps) {
 
   return {
     /**
-     * `qm create` on the main node (this worker's MAIN_NODE, which the result names for the
+     * Creates the VM on the main node (this worker's MAIN_NODE, which the result names for the
      * workflow), its description the sealed owner and spec markers of this run; finding this
      * very run's VM already there counts as done. The VM's address must be free first,
      * whether the VMID was allocated or asked for: a machine already answering SSH there
      * would receive what is meant for the new VM.
      */
-    async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node: string }> {
+    async createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node: string }> {
       const { vmid } = input;
-      const spec = checkedInput(installSpecSchema, input.spec, 'qmCreate');
+      const spec = checkedInput(installSpecSchema, input.spec, 'createVm');
       // The run from Temporal, not from the input: a later run under the same workflow id
       // (a reset, or one started by hand) is not the owner of what this one built.
       const run = Context.current().info.workflowExecution?.runId;
-      if (!run) throw failure('ConfigError', 'qmCreate runs for an install workflow only: its markers name the run');
+      if (!run) throw failure('ConfigError', 'createVm runs for an install workflow only: its markers name the run');
       const markers = { owner: input.owner, run, spec: specMarkerValue(spec) };
       const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
       const ip = vmIp(config.gateway, vmid);
-      // A VM that exists already (this run's, on a retry, or another's) is qm create's to judge.
+      // A VM that exists already (this run's, on a retry, or another's) is Proxmox's create to judge.
       if (!(await proxmox.locateVm(vmid)) && (await portAnswers(ip, config.vmSshPort))) {
         throw failure('AddressInUseError', `VM ${vmid}'s address ${ip} already answers SSH on port ${config.vmSshPort}: another machine uses it`);
       }

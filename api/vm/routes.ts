@@ -10,7 +10,7 @@ import { startedByMemo } from '../startedBy';
 import { openEventStream, streamProgress, type Streams } from '../sse';
 import { answerHeldOpen, limitsFor, type RouteLimits } from '../limits';
 import { HttpError, InvalidRequestError, parseInput } from '../errors';
-import { parseVmid, vmidProblem } from '../rebuildCheck';
+import { parseVmid, vmidProblem } from './vmid';
 import { adoptBody, cpuBody, diskBody, memoryBody, nodeBody } from './bodies';
 import { vmService, type Operation, type VmFacts } from './service';
 import { answerAdopted, answerOk, answerStatus } from './presentation';

@@ -28,7 +28,8 @@ import {
   type ClusterResourceByType,
   type NodeStatus,
 } from './pvesh';
-import { parseVmConfig, type VmConfig } from './vmConfig';
+import type { VmConfig } from './vmConfig';
+import { parseVmConfig } from './vmConfigText';
 import type { CallOptions, ProxmoxNode, TaskOptions } from './node';
 
 export type { CallOptions } from './node';

@@ -5,6 +5,9 @@ import { ApiUnreachableError, PveApi, type ApiSettings } from '../../lib/proxmox
 import { parseUpid } from '../../lib/proxmox/api/tasks';
 import { PermissionDeniedError, ParameterError, StorageError, VmLockedError, VmNotFoundError, VmidTakenError } from '../../lib/proxmox/errors';
 import { nodeImageName, versionAtLeast, ensureImageOnNode, NodeTooOldError } from '../../lib/images/onNode';
+import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { fakeUpid, startPveApiStub, stubTask, type PveApiStub } from '../support/pveApiStub';
 import { startImageServer } from '../support/imageServer';
 
@@ -312,6 +315,35 @@ describe('secrets and shapes', () => {
     expect(form.get('sshkeys')).toBe('ssh-ed25519%20AAAA%20a%40b%0Assh-rsa%20BBBB%20c%40d%0A');
     expect(form.get('cipassword')).toMatch(/^\$5\$[^$]+\$[./0-9A-Za-z]{43}$/);
     expect(stub.requests.map((r) => r.form.toString()).join('')).not.toContain('hunter2');
+  });
+
+  test('a config as the API answers it and as qm config prints it are one VmConfig', async () => {
+    // test/fixtures/proxmox/qm-config-description.txt, as GET .../config answers it: numbers
+    // as JSON numbers or strings, the description plain, sshkeys escaped as stored, a digest.
+    const sshkeys = '%0Assh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIGx%2Bk%3D%20root%40pve1%0Assh-rsa%20AAAAB3Nza%2F%3D%20user%40laptop%0A';
+    stub.route('GET /nodes/pve1/qemu/120/config', () => ({
+      data: {
+        boot: 'order=scsi0',
+        cores: 2,
+        cpu: 'x86-64-v2-AES',
+        description: 'qemurun-owner: wf-123\nspec: {"os":"debian"}\n名前 ✓',
+        digest: '5f1c0e8a9b7d6c4e3f2a1b0c9d8e7f6a5b4c3d2e',
+        ide2: 'local-lvm:vm-120-cloudinit,media=cdrom',
+        lock: 'migrate',
+        memory: '2048',
+        name: 'web-120',
+        scsi0: 'local-lvm:vm-120-disk-0,size=2252M',
+        sshkeys,
+        tags: 'debian;qemurun',
+        unused0: 'local-lvm:vm-120-disk-1',
+      },
+    }));
+    const text = readFileSync(path.join(__dirname, '..', 'fixtures', 'proxmox', 'qm-config-description.txt'), 'utf8');
+    const fromApi = await node().config(120);
+    expect(fromApi).toEqual(parseVmConfig(text));
+    expect(fromApi).toMatchObject({ cores: 2, memory: 2048, description: 'qemurun-owner: wf-123\nspec: {"os":"debian"}\n名前 ✓' });
+    expect(fromApi.entries).toMatchObject({ cores: '2', sshkeys, description: fromApi.description });
+    expect(fromApi.entries.digest).toBeUndefined();
   });
 
   test('config, status, storage and resources read into the same types as the CLI', async () => {

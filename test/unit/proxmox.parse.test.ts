@@ -9,7 +9,8 @@ import {
   parseTransferProgress,
 } from '../../lib/proxmox/parse';
 import { num, parseClusterResources, parseNextId, parseNodeStatus, parseNodes } from '../../lib/proxmox/pvesh';
-import { decodeText, parseDrive, parseSize, parseVmConfig } from '../../lib/proxmox/vmConfig';
+import { decodeText, parseDrive, parseSize, vmConfigOf } from '../../lib/proxmox/vmConfig';
+import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
 
 const fixture = (name: string) => readFileSync(path.join(__dirname, '..', 'fixtures', 'proxmox', name), 'utf8');
 
@@ -53,6 +54,19 @@ describe('qm config', () => {
     expect(c.memory).toBe(2048);
     expect(c.pending).toEqual({ memory: '4096', delete: 'balloon' });
     expect(c.entries.snaptime).toBeUndefined();
+  });
+
+  it('types entries whichever side gave them: numbers or their text, sshkeys decoded, the description as given', () => {
+    const fromNumbers = vmConfigOf({ cores: 2, memory: 2048, balloon: 0, description: 'a%3Ab\nc', sshkeys: 'ssh-ed25519%20AAAA%20k%0A' });
+    const fromText = vmConfigOf({ cores: '2', memory: '2048', balloon: '0', description: 'a%3Ab\nc', sshkeys: 'ssh-ed25519%20AAAA%20k%0A' });
+    expect(fromNumbers).toEqual(fromText);
+    expect(fromNumbers).toMatchObject({ cores: 2, memory: 2048, balloon: 0, description: 'a%3Ab\nc', sshkeys: 'ssh-ed25519 AAAA k\n' });
+    expect(fromNumbers.entries.cores).toBe('2');
+  });
+
+  it('decodes the description of qm config text, and the # lines of the file, before typing', () => {
+    expect(parseVmConfig('description: a%3Ab%0Ac\n').entries.description).toBe('a:b\nc');
+    expect(parseVmConfig('#a%3Ab\n#c\ncores: 1\n').entries.description).toBe('a:b\nc');
   });
 
   it('handles sizes, drives and escaped text', () => {

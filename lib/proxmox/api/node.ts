@@ -13,7 +13,7 @@ import {
   type VmRunState,
 } from '../parse';
 import { num, parseAgentFileRead, parseClusterResources, parseNextId, parseNodeStatus, parseNodes, parseResources, type ClusterNode, type ClusterResourceByType, type NodeStatus, type PveVersion } from '../pvesh';
-import { parseVmConfig, type VmConfig } from '../vmConfig';
+import { vmConfigOf, type VmConfig, type VmConfigValue } from '../vmConfig';
 import type { Params, PveApi } from './http';
 import { followTask, isUpid, taskFailed, taskStatus } from './tasks';
 
@@ -185,21 +185,18 @@ export class ApiNode implements ProxmoxNode {
   // ---- reads ------------------------------------------------------------------------
 
   /**
-   * `GET .../config`: an object of the same entries `qm config` prints, except that the
-   * description comes as plain text rather than escaped.
+   * `GET .../config`: the entries `qm config` prints, as JSON (the description plain text,
+   * `sshkeys` URI-escaped as stored), plus the `digest` qm leaves out, which is left out
+   * here too.
    */
   async config(vmid: number, opts: CallOptions & { current?: boolean } = {}): Promise<VmConfig> {
     const data = await this.get<Record<string, unknown>>(this.vm(vmid, '/config'), { current: opts.current }, opts);
-    const { description, ...rest } = data ?? {};
-    const lines = Object.entries(rest)
-      .filter(([, v]) => v !== null && v !== undefined && typeof v !== 'object')
-      .map(([k, v]) => `${k}: ${String(v).replace(/\n/g, '%0A')}`);
-    const conf = parseVmConfig(lines.join('\n'));
-    if (typeof description === 'string') {
-      conf.entries.description = description;
-      conf.description = description;
+    const entries: Record<string, VmConfigValue> = {};
+    for (const [key, value] of Object.entries(data ?? {})) {
+      if (key === 'digest') continue;
+      if (typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value))) entries[key] = value;
     }
-    return conf;
+    return vmConfigOf(entries);
   }
 
   async agentFileRead(vmid: number, file: string, call: CallOptions = {}): Promise<string> {

@@ -8,7 +8,21 @@ import {
   parseQmStatus,
   parseTransferProgress,
 } from '../../lib/proxmox/parse';
-import { num, parseClusterResources, parseNextId, parseNodeStatus, parseNodes } from '../../lib/proxmox/pvesh';
+import {
+  agentFileOf,
+  clusterResourcesOf,
+  nextIdOf,
+  nodeStatusOf,
+  nodesOf,
+  num,
+  parseAgentFileRead,
+  parseClusterResources,
+  parseNextId,
+  parseNodeStatus,
+  parseNodes,
+  parseVersion,
+  versionOf,
+} from '../../lib/proxmox/pvesh';
 import { decodeText, parseDrive, parseSize, vmConfigOf } from '../../lib/proxmox/vmConfig';
 import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
 
@@ -203,6 +217,26 @@ describe('pvesh', () => {
     expect(parseNextId('"100"\n')).toBe(100);
     expect(parseNextId('100\n')).toBe(100);
     expect(() => parseNextId('')).toThrow();
+  });
+
+  it('types the data the API answers as it types what pvesh prints of it', () => {
+    // pvesh prints the `data` member the API answers: the CLI parses that text, the API
+    // hands over the value itself, and both come out the same.
+    for (const [file, fromText, fromData] of [
+      ['pvesh-nodes.json', parseNodes, nodesOf],
+      ['pvesh-node-status.json', parseNodeStatus, nodeStatusOf],
+      ['pvesh-cluster-resources-vm.json', (t: string) => parseClusterResources(t, 'vm'), (d: unknown) => clusterResourcesOf(d, 'vm')],
+    ] as const) {
+      const text = fixture(file);
+      expect(fromData(JSON.parse(text))).toEqual(fromText(text));
+    }
+    const version = { version: '8.4.1', release: '8.4', repoid: '2a5fa54a' };
+    expect(versionOf(version)).toEqual(parseVersion(JSON.stringify(version)));
+    const file = { content: 'ssh-ed25519 AAAA root@guest\n', 'bytes-read': 27 };
+    expect(agentFileOf(file)).toBe(parseAgentFileRead(JSON.stringify(file)));
+    expect(nextIdOf('100')).toBe(100);
+    expect(nextIdOf(101)).toBe(101);
+    expect(() => nextIdOf(null)).toThrow(/nextid/);
   });
 
   it('reads numbers and numeric strings alike', () => {

@@ -42,7 +42,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
 
   return {
     /**
-     * Polls until the guest accepts the main node's key; cloud-init may take minutes.
+     * Polls until the guest accepts the service's key; cloud-init may take minutes.
      * With a VMID, only the host key the guest agent reports is accepted (or `hostKey`, one
      * pinned before); a guest whose agent stays silent for GUEST_AGENT_WAIT after its SSH
      * answers is trusted on first use. Returns the key to pin for the install's later
@@ -161,8 +161,8 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
       }
     },
 
-    /** The public key every VM trusts, so the service (and the main node) can log in. */
-    async mainNodeKey(): Promise<string> {
+    /** The service's own public key (SSH_KEY_PATH): every VM trusts it, so the service can log in. */
+    async servicePublicKey(): Promise<string> {
       return ensureSshKey(config.sshKeyPath).publicKey;
     },
   };

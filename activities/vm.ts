@@ -40,28 +40,28 @@ export function vmActivities({ config, proxmox }: VmDeps) {
 
   return {
     /**
-     * `qm create` on the main node (this worker's MAIN_NODE, which the result names for the
+     * Creates the VM on the main node (this worker's MAIN_NODE, which the result names for the
      * workflow), its description the sealed owner and spec markers of this run; finding this
      * very run's VM already there counts as done. The VM's address must be free first,
      * whether the VMID was allocated or asked for: a machine already answering SSH there
      * would receive what is meant for the new VM.
      */
-    async qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node: string }> {
+    async createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node: string }> {
       const { vmid } = input;
-      const spec = checkedInput(installSpecSchema, input.spec, 'qmCreate');
+      const spec = checkedInput(installSpecSchema, input.spec, 'createVm');
       // The run from Temporal, not from the input: a later run under the same workflow id
       // (a reset, or one started by hand) is not the owner of what this one built.
       const run = Context.current().info.workflowExecution?.runId;
-      if (!run) throw failure('ConfigError', 'qmCreate runs for an install workflow only: its markers name the run');
+      if (!run) throw failure('ConfigError', 'createVm runs for an install workflow only: its markers name the run');
       const markers = { owner: input.owner, run, spec: specMarkerValue(spec) };
       const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
       const ip = vmIp(config.gateway, vmid);
-      // A VM that exists already (this run's, on a retry, or another's) is qm create's to judge.
+      // A VM that exists already (this run's, on a retry, or another's) is Proxmox's create to judge.
       if (!(await proxmox.locateVm(vmid)) && (await portAnswers(ip, config.vmSshPort))) {
         throw failure('AddressInUseError', `VM ${vmid}'s address ${ip} already answers SSH on port ${config.vmSshPort}: another machine uses it`);
       }
       try {
-        await main().qmCreate(vmid, {
+        await main().createVm(vmid, {
           name: input.name,
           cores: spec.cores,
           cpu: input.cpuType,
@@ -104,25 +104,25 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       const node = main();
       const keys = [input.mainKey, ...readAdminKeys(config.dataDir), ...(spec.pubkey ? spec.pubkey.split('\n') : [])];
       const conf = await node.config(vmid);
-      await node.qmSet(vmid, {
+      await node.setVmOptions(vmid, {
         sshkeys: `${keys.join('\n')}\n`,
         ...(passwd !== undefined ? { cipassword: passwd } : passwdHash !== undefined ? { cipasswordHash: passwdHash } : {}),
         ciuser: spec.user,
         ciupgrade: 0,
         tags: spec.os,
       });
-      if (!conf.disks.some((d) => d.key === 'scsi0')) await node.qmSet(vmid, { scsi0: input.volid });
-      if (!conf.disks.some((d) => d.key === 'ide2')) await node.qmSet(vmid, { ide2: `${config.storage}:cloudinit` });
-      await node.qmSet(vmid, { boot: 'order=scsi0' });
+      if (!conf.disks.some((d) => d.key === 'scsi0')) await node.setVmOptions(vmid, { scsi0: input.volid });
+      if (!conf.disks.some((d) => d.key === 'ide2')) await node.setVmOptions(vmid, { ide2: `${config.storage}:cloudinit` });
+      await node.setVmOptions(vmid, { boot: 'order=scsi0' });
       // Absolute, so a retry is harmless; never below the image (Proxmox refuses to shrink).
       const scsi0 = (await node.config(vmid)).disks.find((d) => d.key === 'scsi0');
       if (!scsi0?.sizeBytes || scsi0.sizeBytes < spec.diskGb * 1024 ** 3) await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
-      await node.qmSet(vmid, { ipconfig0: `ip=${input.ip}/24,gw=${config.gateway}` });
+      await node.setVmOptions(vmid, { ipconfig0: `ip=${input.ip}/24,gw=${config.gateway}` });
     },
 
     async setCpu(input: { vmid: number; cores: number }): Promise<void> {
       checkedInput(workflowInputs.setCpu, input, 'setCpu');
-      await (await managedNode(input.vmid)).qmSet(input.vmid, { cores: input.cores });
+      await (await managedNode(input.vmid)).setVmOptions(input.vmid, { cores: input.cores });
     },
 
     /**
@@ -135,12 +135,12 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       const node = await managedNode(input.vmid);
       const balloon = balloonFor(input.memoryMb, config.balloonMinMb);
       if (balloon !== undefined) {
-        await node.qmSet(input.vmid, { memory: input.memoryMb, numa: 1, balloon });
+        await node.setVmOptions(input.vmid, { memory: input.memoryMb, numa: 1, balloon });
         return;
       }
       const conf = await node.config(input.vmid);
-      if (conf.entries.balloon !== undefined) await node.qmSet(input.vmid, { delete: 'balloon' });
-      await node.qmSet(input.vmid, { memory: input.memoryMb });
+      if (conf.entries.balloon !== undefined) await node.setVmOptions(input.vmid, { delete: 'balloon' });
+      await node.setVmOptions(input.vmid, { memory: input.memoryMb });
     },
 
     /**
@@ -156,7 +156,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       if (owner !== undefined) {
         throw failure('AlreadyManagedError', `VM ${input.vmid} is already managed by QemuRun (qemurun-owner=${owner})`);
       }
-      await node.qmSet(input.vmid, { description: adoptedDescription(conf.description, input, (f) => markerSealFor(config).seal(f), input.vmid) });
+      await node.setVmOptions(input.vmid, { description: adoptedDescription(conf.description, input, (f) => markerSealFor(config).seal(f), input.vmid) });
     },
 
     /**

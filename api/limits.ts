@@ -14,11 +14,11 @@ import { HttpError } from './errors';
 // ---- request deadline ---------------------------------------------------------------
 
 const TIMER = Symbol('qemurun.requestTimer');
-const STREAMING = Symbol('qemurun.streaming');
+const HELD_OPEN = Symbol('qemurun.heldOpen');
 
 const BASE_MS = Symbol('qemurun.requestDeadline');
 
-type Tracked = Response & { [TIMER]?: NodeJS.Timeout; [STREAMING]?: boolean; [BASE_MS]?: number };
+type Tracked = Response & { [TIMER]?: NodeJS.Timeout; [HELD_OPEN]?: boolean; [BASE_MS]?: number };
 
 /**
  * What a route declares about its answer, next to the route (see `limitsFor`), instead of
@@ -60,7 +60,8 @@ export function limitsFor(limits: RouteLimits = {}, limiter?: SseLimiter): Reque
 /**
  * Answers a request that has not been answered within `ms`: `408` while its body is still
  * arriving (a slow or stalled client), `503` when the server itself is slow. An event
- * stream is exempt from the moment it opens (see `streamOpened`): SSE answers last minutes.
+ * stream, or an answer that waits for a workflow, is exempt from the moment it is held open
+ * (see `answerHeldOpen`): such answers last minutes.
  * `ms` = 0 turns the deadline off.
  */
 export function requestTimeout(ms: number): RequestHandler {
@@ -79,7 +80,7 @@ function arm(req: Request, res: Response, deadline: number): void {
   const tracked = res as Tracked;
   clearTimeout(tracked[TIMER]);
   const timer = setTimeout(() => {
-    if (tracked[STREAMING] || res.writableEnded) return;
+    if (tracked[HELD_OPEN] || res.writableEnded) return;
     const receiving = !req.complete;
     // An answer already on its way (headers sent) is left to finish.
     if (res.headersSent) return;
@@ -195,12 +196,13 @@ export function sseLimiter(opts: {
 }
 
 /**
- * Called by `openEventStream`: from here on the response is a long-lived stream, so the
- * request deadline no longer applies, and it counts against the client's stream cap.
+ * From here on the response is held open for minutes: an event stream (`openEventStream`)
+ * or an answer that waits for its workflow to end. The request deadline no longer applies,
+ * and the answer counts against the client's caps on open streams like a stream does.
  */
-export function streamOpened(res: Response, limiter: SseLimiter | undefined): void {
+export function answerHeldOpen(res: Response, limiter: SseLimiter | undefined): void {
   const tracked = res as Tracked;
-  tracked[STREAMING] = true;
+  tracked[HELD_OPEN] = true;
   clearTimeout(tracked[TIMER]);
   if (res.req) limiter?.track(res.req, res);
 }

@@ -7,7 +7,8 @@ import { openEventStream, streamProgress, type Streams } from './sse';
 import { requireRole } from './guard';
 import { startedByMemo } from './startedBy';
 import { startVmOperation } from './vm/operation';
-import { checkRebuildTarget, parseVmid, vmidProblem } from './rebuildCheck';
+import { checkRebuildTarget } from './rebuildCheck';
+import { parseVmid, vmidProblem } from './vm/vmid';
 import { InvalidRequestError, parseInput } from './errors';
 import { limitsFor } from './limits';
 

@@ -5,22 +5,6 @@ import { failureStatus, type InstallSpec, type RebuildTarget } from '../contract
 import { HttpError } from './errors';
 import { inspectVmForRebuild, RebuildRefusal } from '../lib/vm/rebuildTarget';
 
-
-
-/**
- * A VMID in a path, read as the other VM endpoints read it (api/vm/routes.ts). Leading zeros are
- * refused: `0240` is not how anyone writes VM 240, so it is more likely a mistake than a name.
- */
-export function parseVmid(raw: string): number | undefined {
-  const n = /^[1-9]\d{0,8}$/.test(raw) ? Number(raw) : NaN;
-  return Number.isSafeInteger(n) ? n : undefined;
-}
-
-/** The 400 message for a path VMID parseVmid refused. */
-export function vmidProblem(raw: string): string {
-  return /^0+\d/.test(raw) ? 'id: must be a VMID without leading zeros' : 'id: must be a positive integer VMID';
-}
-
 /**
  * The rebuild's own check, run by the API before it starts anything (the workflow runs it
  * again: a schedule's runs have no API in front of them). A refusal is an HttpError with

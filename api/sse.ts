@@ -3,7 +3,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import type { ProgressEvent } from '../contract';
 import type { ProgressReaders } from './progressReader';
 import type { SseLimiter } from './limits';
-import { streamOpened } from './limits';
+import { answerHeldOpen } from './limits';
 import { InvalidRequestError } from './errors';
 
 const KEEPALIVE_MS = 15_000;
@@ -16,7 +16,7 @@ const KEEPALIVE_MS = 15_000;
 export interface Streams {
   /** One progress reader per workflow streamed by this app. */
   readers: ProgressReaders;
-  /** The caps on open streams: `limitsFor` admits by them, `streamOpened` counts against them. */
+  /** The caps on open streams: `limitsFor` admits by them, `answerHeldOpen` counts against them. */
   limiter: SseLimiter;
 }
 
@@ -28,7 +28,7 @@ export function openEventStream(res: Response, workflowId: string, limiter: SseL
     'X-Accel-Buffering': 'no',
     'X-Workflow-Id': workflowId,
   });
-  streamOpened(res, limiter);
+  answerHeldOpen(res, limiter);
   res.flushHeaders();
 }
 

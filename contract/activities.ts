@@ -37,24 +37,29 @@ export interface RunningOperation {
 }
 
 export interface Activities {
-  // Preparing an install: storage, CPU type, image, VMID, the main node's key.
+  // Preparing an install: storage, CPU type, image, VMID, the service's SSH key.
   checkStorage(input?: { diskGb?: number }): Promise<void>;
   clusterCpuType(input: { os: OsName; version: string; refresh?: boolean }): Promise<string>;
   downloadImage(input: { os: OsName; version: string }): Promise<{ path: string; sha: string; downloaded: boolean }>;
   /** `os`/`version` let a worker that did not download the image fetch it itself. */
   stageImage(input: { path: string; sha: string; os?: OsName; version?: string }): Promise<string>;
   allocateVmid(input: { exclude: number[] }): Promise<number>;
-  mainNodeKey(): Promise<string>;
+  /** The service's own public SSH key (SSH_KEY_PATH), which every VM it builds trusts. */
+  servicePublicKey(): Promise<string>;
 
   // Building the VM.
   /** `node`: where the VM was created, the worker's MAIN_NODE (absent in results recorded by earlier versions). */
-  qmCreate(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node?: string }>;
+  createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node?: string }>;
   importDisk(input: { vmid: number; imagePath: string }): Promise<string>;
   configureVm(input: {
     vmid: number;
     volid: string;
     spec: InstallSpec;
     ip: string;
+    /**
+     * The service's public key (servicePublicKey). The field keeps its name from when that
+     * activity was mainNodeKey: workers of earlier versions read it under this name.
+     */
     mainKey: string;
     /** Neither: the user gets no usable password (login with the injected keys only). */
     passwd?: string;
@@ -96,6 +101,19 @@ export interface Activities {
 
   // The reconciler: every VM with its verdict (it only reads; removal is destroyOwnedVm).
   planReconcile(): Promise<ReconcileItem[]>;
+}
+
+/**
+ * Activity names of earlier versions, registered by the worker as aliases of the current
+ * ones (activities/index.ts). Installs recorded before the rename scheduled these, so a
+ * replay of one, or a run started before the upgrade, schedules them again
+ * (workflows/install.ts, patch ACTIVITIES_NAMED_FOR_OPERATIONS).
+ */
+export interface RenamedActivities {
+  /** Now createVm: API mode runs no qm. */
+  qmCreate: Activities['createVm'];
+  /** Now servicePublicKey: the key is the service's, not a node's. */
+  mainNodeKey: Activities['servicePublicKey'];
 }
 
 /** A guest's SSH host key, as waitForSsh pinned it (a `.pub` line without comment). */

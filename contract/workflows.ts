@@ -14,7 +14,7 @@ export interface InstallInput {
   /**
    * Sent by earlier versions of the API, whose MAIN_NODE could differ from the worker's.
    * Read only when replaying those installs: the worker's MAIN_NODE decides where a VM is
-   * created, and qmCreate's result says which node that was.
+   * created, and createVm's result says which node that was.
    */
   mainNode?: string;
 }

@@ -1,5 +1,5 @@
-import { proxyActivities, RetryPolicy } from '@temporalio/workflow';
-import { type Activities, NON_RETRYABLE_ERRORS } from '../contract';
+import { type ActivityOptions, proxyActivities, RetryPolicy } from '@temporalio/workflow';
+import { type Activities, NON_RETRYABLE_ERRORS, type RenamedActivities } from '../contract';
 
 /**
  * Activity options by nature, shared by every workflow: one retry policy whose
@@ -17,11 +17,15 @@ const retry: RetryPolicy = {
 };
 
 /** Quick Proxmox calls: a lock held by another task clears in seconds. */
-export const proxmox = proxyActivities<Activities>({
+const quickProxmox: ActivityOptions = {
   startToCloseTimeout: '3m',
   heartbeatTimeout: '10s',
   retry: { ...retry, maximumAttempts: 8 },
-});
+};
+export const proxmox = proxyActivities<Activities>(quickProxmox);
+
+/** The same calls under their names of earlier versions, for runs that recorded them (RenamedActivities). */
+export const proxmoxRenamed = proxyActivities<RenamedActivities>(quickProxmox);
 
 /** Long transfers (download, import, migrate) that heartbeat, so a dead worker is noticed. */
 export const transfer = proxyActivities<Activities>({

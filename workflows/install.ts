@@ -14,6 +14,7 @@ import {
 import {
   CancellationScope,
   isCancellation,
+  patched,
   upsertSearchAttributes,
   workflowInfo,
   log,
@@ -21,9 +22,19 @@ import {
 } from '@temporalio/workflow';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
-import { cleanup, guest, proxmox, transfer } from './activityOptions';
+import { cleanup, guest, proxmox, proxmoxRenamed, transfer } from './activityOptions';
 
 const MAX_VMID_ATTEMPTS = 20;
+
+/**
+ * The patch that renamed two activities after what they do: qmCreate (API mode runs no
+ * qm) is createVm, mainNodeKey (the key is the service's) is servicePublicKey. Installs
+ * that started before it scheduled the old names, so replaying one, or carrying one on
+ * after an upgrade, must schedule them again; the worker still registers them as aliases
+ * (activities/index.ts). Once no install started before this version is open, this
+ * becomes deprecatePatch and the aliases go; a release later the patch call goes too.
+ */
+const ACTIVITIES_NAMED_FOR_OPERATIONS = 'activities-named-for-operations';
 
 const { metrics } = proxySinks<QemuRunSinks>();
 
@@ -54,8 +65,9 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const imagePath = await step('OS preparation > stage image', 'placing the image on the main node', () =>
       transfer.stageImage({ path: image.path, sha: image.sha, os: spec.os, version: spec.version }),
     );
-    const mainKey = await step('SSH preparation > main node key', 'reading the main node SSH key', () =>
-      proxmox.mainNodeKey(),
+    // The step keeps the name clients of the seed know.
+    const serviceKey = await step('SSH preparation > main node key', 'reading the main node SSH key', () =>
+      patched(ACTIVITIES_NAMED_FOR_OPERATIONS) ? proxmox.servicePublicKey() : proxmoxRenamed.mainNodeKey(),
     );
 
     const vm = await step('VM creation > qm create', 'creating VM', () => createWithFreeVmid(cpuType));
@@ -72,7 +84,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         volid,
         spec,
         ip: vm.ip,
-        mainKey,
+        mainKey: serviceKey,
         passwd: secrets.passwd,
         passwdHash: secrets.passwdHash,
       }),
@@ -134,7 +146,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   }
 
   /**
-   * `qm create` is the real VMID reservation: the cluster filesystem creates a config
+   * Creating the VM is the real VMID reservation: the cluster filesystem creates a config
    * atomically. Candidates come from one cluster query; when another install (or a VM
    * created by hand) wins the race, an auto-assigned install tries the next free ID.
    */
@@ -151,7 +163,8 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       };
       compensations.unshift(undo);
       try {
-        const created = await proxmox.qmCreate({ vmid, name, spec, cpuType, owner });
+        const create = { vmid, name, spec, cpuType, owner };
+        const created = await (patched(ACTIVITIES_NAMED_FOR_OPERATIONS) ? proxmox.createVm(create) : proxmoxRenamed.qmCreate(create));
         return { vmid, ip: created.ip, name, node: createdOn(created, recordedMainNode) };
       } catch (err) {
         // Any other failure may have left a VM behind, so its undo stays registered.
@@ -168,13 +181,13 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
 }
 
 /**
- * The node qmCreate made the VM on: the worker's MAIN_NODE, the one source of it. An
- * install recorded before qmCreate said so carries the node its API sent in the input
+ * The node createVm made the VM on: the worker's MAIN_NODE, the one source of it. An
+ * install recorded before the activity said so carries the node its API sent in the input
  * instead, and replays with that.
  */
 function createdOn(created: { node?: string }, recordedMainNode: string | undefined): string {
   const node = created.node ?? recordedMainNode;
-  if (node === undefined) throw failure('ConfigError', 'qmCreate did not say which node it created the VM on');
+  if (node === undefined) throw failure('ConfigError', 'createVm did not say which node it created the VM on');
   return node;
 }
 

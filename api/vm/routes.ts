@@ -8,9 +8,9 @@ import { vmIp } from '../../lib/network';
 import { clientIp, requireRole } from '../guard';
 import { startedByMemo } from '../startedBy';
 import { openEventStream, streamProgress, type Streams } from '../sse';
-import { limitsFor, streamOpened, type RouteLimits } from '../limits';
+import { answerHeldOpen, limitsFor, type RouteLimits } from '../limits';
 import { HttpError, InvalidRequestError, parseInput } from '../errors';
-import { parseVmid, vmidProblem } from '../rebuildCheck';
+import { parseVmid, vmidProblem } from './vmid';
 import { vmService, type Operation, type VmFacts } from './service';
 import { answerAdopted, answerOk, answerStatus } from './presentation';
 
@@ -174,7 +174,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams }: VmRou
       res.set('X-Workflow-Id', h.workflowId);
       // Started: the answer waits for the workflow however long a shutdown takes, so the
       // request deadline stops here, and the wait counts against the client's open streams.
-      streamOpened(res, streams.limiter);
+      answerHeldOpen(res, streams.limiter);
       await vms.finished(h);
       answerOk(res);
     });

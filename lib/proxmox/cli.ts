@@ -28,7 +28,8 @@ import {
   type ClusterResourceByType,
   type NodeStatus,
 } from './pvesh';
-import { parseVmConfig, type VmConfig } from './vmConfig';
+import type { VmConfig } from './vmConfig';
+import { parseVmConfig } from './vmConfigText';
 import type { CallOptions, ProxmoxNode, TaskOptions } from './node';
 
 export type { CallOptions } from './node';
@@ -82,7 +83,7 @@ export class CliNode implements ProxmoxNode {
   // ---- VM lifecycle -------------------------------------------------------------------
 
   /** `qm create`. A used VMID throws VmidTakenError. */
-  async qmCreate(vmid: number, options: cmd.QmCreateOptions, call: TaskOptions = {}): Promise<void> {
+  async createVm(vmid: number, options: cmd.QmCreateOptions, call: TaskOptions = {}): Promise<void> {
     await this.write(cmd.qmCreate(vmid, options), call);
   }
 
@@ -113,7 +114,7 @@ export class CliNode implements ProxmoxNode {
    * its crypt hash only (see qmSetWithSecrets). The plain password never reaches the node,
    * so no output can hold it: nothing is substituted in messages on its account.
    */
-  async qmSet(
+  async setVmOptions(
     vmid: number,
     options: cmd.QmSetOptions & { sshkeys?: string; cipassword?: string; cipasswordHash?: string },
     call: CallOptions = {},

@@ -33,7 +33,7 @@ export interface QmCreateOptions {
 
 /**
  * Options of `qm set`. `sshkeys` and `cipassword` are absent on purpose:
- * they are secrets and go through `ProxmoxNode.qmSet`, never into an argv here.
+ * they are secrets and go through `ProxmoxNode.setVmOptions`, never into an argv here.
  */
 export interface QmSetOptions {
   ciuser?: string;

@@ -41,8 +41,8 @@ export interface ProxmoxNode {
   readonly node: string;
   readonly mode: ProxmoxMode;
 
-  /** Create a VM. A used VMID throws VmidTakenError. */
-  qmCreate(vmid: number, options: QmCreateOptions, call?: TaskOptions): Promise<void>;
+  /** Creates a VM (`qm create`, `POST /nodes/{node}/qemu`). A used VMID throws VmidTakenError. */
+  createVm(vmid: number, options: QmCreateOptions, call?: TaskOptions): Promise<void>;
   /**
    * Copies an image into `storage` as a new volume of the VM and returns its volume ID.
    * The CLI reads a file on this node and leaves the disk unused unless `targetDisk`;
@@ -56,11 +56,11 @@ export interface ProxmoxNode {
     opts?: TaskOptions & { format?: 'raw' | 'qcow2' | 'vmdk'; targetDisk?: string; onProgress?: (line: string, progress?: TransferProgress) => void },
   ): Promise<string>;
   /**
-   * Sets options. `sshkeys` (one per line) and the cloud-init password travel as secrets:
+   * Sets options of the VM's configuration (`qm set`, `PUT .../config`). `sshkeys` (one per line) and the cloud-init password travel as secrets:
    * the password leaves the service only as its crypt hash (`cipassword` is hashed here,
    * `cipasswordHash` is one kept from before).
    */
-  qmSet(
+  setVmOptions(
     vmid: number,
     options: QmSetOptions & { sshkeys?: string; cipassword?: string; cipasswordHash?: string },
     call?: CallOptions,

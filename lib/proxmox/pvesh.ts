@@ -1,7 +1,9 @@
 /**
- * Typed views of `pvesh get ... --output-format json`. pvesh prints the API's
- * `data` member with no wrapper, and numbers that Perl held as strings come out as JSON
- * strings (`"mhz":"2999.998"`, nextid `"100"`), so every number is read with `num`.
+ * Typed views of the API's answers, for both implementations: `xOf(data)` types the
+ * `data` member the REST API answers; `parseX(stdout)` reads what
+ * `pvesh get ... --output-format json` prints (that member as JSON, no wrapper) and types
+ * it so. Numbers that Perl held as strings come as JSON strings on either side
+ * (`"mhz":"2999.998"`, nextid `"100"`), so every number is read with `num`.
  */
 
 type Json = Record<string, unknown>;
@@ -52,7 +54,12 @@ export interface ClusterNode {
 
 /** `pvesh get /nodes`. */
 export function parseNodes(stdout: string): ClusterNode[] {
-  return objects(parsePveshJson(stdout), '/nodes').map((n) => ({
+  return nodesOf(parsePveshJson(stdout));
+}
+
+/** `GET /nodes`. */
+export function nodesOf(data: unknown): ClusterNode[] {
+  return objects(data, '/nodes').map((n) => ({
     node: str(n.node) ?? '',
     status: str(n.status) ?? 'unknown',
     ...optionalNumbers(n, ['cpu', 'maxcpu', 'mem', 'maxmem', 'disk', 'maxdisk', 'uptime']),
@@ -84,7 +91,12 @@ export interface NodeStatus {
 
 /** `pvesh get /nodes/<node>/status`. */
 export function parseNodeStatus(stdout: string): NodeStatus {
-  const s = object(parsePveshJson(stdout), '/nodes/<node>/status');
+  return nodeStatusOf(parsePveshJson(stdout));
+}
+
+/** `GET /nodes/{node}/status`. */
+export function nodeStatusOf(data: unknown): NodeStatus {
+  const s = object(data, '/nodes/<node>/status');
   const cpuinfo = object(s.cpuinfo ?? {}, 'cpuinfo');
   const memory = object(s.memory ?? {}, 'memory');
   return {
@@ -166,7 +178,12 @@ export interface ClusterResourceByType {
 
 /** `pvesh get /cluster/resources --type <type>`, keeping only entries of that type. */
 export function parseClusterResources<T extends keyof ClusterResourceByType>(stdout: string, type: T): ClusterResourceByType[T][] {
-  const all = objects(parsePveshJson(stdout), '/cluster/resources');
+  return clusterResourcesOf(parsePveshJson(stdout), type);
+}
+
+/** `GET /cluster/resources?type=<type>` (or without, for all), keeping only entries of that type. */
+export function clusterResourcesOf<T extends keyof ClusterResourceByType>(data: unknown, type: T): ClusterResourceByType[T][] {
+  const all = objects(data, '/cluster/resources');
   const pick = {
     vm: (r: Json): VmResource | undefined =>
       r.type === 'qemu' || r.type === 'lxc'
@@ -212,14 +229,24 @@ export function parseClusterResources<T extends keyof ClusterResourceByType>(std
 
 /** `pvesh get /cluster/resources` without `--type`, split by type: one read for all three. */
 export function parseResources(stdout: string): { [T in keyof ClusterResourceByType]: ClusterResourceByType[T][] } {
-  return { vm: parseClusterResources(stdout, 'vm'), node: parseClusterResources(stdout, 'node'), storage: parseClusterResources(stdout, 'storage') };
+  return resourcesOf(parsePveshJson(stdout));
+}
+
+/** `GET /cluster/resources` without `type`, split by type. */
+export function resourcesOf(data: unknown): { [T in keyof ClusterResourceByType]: ClusterResourceByType[T][] } {
+  return { vm: clusterResourcesOf(data, 'vm'), node: clusterResourcesOf(data, 'node'), storage: clusterResourcesOf(data, 'storage') };
 }
 
 /** `pvesh get /cluster/nextid`: `100` as text, `"100"` as JSON; both accepted. */
 export function parseNextId(stdout: string): number {
-  const text = stdout.trim().replace(/^"(.*)"$/, '$1');
-  if (!/^\d+$/.test(text)) throw new Error(`unexpected /cluster/nextid output: ${JSON.stringify(stdout.slice(0, 100))}`);
-  return Number(text);
+  return nextIdOf(stdout.trim().replace(/^"(.*)"$/, '$1'));
+}
+
+/** `GET /cluster/nextid`: the VMID as a string (or a number). */
+export function nextIdOf(data: unknown): number {
+  const id = typeof data === 'string' && /^\d+$/.test(data) ? Number(data) : typeof data === 'number' && Number.isSafeInteger(data) && data > 0 ? data : undefined;
+  if (id === undefined) throw new Error(`unexpected /cluster/nextid answer: ${JSON.stringify(data)?.slice(0, 100)}`);
+  return id;
 }
 
 function optionalNumbers<K extends string>(o: Json, keys: K[]): Partial<Record<K, number>> {
@@ -250,7 +277,12 @@ export interface PveVersion {
 }
 
 export function parseVersion(stdout: string): PveVersion {
-  const v = object(parsePveshJson(stdout), '/version');
+  return versionOf(parsePveshJson(stdout));
+}
+
+/** `GET /version`, or `/nodes/{node}/version` (the named node's). */
+export function versionOf(data: unknown): PveVersion {
+  const v = object(data, '/version');
   const version = str(v.version);
   const release = str(v.release) ?? version?.match(/^\d+\.\d+/)?.[0];
   if (!version || !release) throw new Error('/version: no release or version');
@@ -259,7 +291,12 @@ export function parseVersion(stdout: string): PveVersion {
 
 /** `agent/file-read`: `{ content, bytes-read, truncated? }`; a truncated read is no whole file. */
 export function parseAgentFileRead(stdout: string): string {
-  const v = object(parsePveshJson(stdout), 'agent/file-read');
+  return agentFileOf(parsePveshJson(stdout));
+}
+
+/** `GET .../agent/file-read`: the file's content. */
+export function agentFileOf(data: unknown): string {
+  const v = object(data, 'agent/file-read');
   if (typeof v.content !== 'string') throw new Error('agent/file-read: no content');
   if (v.truncated) throw new Error('agent/file-read: the file was truncated');
   return v.content;

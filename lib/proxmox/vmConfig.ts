@@ -1,7 +1,8 @@
 /**
- * A VM's configuration as `qm config` prints it, or as the file
- * `/etc/pve/nodes/<n>/qemu-server/<id>.conf` holds it: typed values for what the
- * service reads, every raw entry for the rest.
+ * A VM's configuration as typed values for what the service reads, every raw entry for the
+ * rest: one type for both implementations. The CLI reads `qm config` text (or the config
+ * file) into entries with ./vmConfigText; the API answers entries as JSON. Both go through
+ * `vmConfigOf` here.
  */
 
 /** A disk or CD-ROM entry: `scsi0: local-lvm:vm-100-disk-0,discard=on,size=32G`. */
@@ -19,9 +20,12 @@ export interface VmDisk {
 }
 
 export interface VmConfig {
-  /** Every `key: value` of the current configuration (pending values merged, as qm shows them). */
+  /**
+   * Every entry of the current configuration (pending values merged, as qm shows them), as
+   * text: `description` plain, `sshkeys` URI-escaped as Proxmox stores it.
+   */
   entries: Record<string, string>;
-  /** Decoded description text (multi-line), if any. */
+  /** The description text (multi-line), if any. */
   description?: string;
   name?: string;
   cores?: number;
@@ -45,40 +49,26 @@ export interface VmConfig {
 /** Config keys whose value is a volume. */
 const DISK_KEY = /^(?:ide|sata|scsi|virtio|unused|efidisk|tpmstate)\d+$/;
 
-export function parseVmConfig(text: string): VmConfig {
-  const entries: Record<string, string> = {};
-  let pending: Record<string, string> | undefined;
-  let section: Record<string, string> | undefined = entries;
-  const commentLines: string[] = [];
+/**
+ * A config value as Proxmox gives it: text from `qm config`; from the API a string or a
+ * JSON number (`cores: 2`, though `memory: "2048"` may come as a string).
+ */
+export type VmConfigValue = string | number;
 
-  for (const raw of text.split('\n')) {
-    const line = raw.replace(/\r$/, '');
-    if (line.trim() === '') continue;
-    const header = /^\[([^\]]+)\]\s*$/.exec(line);
-    if (header) {
-      // [PENDING] holds unapplied changes; [snapname] sections are snapshots, not wanted.
-      section = header[1] === 'PENDING' ? (pending = {}) : undefined;
-      continue;
-    }
-    if (line.startsWith('#')) {
-      // In the file, the description is one `#` comment line per text line.
-      if (section === entries) commentLines.push(decodeText(line.slice(1)));
-      continue;
-    }
-    const m = /^([a-z][a-z0-9_-]*):\s?(.*)$/i.exec(line);
-    if (m && section) section[m[1]] = m[2];
-  }
-
+/**
+ * The typed configuration of a VM from its entries. `description` is plain text (the CLI
+ * reader decodes qm's escaping; the API sends it plain), `sshkeys` the URI-escaped text
+ * Proxmox stores (both hand it over so). `pending`: a config file's `[PENDING]` section.
+ */
+export function vmConfigOf(raw: Readonly<Record<string, VmConfigValue>>, pending?: Record<string, string>): VmConfig {
+  const entries = Object.fromEntries(Object.entries(raw).map(([key, value]) => [key, String(value)]));
   const num = (key: string): number | undefined => {
     const v = entries[key];
     return v !== undefined && /^\d+$/.test(v) ? Number(v) : undefined;
   };
-  const description =
-    entries.description !== undefined ? decodeText(entries.description) : commentLines.length > 0 ? commentLines.join('\n') : undefined;
-
   return {
     entries,
-    description,
+    description: entries.description,
     name: entries.name,
     cores: num('cores'),
     sockets: num('sockets'),

@@ -89,7 +89,7 @@ test('a qm step locked twice is retried and the install succeeds; history shows 
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
   expect(res.events.at(-1)?.message).toBe('[*] User: ubuntu');
   const attempts = await activityAttempts(res.headers['x-workflow-id'] as string);
-  expect(attempts.qmCreate).toBe(3);
+  expect(attempts.createVm).toBe(3);
   expect(attempts.importDisk).toBe(1);
 });
 

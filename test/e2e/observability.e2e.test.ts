@@ -138,7 +138,7 @@ test('after installs, /metrics counts them by OS, failing step, cache use and ro
   expect(sample(text, 'qemurun_image_downloaded_bytes_total')).toBeGreaterThan(1000);
   expect(sample(text, 'qemurun_step_duration_seconds_count', { activity: 'runInitScript', outcome: 'completed' })).toBe(1);
   expect(sample(text, 'qemurun_step_duration_seconds_count', { activity: 'importDisk', outcome: 'failed' })).toBe(1);
-  expect(sample(text, 'qemurun_step_duration_seconds_count', { activity: 'qmCreate', outcome: 'completed' })).toBe(2);
+  expect(sample(text, 'qemurun_step_duration_seconds_count', { activity: 'createVm', outcome: 'completed' })).toBe(2);
   expect(sample(text, 'qemurun_event_streams_open')).toBe(0);
   // Routes by pattern: a workflow id never becomes a label.
   expect(sample(text, 'qemurun_http_requests_total', { method: 'POST', route: '/api/vm/install', status: '202' })).toBe(2);

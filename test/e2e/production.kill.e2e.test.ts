@@ -201,7 +201,7 @@ const STRIKES: Strike[] = [
   { activity: 'clusterCpuType', hold: holdCommand('pvesh get /nodes') },
   { activity: 'downloadImage', hold: () => images.setChunkDelay(2000), release: () => images.setChunkDelay(0) },
   { activity: 'allocateVmid', hold: holdCommand('pvesh get /cluster/resources') },
-  { activity: 'qmCreate', hold: holdCommand('qm create') },
+  { activity: 'createVm', hold: holdCommand('qm create') },
   { activity: 'importDisk', hold: holdCommand('qm importdisk') },
   { activity: 'configureVm', hold: holdCommand('qm set') },
   { activity: 'migrateVm', hold: holdCommand('qm migrate') },
@@ -315,7 +315,7 @@ function checkEventsOnceInOrder(events: SseEvent[]): void {
     expect(stallSec).toBeLessThan(60);
     if (strike.thenTerminate) await terminateWorkerRunning(workflowId, running.activityId, running.attempt + 1, next.identity);
 
-    if (strike.activity === 'qmCreate') {
+    if (strike.activity === 'createVm') {
       // The API streaming the install dies; the client re-attaches to the other one.
       apis[0].child.kill('SIGKILL');
       await first.done;

@@ -44,7 +44,7 @@ const scripted = (answer: (argv: string[]) => Partial<CommandResult>) => {
 describe('ProxmoxNode with a scripted node', () => {
   it('builds qm create with every option as its own argument', async () => {
     const { exec, pve } = scripted(() => ({}));
-    await pve.qmCreate(120, {
+    await pve.createVm(120, {
       name: 'web-120',
       cores: 2,
       cpu: 'x86-64-v2-AES',
@@ -68,7 +68,7 @@ describe('ProxmoxNode with a scripted node', () => {
 
   it('throws VmidTakenError for a used VMID', async () => {
     const { pve } = scripted(() => ({ exitCode: 255, stderr: "unable to create VM 120 - VM 120 already exists on node 'pve2'\n" }));
-    await expect(pve.qmCreate(120, { name: 'x' })).rejects.toBeInstanceOf(VmidTakenError);
+    await expect(pve.createVm(120, { name: 'x' })).rejects.toBeInstanceOf(VmidTakenError);
   });
 
   it('imports a disk, streaming progress, and returns the volume ID', async () => {
@@ -149,7 +149,7 @@ describe('ProxmoxNode with a scripted node', () => {
 
   it('throws VmLockedError (retryable) for a locked VM', async () => {
     const { pve } = scripted(() => ({ exitCode: 255, stderr: 'VM is locked (create)\n' }));
-    const err = await pve.qmSet(120, { tags: 'debian' }).catch((e: unknown) => e);
+    const err = await pve.setVmOptions(120, { tags: 'debian' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(VmLockedError);
     expect(err).toMatchObject({ retryable: true, lock: 'create', command: 'qm set 120 --tags debian' });
   });
@@ -162,7 +162,7 @@ describe('ProxmoxNode with a scripted node', () => {
       const hash = exec.calls[0].opts.stdin!.split('\n')[0];
       return { exitCode: 255, stderr: `bad value '${hash}'\n`, stdout: `update VM 120: -cipassword ${hash}\n` };
     });
-    const err = (await pve.qmSet(120, { cipassword: password, sshkeys: 'ssh-ed25519 AAAA k\n', ciuser: 'debian' }).catch((e: unknown) => e)) as ProxmoxCommandError;
+    const err = (await pve.setVmOptions(120, { cipassword: password, sshkeys: 'ssh-ed25519 AAAA k\n', ciuser: 'debian' }).catch((e: unknown) => e)) as ProxmoxCommandError;
     const argv = exec.calls[0].argv.join(' ');
     expect(argv).not.toContain(password);
     expect(argv).not.toContain('AAAA');
@@ -180,7 +180,7 @@ describe('ProxmoxNode with a scripted node', () => {
     for (const password of ['error', 'p', 'SSH']) {
       const stderr = 'unexpected error in cloudinit config\nSSH public key validation error\n';
       const { pve } = scripted(() => ({ exitCode: 255, stderr }));
-      const err = (await pve.qmSet(120, { cipassword: password, sshkeys: 'ssh-ed25519 AAAA k\n' }).catch((e: unknown) => e)) as ProxmoxCommandError;
+      const err = (await pve.setVmOptions(120, { cipassword: password, sshkeys: 'ssh-ed25519 AAAA k\n' }).catch((e: unknown) => e)) as ProxmoxCommandError;
       expect({ password, stderr: err.stderr }).toEqual({ password, stderr });
       expect(err.message).toContain('unexpected error in cloudinit config; SSH public key validation error');
     }
@@ -189,9 +189,9 @@ describe('ProxmoxNode with a scripted node', () => {
   it('passes a kept hash on as it is', async () => {
     const hash = '$5$abcdefgh$' + 'A'.repeat(43);
     const { exec, pve } = scripted(() => ({}));
-    await pve.qmSet(120, { cipasswordHash: hash });
+    await pve.setVmOptions(120, { cipasswordHash: hash });
     expect(exec.calls[0].opts.stdin).toBe(`${hash}\n`);
-    await expect(pve.qmSet(120, { cipasswordHash: 'plain' })).rejects.toThrow(/crypt hash/);
+    await expect(pve.setVmOptions(120, { cipasswordHash: 'plain' })).rejects.toThrow(/crypt hash/);
   });
 
   it('reads the stored hash from qm cloudinit dump user (qm config shows only stars)', async () => {
@@ -206,15 +206,15 @@ describe('ProxmoxNode with a scripted node', () => {
 
   it('refuses a password with a line break rather than splitting it', async () => {
     const { pve } = scripted(() => ({}));
-    await expect(pve.qmSet(120, { cipassword: 'a\nb' })).rejects.toThrow(/line break/);
+    await expect(pve.setVmOptions(120, { cipassword: 'a\nb' })).rejects.toThrow(/line break/);
   });
 });
 
 /**
- * qmSet's secret path for real: a fake `qm` records its argv, and the mode and content of
+ * setVmOptions's secret path for real: a fake `qm` records its argv, and the mode and content of
  * the --sshkeys file, through both executors.
  */
-describe('ProxmoxNode.qmSet secrets through real executors', () => {
+describe('ProxmoxNode.setVmOptions secrets through real executors', () => {
   let tmp: string;
   let sshd: NodeSshd;
   let ssh: SshExecutor;
@@ -271,7 +271,7 @@ console.log('update VM ' + args[1] + ': ...');
     const exec = executors().find(([k]) => k === kind)![1];
     const keys = "ssh-ed25519 AAAAC3Nza root@pve1\nssh-rsa AAAAB3 it's \"me\" $(touch /tmp/qr-canary-keys)\n";
     const password = `p@ss 'w"ord' $(touch /tmp/qr-canary-pw) \`id\` ; x`;
-    await new CliNode(exec).qmSet(120, { sshkeys: keys, cipassword: password, ciupgrade: 0, tags: 'debian' });
+    await new CliNode(exec).setVmOptions(120, { sshkeys: keys, cipassword: password, ciupgrade: 0, tags: 'debian' });
     const r = JSON.parse(await fs.readFile(record(), 'utf8'));
     expect(r.args).toEqual(['set', '120', '--ciupgrade', '0', '--tags', 'debian', '--cipassword', expect.any(String), '--sshkeys', r.file]);
     expectHashOf(password, r.args[7]);
@@ -284,7 +284,7 @@ console.log('update VM ' + args[1] + ': ...');
 
   it.each(['local', 'ssh'])('%s: a failing qm set keeps its exit code and still removes the file', async (kind) => {
     const exec = executors().find(([k]) => k === kind)![1];
-    const err = await new CliNode(exec).qmSet(120, { sshkeys: 'ssh-ed25519 A k\n', name: 'fail' }).catch((e: unknown) => e);
+    const err = await new CliNode(exec).setVmOptions(120, { sshkeys: 'ssh-ed25519 A k\n', name: 'fail' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ParameterError);
     expect(err).toMatchObject({ exitCode: 2 });
     const r = JSON.parse(await fs.readFile(record(), 'utf8'));

@@ -110,7 +110,7 @@ describe('a token without VM.Allocate', () => {
     // Not retried: a missing privilege does not come back by itself.
     const history = await limited.client.workflow.getHandle(res.headers['x-workflow-id'] as string).fetchHistory();
     const attempts = (history.events ?? [])
-      .filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'qmCreate')
+      .filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'createVm')
       .map((e) => e.eventId);
     expect(attempts).toHaveLength(1);
     const failed = (history.events ?? []).filter((e) => e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type === 'PermissionDeniedError');

@@ -4,7 +4,7 @@ import { execa } from 'execa';
 import { WorkflowFailedError } from '@temporalio/client';
 import { installedDescription, type InstallSpec, ownerOf, specMarkerValue, specOf, VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../../contract';
 import { markerSealFor } from '../../lib/vm/markerSeal';
-import { parseVmConfig } from '../../lib/proxmox/vmConfig';
+import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
 import { stateFiles } from '../../lib/stateFiles';
 import { vmProcess } from '../../sandbox/state/runtime';
 import { vmRebuild } from '../../workflows';

@@ -6,7 +6,7 @@ import { findTemporalCli } from '../../lib/temporal/devServer';
 import { ensureReconcileSchedule } from '../../app/reconcileSchedule';
 import { reconcileScheduleId, type ReconcileItem } from '../../contract';
 import { markerSealFor } from '../../lib/vm/markerSeal';
-import { parseVmConfig } from '../../lib/proxmox/vmConfig';
+import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
 
 /**
  * The reconciler end to end (real service, Temporal dev server, sandbox, SSH): an install

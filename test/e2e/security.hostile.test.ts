@@ -440,7 +440,7 @@ describe('straight through the SSH executor to pve2: hostile arguments are liter
       knownHostsDir: path.join(h.dir, 'security-known-hosts'),
     });
     pve2 = new CliNode(ssh);
-    await pve2.qmCreate(VMID, { name: 'ssh-probe', memory: 512, ostype: 'l26' });
+    await pve2.createVm(VMID, { name: 'ssh-probe', memory: 512, ostype: 'l26' });
   });
 
   afterAll(async () => {
@@ -450,7 +450,7 @@ describe('straight through the SSH executor to pve2: hostile arguments are liter
 
   test.each(hostile('ssh'))('%s', async (_label, v) => {
     // description: free text, stored and read back as exactly what was sent.
-    const desc = await pve2.qmSet(VMID, { description: v }).then(
+    const desc = await pve2.setVmOptions(VMID, { description: v }).then(
       () => 'stored',
       (err: Error) => err,
     );
@@ -458,21 +458,21 @@ describe('straight through the SSH executor to pve2: hostile arguments are liter
     else expect(String(desc)).toMatch(/NUL|description|too long|maxLength|format/i);
 
     // name: a DNS name; qm refuses what is not one, and keeps what is (100 KB of "A") as sent.
-    if (await pve2.qmSet(VMID, { name: v }).then(() => true, () => false)) {
+    if (await pve2.setVmOptions(VMID, { name: v }).then(() => true, () => false)) {
       expect((await pve2.config(VMID)).entries.name).toBe(v);
-      await pve2.qmSet(VMID, { name: 'ssh-probe' });
+      await pve2.setVmOptions(VMID, { name: 'ssh-probe' });
     } else {
       expect(v).not.toMatch(/^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$/);
     }
 
     // cipassword: hashed in the service; the hash qm stores verifies against the value.
     if (/^[\x20-\x7e]{1,1024}$/.test(v)) {
-      await pve2.qmSet(VMID, { cipassword: v });
+      await pve2.setVmOptions(VMID, { cipassword: v });
       const conf = fs.readFileSync(path.join(h.sandbox.dir, 'nodes', 'pve2', 'qemu-server', `${VMID}.conf`), 'utf8');
       const m = /^cipassword: (\$5\$([^$]+)\$\S+)$/m.exec(conf)!;
       expect(await opensslSha256Crypt(v, m[2])).toBe(m[1]);
     } else {
-      await pve2.qmSet(VMID, { cipassword: v }).catch(() => undefined);
+      await pve2.setVmOptions(VMID, { cipassword: v }).catch(() => undefined);
     }
     expectNoCanary();
   });

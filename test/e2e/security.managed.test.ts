@@ -1,7 +1,7 @@
 import { execa } from 'execa';
 import { WorkflowFailedError } from '@temporalio/client';
 import { adoptionOf, ownerOf, VM_OPERATION } from '../../contract';
-import { parseVmConfig } from '../../lib/proxmox/vmConfig';
+import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
 import { vmDestroy, vmSetCpu, vmStart } from '../../workflows';
 import { markerSealFor } from '../../lib/vm/markerSeal';
 import { startHarness, Harness } from '../support/harness';

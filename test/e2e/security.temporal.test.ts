@@ -136,9 +136,9 @@ test('temporal workflow reset of a completed install does not run it again again
   const handle = h.service.client.workflow.getHandle(workflowId);
   await handle.result();
   const history = (await handle.fetchHistory()).events ?? [];
-  // The workflow task right after qm create: a reset there would import a disk into the
+  // The workflow task right after createVm: a reset there would import a disk into the
   // live VM, reconfigure it, start it and run the init script on it again.
-  const created = history.findIndex((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'qmCreate');
+  const created = history.findIndex((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'createVm');
   const resetAt = history.slice(created).find((e) => e.workflowTaskCompletedEventAttributes)!.eventId!.toString();
   const before = await h.sandbox.readConfig(243);
   const mark = await operationsMark(h);

@@ -110,7 +110,7 @@ suite('the Temporal UI shows what QemuRun did', () => {
     await link.click();
     await page.waitForURL(new RegExp(`/workflows/${installId}/[^/]+/history`));
     await page.getByText('installVm', { exact: true }).first().waitFor();
-    for (const activity of ['checkStorage', 'downloadImage', 'qmCreate', 'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'runInitScript']) {
+    for (const activity of ['checkStorage', 'downloadImage', 'createVm', 'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'runInitScript']) {
       await page.getByText(activity, { exact: true }).first().waitFor();
     }
     await shot('ui-install-history');

@@ -5,6 +5,9 @@ import { ApiUnreachableError, PveApi, type ApiSettings } from '../../lib/proxmox
 import { parseUpid } from '../../lib/proxmox/api/tasks';
 import { PermissionDeniedError, ParameterError, StorageError, VmLockedError, VmNotFoundError, VmidTakenError } from '../../lib/proxmox/errors';
 import { nodeImageName, versionAtLeast, ensureImageOnNode, NodeTooOldError } from '../../lib/images/onNode';
+import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { fakeUpid, startPveApiStub, stubTask, type PveApiStub } from '../support/pveApiStub';
 import { startImageServer } from '../support/imageServer';
 
@@ -119,7 +122,7 @@ describe('failover', () => {
 describe('errors map to the CLI mode failure types', () => {
   test('403: PermissionDeniedError, non-retryable, naming the privilege and the path', async () => {
     stub.route('POST /nodes/pve1/qemu', () => ({ status: 403, message: 'Permission check failed (/vms/120, VM.Allocate)' }));
-    const err = await node().qmCreate(120, { name: 'x' }).catch((e: Error) => e);
+    const err = await node().createVm(120, { name: 'x' }).catch((e: Error) => e);
     expect(err).toBeInstanceOf(PermissionDeniedError);
     expect((err as PermissionDeniedError).retryable).toBe(false);
     expect((err as PermissionDeniedError).missing).toEqual({ path: '/vms/120', privilege: 'VM.Allocate' });
@@ -128,7 +131,7 @@ describe('errors map to the CLI mode failure types', () => {
 
   test('a 403 that names no privilege (create_vm) gets the one the call needs', async () => {
     stub.route('POST /nodes/pve1/qemu', () => ({ status: 403, message: 'Permission check failed' }));
-    const err = await node().qmCreate(150, { name: 'x' }).catch((e: Error) => e);
+    const err = await node().createVm(150, { name: 'x' }).catch((e: Error) => e);
     expect(err).toBeInstanceOf(PermissionDeniedError);
     expect((err as PermissionDeniedError).missing).toEqual({ path: '/vms/150', privilege: 'VM.Allocate' });
     expect((err as Error).message).toContain('403 Permission check failed; the token lacks VM.Allocate on /vms/150');
@@ -177,12 +180,12 @@ describe('errors map to the CLI mode failure types', () => {
 
   test('VMID taken, locked, not found, bad parameter', async () => {
     stub.route('POST /nodes/pve1/qemu', () => ({ status: 500, message: "unable to create VM 120 - VM 120 already exists on node 'pve2'" }));
-    const taken = await node().qmCreate(120, {}).catch((e: Error) => e);
+    const taken = await node().createVm(120, {}).catch((e: Error) => e);
     expect(taken).toBeInstanceOf(VmidTakenError);
     expect((taken as VmidTakenError).ownerNode).toBe('pve2');
 
     stub.route('PUT /nodes/pve1/qemu/120/config', () => ({ status: 500, message: 'VM is locked (migrate)' }));
-    const locked = await node().qmSet(120, { cores: 2 }).catch((e: Error) => e);
+    const locked = await node().setVmOptions(120, { cores: 2 }).catch((e: Error) => e);
     expect(locked).toBeInstanceOf(VmLockedError);
     expect((locked as VmLockedError).retryable).toBe(true);
     expect((locked as VmLockedError).lock).toBe('migrate');
@@ -203,7 +206,7 @@ describe('tasks', () => {
     stub.route('POST /nodes/pve1/qemu', () => ({ data: upid }));
     const task = stubTask(stub, upid, ['creating VM'], 'OK', 2);
     const seen: string[] = [];
-    await node().qmCreate(120, { name: 'web', cores: 2, numa: true }, { onTask: (u) => seen.push(u) });
+    await node().createVm(120, { name: 'web', cores: 2, numa: true }, { onTask: (u) => seen.push(u) });
     expect(seen).toEqual([upid]);
     expect(task.statusReads()).toBe(3);
     const post = stub.requests.find((r) => r.method === 'POST')!;
@@ -307,11 +310,40 @@ describe('tasks', () => {
 describe('secrets and shapes', () => {
   test('sshkeys travel URI-encoded, the password only as its crypt hash', async () => {
     stub.route('PUT /nodes/pve1/qemu/120/config', () => ({ data: null }));
-    await node().qmSet(120, { sshkeys: 'ssh-ed25519 AAAA a@b\nssh-rsa BBBB c@d\n', cipassword: 'hunter2 hunter2', ciuser: 'debian' });
+    await node().setVmOptions(120, { sshkeys: 'ssh-ed25519 AAAA a@b\nssh-rsa BBBB c@d\n', cipassword: 'hunter2 hunter2', ciuser: 'debian' });
     const form = stub.requests[0].form;
     expect(form.get('sshkeys')).toBe('ssh-ed25519%20AAAA%20a%40b%0Assh-rsa%20BBBB%20c%40d%0A');
     expect(form.get('cipassword')).toMatch(/^\$5\$[^$]+\$[./0-9A-Za-z]{43}$/);
     expect(stub.requests.map((r) => r.form.toString()).join('')).not.toContain('hunter2');
+  });
+
+  test('a config as the API answers it and as qm config prints it are one VmConfig', async () => {
+    // test/fixtures/proxmox/qm-config-description.txt, as GET .../config answers it: numbers
+    // as JSON numbers or strings, the description plain, sshkeys escaped as stored, a digest.
+    const sshkeys = '%0Assh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIGx%2Bk%3D%20root%40pve1%0Assh-rsa%20AAAAB3Nza%2F%3D%20user%40laptop%0A';
+    stub.route('GET /nodes/pve1/qemu/120/config', () => ({
+      data: {
+        boot: 'order=scsi0',
+        cores: 2,
+        cpu: 'x86-64-v2-AES',
+        description: 'qemurun-owner: wf-123\nspec: {"os":"debian"}\n名前 ✓',
+        digest: '5f1c0e8a9b7d6c4e3f2a1b0c9d8e7f6a5b4c3d2e',
+        ide2: 'local-lvm:vm-120-cloudinit,media=cdrom',
+        lock: 'migrate',
+        memory: '2048',
+        name: 'web-120',
+        scsi0: 'local-lvm:vm-120-disk-0,size=2252M',
+        sshkeys,
+        tags: 'debian;qemurun',
+        unused0: 'local-lvm:vm-120-disk-1',
+      },
+    }));
+    const text = readFileSync(path.join(__dirname, '..', 'fixtures', 'proxmox', 'qm-config-description.txt'), 'utf8');
+    const fromApi = await node().config(120);
+    expect(fromApi).toEqual(parseVmConfig(text));
+    expect(fromApi).toMatchObject({ cores: 2, memory: 2048, description: 'qemurun-owner: wf-123\nspec: {"os":"debian"}\n名前 ✓' });
+    expect(fromApi.entries).toMatchObject({ cores: '2', sshkeys, description: fromApi.description });
+    expect(fromApi.entries.digest).toBeUndefined();
   });
 
   test('config, status, storage and resources read into the same types as the CLI', async () => {

@@ -8,8 +8,23 @@ import {
   parseQmStatus,
   parseTransferProgress,
 } from '../../lib/proxmox/parse';
-import { num, parseClusterResources, parseNextId, parseNodeStatus, parseNodes } from '../../lib/proxmox/pvesh';
-import { decodeText, parseDrive, parseSize, parseVmConfig } from '../../lib/proxmox/vmConfig';
+import {
+  agentFileOf,
+  clusterResourcesOf,
+  nextIdOf,
+  nodeStatusOf,
+  nodesOf,
+  num,
+  parseAgentFileRead,
+  parseClusterResources,
+  parseNextId,
+  parseNodeStatus,
+  parseNodes,
+  parseVersion,
+  versionOf,
+} from '../../lib/proxmox/pvesh';
+import { decodeText, parseDrive, parseSize, vmConfigOf } from '../../lib/proxmox/vmConfig';
+import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
 
 const fixture = (name: string) => readFileSync(path.join(__dirname, '..', 'fixtures', 'proxmox', name), 'utf8');
 
@@ -53,6 +68,19 @@ describe('qm config', () => {
     expect(c.memory).toBe(2048);
     expect(c.pending).toEqual({ memory: '4096', delete: 'balloon' });
     expect(c.entries.snaptime).toBeUndefined();
+  });
+
+  it('types entries whichever side gave them: numbers or their text, sshkeys decoded, the description as given', () => {
+    const fromNumbers = vmConfigOf({ cores: 2, memory: 2048, balloon: 0, description: 'a%3Ab\nc', sshkeys: 'ssh-ed25519%20AAAA%20k%0A' });
+    const fromText = vmConfigOf({ cores: '2', memory: '2048', balloon: '0', description: 'a%3Ab\nc', sshkeys: 'ssh-ed25519%20AAAA%20k%0A' });
+    expect(fromNumbers).toEqual(fromText);
+    expect(fromNumbers).toMatchObject({ cores: 2, memory: 2048, balloon: 0, description: 'a%3Ab\nc', sshkeys: 'ssh-ed25519 AAAA k\n' });
+    expect(fromNumbers.entries.cores).toBe('2');
+  });
+
+  it('decodes the description of qm config text, and the # lines of the file, before typing', () => {
+    expect(parseVmConfig('description: a%3Ab%0Ac\n').entries.description).toBe('a:b\nc');
+    expect(parseVmConfig('#a%3Ab\n#c\ncores: 1\n').entries.description).toBe('a:b\nc');
   });
 
   it('handles sizes, drives and escaped text', () => {
@@ -189,6 +217,26 @@ describe('pvesh', () => {
     expect(parseNextId('"100"\n')).toBe(100);
     expect(parseNextId('100\n')).toBe(100);
     expect(() => parseNextId('')).toThrow();
+  });
+
+  it('types the data the API answers as it types what pvesh prints of it', () => {
+    // pvesh prints the `data` member the API answers: the CLI parses that text, the API
+    // hands over the value itself, and both come out the same.
+    for (const [file, fromText, fromData] of [
+      ['pvesh-nodes.json', parseNodes, nodesOf],
+      ['pvesh-node-status.json', parseNodeStatus, nodeStatusOf],
+      ['pvesh-cluster-resources-vm.json', (t: string) => parseClusterResources(t, 'vm'), (d: unknown) => clusterResourcesOf(d, 'vm')],
+    ] as const) {
+      const text = fixture(file);
+      expect(fromData(JSON.parse(text))).toEqual(fromText(text));
+    }
+    const version = { version: '8.4.1', release: '8.4', repoid: '2a5fa54a' };
+    expect(versionOf(version)).toEqual(parseVersion(JSON.stringify(version)));
+    const file = { content: 'ssh-ed25519 AAAA root@guest\n', 'bytes-read': 27 };
+    expect(agentFileOf(file)).toBe(parseAgentFileRead(JSON.stringify(file)));
+    expect(nextIdOf('100')).toBe(100);
+    expect(nextIdOf(101)).toBe(101);
+    expect(() => nextIdOf(null)).toThrow(/nextid/);
   });
 
   it('reads numbers and numeric strings alike', () => {

@@ -41,10 +41,10 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
 
     expect(result).toMatchObject({ vmid: 120, name: 'web-120', node: 'pve1', user: 'admin', ip: '10.10.0.120' });
     expect(cluster.sequence()).toEqual([
-      'checkStorage', 'clusterCpuType', 'downloadImage', 'stageImage', 'mainNodeKey', 'allocateVmid', 'qmCreate',
+      'checkStorage', 'clusterCpuType', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
       'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'runInitScript', 'rebootVm', 'waitForSsh',
     ]);
-    expect(cluster.inputs('qmCreate')[0]).toMatchObject({ vmid: 120, name: 'web-120', owner: workflowId, cpuType: 'x86-64-v2-AES' });
+    expect(cluster.inputs('createVm')[0]).toMatchObject({ vmid: 120, name: 'web-120', owner: workflowId, cpuType: 'x86-64-v2-AES' });
     expect(cluster.vms.get(120)).toMatchObject({ owner: workflowId, status: 'running' });
     expect(page.state).toBe('completed');
     expect(page.events.slice(-3).map((e) => e.message)).toEqual(['[*] VMID: 120', '[*] IP: 10.10.0.120', '[*] User: admin']);
@@ -58,7 +58,7 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
       t.env.client.workflow.execute(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [legacy] }),
     );
     expect(result).toMatchObject({ vmid: 120, user: 'admin' });
-    for (const activity of ['qmCreate', 'configureVm'] as const) {
+    for (const activity of ['createVm', 'configureVm'] as const) {
       const given = cluster.inputs(activity)[0].spec as unknown as Record<string, unknown>;
       expect({ activity, cores: given.cores, cpu: given.cpu }).toEqual({ activity, cores: 2, cpu: undefined });
     }
@@ -134,7 +134,7 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
 
     expect(result).toMatchObject({ vmid: 121, name: '121-121' });
     expect(cluster.inputs('allocateVmid')).toEqual([{ exclude: [] }, { exclude: [120] }]);
-    expect(cluster.inputs('qmCreate').map((c) => c.vmid)).toEqual([120, 121]);
+    expect(cluster.inputs('createVm').map((c) => c.vmid)).toEqual([120, 121]);
     expect(cluster.inputs('destroyOwnedVm')).toEqual([]);
     expect(cluster.vms.get(120)?.owner).toBe('install-by-someone-else');
   });
@@ -149,7 +149,7 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     const err = await run.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WorkflowFailedError);
     expect(rootCause(err)?.type).toBe('VmidTakenError');
-    expect(cluster.inputs('qmCreate').map((c) => c.vmid)).toEqual([150]);
+    expect(cluster.inputs('createVm').map((c) => c.vmid)).toEqual([150]);
     expect(cluster.inputs('allocateVmid')).toEqual([]);
     expect(cluster.inputs('destroyOwnedVm')).toEqual([]);
     expect(cluster.vms.get(150)?.owner).toBe('made-by-hand');

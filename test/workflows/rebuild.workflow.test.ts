@@ -59,7 +59,7 @@ describeWorkflows('vmRebuild (time-skipping server, fake activities)', () => {
     expect(cluster.sequence().slice(0, 5)).toEqual(['inspectRebuildTarget', 'initRootPassword', 'keptCiPassword', 'stopOwnedVm', 'destroyOwnedVm']);
     expect(cluster.inputs('destroyOwnedVm')).toEqual([{ vmid: 120, owner: 'install-old' }]);
     expect(cluster.inputs('allocateVmid')).toEqual([]);
-    expect(cluster.inputs('qmCreate')).toMatchObject([{ vmid: 120, name: 'web-120', owner: result?.installWorkflowId }]);
+    expect(cluster.inputs('createVm')).toMatchObject([{ vmid: 120, name: 'web-120', owner: result?.installWorkflowId }]);
     expect(cluster.vms.get(120)).toMatchObject({ owner: result?.installWorkflowId, status: 'running' });
     expect(child?.workflowId).toBe(result?.installWorkflowId);
     expect(child?.status.name).toBe('COMPLETED');
@@ -82,7 +82,7 @@ describeWorkflows('vmRebuild (time-skipping server, fake activities)', () => {
 
     expect(err).toBeInstanceOf(WorkflowFailedError);
     expect(child?.status.name).toBe('FAILED');
-    expect(cluster.inputs('qmCreate')).toEqual([]);
+    expect(cluster.inputs('createVm')).toEqual([]);
     expect(child?.typedSearchAttributes.get(VM_NAME)).toBe(fullName);
     expect(child?.typedSearchAttributes.get(VM_ID)).toBe(120);
     expect(child?.typedSearchAttributes.get(VM_OPERATION)).toBe('install');

@@ -12,13 +12,23 @@ import {
   type TransferProgress,
   type VmRunState,
 } from '../parse';
-import { num, parseAgentFileRead, parseClusterResources, parseNextId, parseNodeStatus, parseNodes, parseResources, type ClusterNode, type ClusterResourceByType, type NodeStatus, type PveVersion } from '../pvesh';
-import { parseVmConfig, type VmConfig } from '../vmConfig';
+import {
+  agentFileOf,
+  clusterResourcesOf,
+  nextIdOf,
+  nodeStatusOf,
+  nodesOf,
+  num,
+  resourcesOf,
+  versionOf,
+  type ClusterNode,
+  type ClusterResourceByType,
+  type NodeStatus,
+  type PveVersion,
+} from '../pvesh';
+import { vmConfigOf, type VmConfig, type VmConfigValue } from '../vmConfig';
 import type { Params, PveApi } from './http';
 import { followTask, isUpid, taskFailed, taskStatus } from './tasks';
-
-/** pvesh prints the API's `data` member as JSON, so one set of parsers reads both. */
-const asPvesh = (data: unknown): string => JSON.stringify(data ?? null);
 
 export interface StorageVolume {
   volid: string;
@@ -92,7 +102,7 @@ export class ApiNode implements ProxmoxNode {
 
   // ---- VM lifecycle -------------------------------------------------------------------
 
-  async qmCreate(vmid: number, options: QmCreateOptions, call: TaskOptions = {}): Promise<void> {
+  async createVm(vmid: number, options: QmCreateOptions, call: TaskOptions = {}): Promise<void> {
     await this.task('POST', `${this.nodePath}/qemu`, { vmid, ...options }, call);
   }
 
@@ -119,7 +129,7 @@ export class ApiNode implements ProxmoxNode {
    * `PUT .../config`. The API wants `sshkeys` URI-encoded (it stores them so); the password
    * goes as its crypt hash, which qemu-server keeps as given.
    */
-  async qmSet(
+  async setVmOptions(
     vmid: number,
     options: QmSetOptions & { sshkeys?: string; cipassword?: string; cipasswordHash?: string },
     call: CallOptions = {},
@@ -185,25 +195,22 @@ export class ApiNode implements ProxmoxNode {
   // ---- reads ------------------------------------------------------------------------
 
   /**
-   * `GET .../config`: an object of the same entries `qm config` prints, except that the
-   * description comes as plain text rather than escaped.
+   * `GET .../config`: the entries `qm config` prints, as JSON (the description plain text,
+   * `sshkeys` URI-escaped as stored), plus the `digest` qm leaves out, which is left out
+   * here too.
    */
   async config(vmid: number, opts: CallOptions & { current?: boolean } = {}): Promise<VmConfig> {
     const data = await this.get<Record<string, unknown>>(this.vm(vmid, '/config'), { current: opts.current }, opts);
-    const { description, ...rest } = data ?? {};
-    const lines = Object.entries(rest)
-      .filter(([, v]) => v !== null && v !== undefined && typeof v !== 'object')
-      .map(([k, v]) => `${k}: ${String(v).replace(/\n/g, '%0A')}`);
-    const conf = parseVmConfig(lines.join('\n'));
-    if (typeof description === 'string') {
-      conf.entries.description = description;
-      conf.description = description;
+    const entries: Record<string, VmConfigValue> = {};
+    for (const [key, value] of Object.entries(data ?? {})) {
+      if (key === 'digest') continue;
+      if (typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value))) entries[key] = value;
     }
-    return conf;
+    return vmConfigOf(entries);
   }
 
   async agentFileRead(vmid: number, file: string, call: CallOptions = {}): Promise<string> {
-    return parseAgentFileRead(asPvesh(await this.get(this.vm(vmid, '/agent/file-read'), { file }, call)));
+    return agentFileOf(await this.get(this.vm(vmid, '/agent/file-read'), { file }, call));
   }
 
   async status(vmid: number, call: CallOptions = {}): Promise<VmRunState> {
@@ -225,23 +232,23 @@ export class ApiNode implements ProxmoxNode {
   }
 
   async nodes(call: CallOptions = {}): Promise<ClusterNode[]> {
-    return parseNodes(asPvesh(await this.get('/nodes', {}, call)));
+    return nodesOf(await this.get('/nodes', {}, call));
   }
 
   async nodeStatus(node: string, call: CallOptions = {}): Promise<NodeStatus> {
-    return parseNodeStatus(asPvesh(await this.get(`/nodes/${encodeURIComponent(node)}/status`, {}, call)));
+    return nodeStatusOf(await this.get(`/nodes/${encodeURIComponent(node)}/status`, {}, call));
   }
 
   async clusterResources<T extends keyof ClusterResourceByType>(type: T, call: CallOptions = {}): Promise<ClusterResourceByType[T][]> {
-    return parseClusterResources(asPvesh(await this.get('/cluster/resources', { type }, call)), type);
+    return clusterResourcesOf(await this.get('/cluster/resources', { type }, call), type);
   }
 
   async resources(call: CallOptions = {}): Promise<{ [T in keyof ClusterResourceByType]: ClusterResourceByType[T][] }> {
-    return parseResources(asPvesh(await this.get('/cluster/resources', {}, call)));
+    return resourcesOf(await this.get('/cluster/resources', {}, call));
   }
 
   async nextId(call: CallOptions = {}): Promise<number> {
-    return parseNextId(String(await this.get('/cluster/nextid', {}, call)));
+    return nextIdOf(await this.get('/cluster/nextid', {}, call));
   }
 
   /**
@@ -273,10 +280,7 @@ export class ApiNode implements ProxmoxNode {
     // This node's: `/version` is the version of whichever node serves the request (the one
     // PROXMOX_API_URL reaches), `/nodes/{node}/version` the named node's (pve-manager
     // PVE/API2/Nodes.pm, `version`, proxied to the node; any authenticated user may ask).
-    const data = await this.get<{ version?: string; release?: string; repoid?: string }>(`/nodes/${encodeURIComponent(this.node)}/version`, {}, call);
-    const release = data?.release ?? data?.version?.match(/^\d+\.\d+/)?.[0];
-    if (typeof data?.version !== 'string' || !release) throw new Error('unexpected /version answer');
-    return { release, version: data.version, ...(data.repoid ? { repoid: data.repoid } : {}) };
+    return versionOf(await this.get(`/nodes/${encodeURIComponent(this.node)}/version`, {}, call));
   }
 
   // ---- images fetched by the node (API only) ----------------------------------------

@@ -87,7 +87,7 @@ export class FakeCluster {
       async stageImage({ path }) {
         return `/var/lib/vz/import/${path.split('/').pop()}`;
       },
-      async mainNodeKey() {
+      async servicePublicKey() {
         return 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMainNodeKey root@pve1';
       },
       async allocateVmid({ exclude }) {
@@ -95,7 +95,7 @@ export class FakeCluster {
         while (vms.has(vmid) || exclude.includes(vmid)) vmid++;
         return vmid;
       },
-      async qmCreate({ vmid, name, spec, owner }) {
+      async createVm({ vmid, name, spec, owner }) {
         if (vms.has(vmid)) {
           const node = get(vmid)!.node;
           throw new VmidTakenError({ command: 'qm create', node: mainNode, exitCode: 255, stderr: `VM ${vmid} already exists on node '${node}'` });

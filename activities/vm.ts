@@ -11,6 +11,7 @@ import {
   installSpecSchema,
   ownerOf,
   specMarkerValue,
+  withoutMarkers,
   workflowInputs,
 } from '../contract';
 import { markerSealFor } from '../lib/vm/markerSeal';
@@ -144,19 +145,20 @@ export function vmActivities({ config, proxmox }: VmDeps) {
     },
 
     /**
-     * Takes a VM into the managed set: appends the owner marker and a dated note to its
-     * description (what the operator wrote there is kept). Done already by this adoption (a
-     * retry) is done; a VM already managed otherwise is refused, its owner left as it is.
+     * Takes a VM into the managed set: appends the owner marker and a dated note, sealed, to
+     * its description (what the operator wrote there is kept). Done already by this adoption
+     * (a retry) is done; a VM whose markers are sealed already is refused, its owner left as
+     * it is. Markers without a valid seal (forged, or from before sealing) are replaced.
      */
     async adoptVm(input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string }): Promise<void> {
       const node = await proxmox.nodeOf(input.vmid);
       const conf = await node.config(input.vmid);
-      const owner = ownerOf(conf.description);
-      if (owner === input.owner) return;
-      if (owner !== undefined) {
-        throw failure('AlreadyManagedError', `VM ${input.vmid} is already managed by QemuRun (qemurun-owner=${owner})`);
+      const check = markerSealFor(config).check(conf.description, input.vmid);
+      if (check.sealed && check.fields.owner === input.owner) return;
+      if (check.sealed) {
+        throw failure('AlreadyManagedError', `VM ${input.vmid} is already managed by QemuRun (qemurun-owner=${check.fields.owner})`);
       }
-      await node.setVmOptions(input.vmid, { description: adoptedDescription(conf.description, input, (f) => markerSealFor(config).seal(f), input.vmid) });
+      await node.setVmOptions(input.vmid, { description: adoptedDescription(withoutMarkers(conf.description), input, (f) => markerSealFor(config).seal(f), input.vmid) });
     },
 
     /**

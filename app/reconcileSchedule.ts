@@ -1,6 +1,6 @@
 import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import { reconcileScheduleId, type WorkflowType } from '../contract';
+import { reconcileScheduleId, splitWorkflowType, withWorkflowType, type WorkflowType } from '../contract';
 import { METADATA_WORKFLOW_ID_KEY } from '../lib/temporal/codec';
 
 /**
@@ -28,7 +28,8 @@ export async function ensureReconcileSchedule(client: Client, config: Config): P
     action: {
       type: 'startWorkflow' as const,
       workflowType: 'reconcileVms' satisfies WorkflowType,
-      args: [{}],
+      // Its input names its workflow type, which the workers require (contract/workflows.ts).
+      args: withWorkflowType('reconcileVms' satisfies WorkflowType, [{}]),
       taskQueue: config.temporal.taskQueue,
       // Temporal appends the scheduled time to each run's id.
       workflowId: scheduleId,
@@ -57,6 +58,7 @@ export async function ensureReconcileSchedule(client: Client, config: Config): P
     current.action.type === 'startWorkflow' &&
     current.action.workflowType === 'reconcileVms' &&
     current.action.taskQueue === config.temporal.taskQueue &&
+    splitWorkflowType(current.action.args?.[0]).workflowType === 'reconcileVms' &&
     boundToWorkflow(current.raw);
   if (same) return 'unchanged';
   await handle.update((prev) => ({ ...prev, spec: wanted.spec, action: wanted.action, policies: { ...prev.policies, ...wanted.policies } }));

@@ -90,14 +90,6 @@ export function parseSpecMarker(v: string | undefined): InstallSpec | undefined 
   }
 }
 
-/**
- * The managed set: VMs carrying an owner marker, whether QemuRun installed them or an
- * operator adopted them. Unless MANAGE_ALL_VMS is set, mutating operations act on these only.
- */
-export function isManaged(description: string | undefined): boolean {
-  return ownerOf(description) !== undefined;
-}
-
 /** The owner an adoption writes: not a workflow that could still be running (a rebuild asks). */
 export function adoptionOwner(vmid: number, runId: string): string {
   return `adopted-vm-${vmid}-${runId}`;
@@ -123,6 +115,19 @@ function adoptionNote(adoption: { at: string; workflowId: string; runId: string;
   return `${adoption.at} workflow=${adoption.workflowId} run=${adoption.runId}${adoption.by ? ` by=${adoption.by}` : ''}`;
 }
 
+/**
+ * A description without QemuRun's marker lines: what an adoption keeps of a VM whose markers
+ * are not sealed (written by hand, or by a version before sealing). They are untrusted, the
+ * spec marker included, so the adoption writes its own instead of adding to them.
+ */
+export function withoutMarkers(description: string | undefined): string {
+  const ours = [OWNER, RUN, SPEC, ADOPTED, SEAL];
+  return (description ?? '')
+    .split('\n')
+    .filter((l) => !ours.some((prefix) => l.trim().startsWith(prefix)))
+    .join('\n');
+}
+
 /** An owner an adoption wrote (adoptionOwner), not a workflow id. */
 export function isAdoptionOwner(owner: string): boolean {
   return /^adopted-vm-\d+-/.test(owner);
@@ -134,9 +139,9 @@ export function adoptionOf(description: string | undefined): string | undefined 
 }
 
 /** The refusal of a mutating operation on a VM outside the managed set, in the API's and the worker's words. */
-export function notManagedMessage(vmid: number, name?: string): string {
+export function notManagedMessage(vmid: number, name?: string, reason = 'its description has no qemurun-owner marker'): string {
   return (
-    `VM ${vmid}${name ? ` (${name})` : ''} is not managed by QemuRun: its description has no qemurun-owner marker. ` +
+    `VM ${vmid}${name ? ` (${name})` : ''} is not managed by QemuRun: ${reason}. ` +
     `Adopt it first (POST /api/vm/${vmid}/adopt), or set MANAGE_ALL_VMS=true to act on every VM`
   );
 }

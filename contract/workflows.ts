@@ -99,3 +99,32 @@ export const WORKFLOW_TYPES = Object.keys({
   scheduledRebuild: true,
   reconcileVms: true,
 } satisfies Record<WorkflowType, true>) as WorkflowType[];
+
+/**
+ * The reserved field of every workflow input that names the workflow type the input was
+ * written for. The payload codec binds a payload to its workflow *id* (the SDK tells it no
+ * more), so without this an input recorded under `vm-240` for `vmStop` could start a
+ * `vmDestroy` under `vm-240`. Inside the input, the type is encrypted and id-bound with it:
+ * whoever lacks the key can neither write nor change it. Every starter adds it (the API's
+ * client interceptor, schedules, child workflows); the workflow interceptor
+ * (workflows/interceptors.ts) compares it with the run's type and removes it before the
+ * workflow sees its input.
+ */
+export const WORKFLOW_TYPE_FIELD = 'qemurunWorkflowType';
+
+/** A workflow's arguments with the type it is started as in its input (every QemuRun workflow takes one object, or nothing). */
+export function withWorkflowType(workflowType: string, args: readonly unknown[]): unknown[] {
+  const [first, ...rest] = args;
+  if (first === undefined) return [{ [WORKFLOW_TYPE_FIELD]: workflowType }, ...rest];
+  if (typeof first !== 'object' || first === null || Array.isArray(first)) {
+    throw new TypeError(`the input of workflow ${workflowType} must be an object to carry its workflow type`);
+  }
+  return [{ ...first, [WORKFLOW_TYPE_FIELD]: workflowType }, ...rest];
+}
+
+/** An input read back (a schedule's action) without its workflow type, and the type it named. */
+export function splitWorkflowType(input: unknown): { input: unknown; workflowType?: unknown } {
+  if (typeof input !== 'object' || input === null || Array.isArray(input) || !Object.hasOwn(input, WORKFLOW_TYPE_FIELD)) return { input };
+  const { [WORKFLOW_TYPE_FIELD]: workflowType, ...rest } = input as Record<string, unknown>;
+  return { input: rest, workflowType };
+}

@@ -1,18 +1,21 @@
 import {
   type ActivityInput,
   ApplicationFailure,
+  type ContinueAsNewInput,
   defaultPayloadConverter,
   log,
   type Next,
+  patched,
   type QueryInput,
   type SignalInput,
+  type StartChildWorkflowExecutionInput,
   type WorkflowExecuteInput,
   type WorkflowInboundCallsInterceptor,
   type WorkflowInterceptors,
   type WorkflowOutboundCallsInterceptor,
   workflowInfo,
 } from '@temporalio/workflow';
-import { RESET_RUN_HEADER, type FailureType } from '../contract';
+import { RESET_RUN_HEADER, splitWorkflowType, withWorkflowType, type FailureType } from '../contract';
 
 /**
  * What a payload the worker's codec refused decodes to (lib/temporal/codec.ts): input written
@@ -30,12 +33,42 @@ function refusal(args: readonly unknown[]): string | undefined {
   return undefined;
 }
 
+function refused(message: string): ApplicationFailure {
+  // The workflow fails before its first step: nothing reaches an activity, let alone a node.
+  return ApplicationFailure.create({ type: 'InvalidRequestError' satisfies FailureType, message, nonRetryable: true });
+}
+
+/**
+ * Histories recorded before inputs named their workflow type replay without it. Only a
+ * replay of such a history can take that way: a run that meets this for the first time
+ * (any new run, whoever started it) records the patch and must carry the type.
+ */
+const TYPE_BOUND_INPUTS = 'qemurun-input-names-workflow-type';
+
+/**
+ * The payload codec binds an input to its workflow id only; the input itself names the
+ * workflow type it was written for (contract/workflows.ts, WORKFLOW_TYPE_FIELD). An input
+ * recorded for one type and given to another under the same id (a `vmStop` of `vm-240`
+ * started again as `vmDestroy`) fails here, before its first step.
+ */
+function typeChecked(args: unknown[]): unknown[] {
+  const [first, ...rest] = args;
+  const { input, workflowType } = splitWorkflowType(first);
+  const { workflowType: running } = workflowInfo();
+  if (workflowType === running) return [input, ...rest];
+  if (workflowType === undefined && !patched(TYPE_BOUND_INPUTS)) return args;
+  throw refused(
+    workflowType === undefined
+      ? `refusing an input that names no workflow type for workflow type ${running}: inputs are accepted only by the workflow type they were written for`
+      : `refusing an input written for workflow type ${JSON.stringify(workflowType)} given to workflow type ${running}: inputs are accepted only by the workflow type they were written for`,
+  );
+}
+
 class RefusedPayloads implements WorkflowInboundCallsInterceptor {
   async execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
     const why = refusal(input.args);
-    // The workflow fails before its first step: nothing reaches an activity, let alone a node.
-    if (why !== undefined) throw ApplicationFailure.create({ type: 'InvalidRequestError' satisfies FailureType, message: why, nonRetryable: true });
-    return next(input);
+    if (why !== undefined) throw refused(why);
+    return next({ ...input, args: typeChecked(input.args) });
   }
 
   async handleSignal(input: SignalInput, next: Next<WorkflowInboundCallsInterceptor, 'handleSignal'>): Promise<void> {
@@ -71,4 +104,15 @@ class ResetRuns implements WorkflowOutboundCallsInterceptor {
   }
 }
 
-export const interceptors = (): WorkflowInterceptors => ({ inbound: [new RefusedPayloads()], outbound: [new ResetRuns()] });
+/** Child workflows and continued runs carry their type in their input too (see typeChecked). */
+class TypedStarts implements WorkflowOutboundCallsInterceptor {
+  startChildWorkflowExecution(input: StartChildWorkflowExecutionInput, next: Next<WorkflowOutboundCallsInterceptor, 'startChildWorkflowExecution'>) {
+    return next({ ...input, options: { ...input.options, args: withWorkflowType(input.workflowType, input.options.args ?? []) } });
+  }
+
+  continueAsNew(input: ContinueAsNewInput, next: Next<WorkflowOutboundCallsInterceptor, 'continueAsNew'>) {
+    return next({ ...input, args: withWorkflowType(input.options.workflowType, input.args) });
+  }
+}
+
+export const interceptors = (): WorkflowInterceptors => ({ inbound: [new RefusedPayloads()], outbound: [new ResetRuns(), new TypedStarts()] });

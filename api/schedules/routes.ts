@@ -1,6 +1,6 @@
 import { Router, type Request, type Response } from 'express';
 import { Client, ScheduleOverlapPolicy } from '@temporalio/client';
-import { type InstallSpec, type RebuildInput, rebuildScheduleId, VM_OPERATION } from '../../contract';
+import { type InstallSpec, type RebuildInput, rebuildScheduleId, VM_OPERATION, withWorkflowType } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster } from '../../lib/proxmox';
 import { requireRole } from '../guard';
@@ -88,7 +88,8 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
         action: {
           type: 'startWorkflow',
           workflowType: WORKFLOW_TYPE,
-          args: [input],
+          // The run is a scheduledRebuild and its input says so (contract/workflows.ts).
+          args: withWorkflowType(WORKFLOW_TYPE, [input]),
           taskQueue: config.temporal.taskQueue,
           // Temporal appends the scheduled time: rebuild-vm-120-2026-01-01T03:00:00Z.
           workflowId: scheduleId,
@@ -172,7 +173,7 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
     const updated = await schedules.update(handle, body, (prev) => ({
       ...prev,
       spec,
-      action: { ...prev.action, args: [input], ...(attributes ? { typedSearchAttributes: attributes } : {}) },
+      action: { ...prev.action, args: withWorkflowType(WORKFLOW_TYPE, [input]), ...(attributes ? { typedSearchAttributes: attributes } : {}) },
       policies: { ...prev.policies, overlap: body.overlap ?? prev.policies.overlap },
       state: {
         paused: body.paused ?? prev.state.paused,

@@ -11,6 +11,7 @@ import {
 import {
   type RebuildInput,
   type RebuildTarget,
+  splitWorkflowType,
   vmSearchAttributes,
   workflowInputs,
   type Workflows,
@@ -34,7 +35,8 @@ export interface RebuildSchedule {
  * reported, not acted on.
  */
 export function rebuildInputOf(desc: Pick<ScheduleDescription, 'scheduleId' | 'action'>): RebuildInput {
-  const parsed = workflowInputs.rebuild.safeParse(desc.action.args?.[0]);
+  // Without the workflow type its input names (saved by versions before that, the run refuses it; saving it again adds it).
+  const parsed = workflowInputs.rebuild.safeParse(splitWorkflowType(desc.action.args?.[0]).input);
   if (!parsed.success) throw new HttpError(500, `schedule ${desc.scheduleId} holds a rebuild input this version cannot read`);
   return parsed.data;
 }

@@ -5,6 +5,7 @@ import { adoptBody, cpuBody, diskBody, type FailureType, memoryBody, nodeBody, o
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster } from '../../lib/proxmox';
 import { vmIp } from '../../lib/network';
+import { markerSealFor } from '../../lib/vm/markerSeal';
 import { clientIp, requireRole } from '../guard';
 import { startedByMemo } from '../startedBy';
 import { openEventStream, streamProgress, type Streams } from '../sse';
@@ -202,9 +203,11 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams }: VmRou
     if (conf.entries?.protection === '1') {
       throw new HttpError(409, `VM ${vmid} is protected (protection: 1): turn protection off in Proxmox first if QemuRun should manage it`);
     }
-    const owner = ownerOf(conf.description);
-    if (owner !== undefined) {
-      throw new HttpError(409, `VM ${vmid} is already managed by QemuRun (qemurun-owner=${owner}); there is nothing to adopt`, {
+    // Markers without a valid seal (forged, or written before sealing) do not make a VM
+    // managed: adopting it replaces them with sealed ones.
+    const marked = markerSealFor(config).check(conf.description, vmid);
+    if (marked.sealed) {
+      throw new HttpError(409, `VM ${vmid} is already managed by QemuRun (qemurun-owner=${marked.fields.owner}); there is nothing to adopt`, {
         type: 'AlreadyManagedError' satisfies FailureType,
       });
     }

@@ -1,8 +1,9 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { DEFAULT_USER, type FailureType, isManaged, notManagedMessage, OS_VERSIONS, type OsName } from '../../contract';
+import { DEFAULT_USER, type FailureType, notManagedMessage, OS_VERSIONS, type OsName } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster, ProxmoxNode } from '../../lib/proxmox';
 import { readDisabledVmids } from '../../lib/stateFiles';
+import { markerSealFor, unmanagedReason } from '../../lib/vm/markerSeal';
 import { HttpError, workflowFailure } from '../errors';
 import { startVmOperation, type VmOperation } from './operation';
 
@@ -80,10 +81,11 @@ export function vmService({ config, client, proxmox }: VmServiceDeps) {
     }
   }
 
-  /** The managed set (docs/security.md): unless MANAGE_ALL_VMS, only VMs with the owner marker. */
+  /** The managed set (docs/security.md): unless MANAGE_ALL_VMS, only VMs whose markers QemuRun sealed. */
   function refuseUnmanaged(vm: VmFacts & { conf?: VmNotes }): void {
     if (config.manageAllVms) return;
-    if (!isManaged(vm.conf?.description)) throw new HttpError(409, notManagedMessage(vm.vmid, vm.conf?.name), { type: 'NotManagedError' satisfies FailureType });
+    const reason = unmanagedReason(markerSealFor(config).check(vm.conf?.description, vm.vmid));
+    if (reason !== undefined) throw new HttpError(409, notManagedMessage(vm.vmid, vm.conf?.name, reason), { type: 'NotManagedError' satisfies FailureType });
   }
 
   return {

@@ -18,6 +18,8 @@ import { temporal } from '@temporalio/proto';
  * into the start of another is refused instead of run. A run a schedule starts has the
  * schedule's workflow id plus `-<time>`: it accepts payloads bound to that id. Payloads from
  * before binding (no such metadata) are read for display and replay only (`requireBinding`).
+ * The context names no workflow *type*: the input itself carries it (WORKFLOW_TYPE_FIELD in
+ * contract/workflows.ts), sealed here with the rest and checked by the workflow interceptor.
  *
  * Not covered: search attributes (the server must index them) and, with the SDK's default
  * failure converter, failure messages and stack traces. Never put secrets in those.

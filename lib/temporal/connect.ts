@@ -3,6 +3,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { ALL_SEARCH_ATTRIBUTES } from '../../contract';
 import { SearchAttributeType } from '@temporalio/common';
+import { workflowTypeBinding } from './typeBinding';
 
 const INDEXED = temporal.api.enums.v1.IndexedValueType;
 const INDEXED_TYPE: Record<string, temporal.api.enums.v1.IndexedValueType> = {
@@ -50,7 +51,8 @@ export async function connectTemporal(opts: {
 }): Promise<TemporalConnections> {
   const connection = await Connection.connect({ address: opts.address, tls: opts.tls });
   const nativeConnection = await NativeConnection.connect({ address: opts.address, tls: opts.tls });
-  const client = new Client({ connection, namespace: opts.namespace, dataConverter: opts.dataConverter });
+  // Workers refuse a workflow input that does not name its workflow type (./typeBinding).
+  const client = new Client({ connection, namespace: opts.namespace, dataConverter: opts.dataConverter, interceptors: workflowTypeBinding() });
   return {
     connection,
     client,

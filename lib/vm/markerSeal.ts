@@ -58,6 +58,17 @@ export class MarkerSeal {
   }
 }
 
+/**
+ * Why a VM is outside the managed set, or undefined when it is in it. The set is the VMs
+ * whose markers this QemuRun sealed: an owner line alone is what any Proxmox user with
+ * `VM.Config.Options` can write into a foreign VM's Notes.
+ */
+export function unmanagedReason(check: MarkerCheck): string | undefined {
+  if (check.sealed) return undefined;
+  if (check.owner === undefined) return 'its description has no qemurun-owner marker';
+  return `its qemurun-owner marker is not trusted: ${check.reason}`;
+}
+
 /** The spec of sealed markers, if they hold one (still to be checked like any request). */
 export function sealedSpec(check: MarkerCheck): InstallSpec | undefined {
   return check.sealed ? parseSpecMarker(check.fields.spec) : undefined;

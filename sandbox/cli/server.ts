@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -17,17 +18,34 @@ import { vmLockFile } from './qm/vm';
  * fault is injected (a hanging call must be its own process, to be killed and logged as
  * Proxmox's would be).
  *
- * Request: NUL-terminated fields: the client's start time ($EPOCHREALTIME), cluster dir,
- * node, tool, argument count, arguments. Answer: one line `<exit code> <stderr file|->`
- * (or `fallback`), then stdout's bytes until the connection closes.
+ * Any local user can connect to a loopback port, and this server runs every command as the
+ * cluster's owner. So `cli.port` holds the port and a random token, and is readable by the
+ * owner only (0600): a request must start with that token, or it is refused before a byte
+ * more is read. The sandbox's own callers (the service's local commands, the node sshds'
+ * sessions) run as that owner, or as root.
+ *
+ * Request: NUL-terminated fields: the token, the client's start time ($EPOCHREALTIME),
+ * cluster dir, node, tool, argument count, arguments. Answer: `refused` (the token is wrong),
+ * or one line `<exit code> <stderr file|->` (or `fallback`), then stdout's bytes until the
+ * connection closes.
  */
 
 const dir = path.resolve(process.argv[2] ?? '');
 const paths = clusterPaths(dir);
 const portFile = path.join(paths.root, 'sandbox', 'cli.port');
 const errDir = path.join(paths.runDir, 'cli-stderr');
+const token = crypto.randomBytes(32).toString('hex');
+const tokenDigest = crypto.createHash('sha256').update(token).digest();
+/** A call's arguments are a command line: far below this. */
+const MAX_REQUEST_BYTES = 4 << 20;
 let served = 0;
 
+/** Compared as digests: equal lengths for timingSafeEqual, in constant time. */
+function tokenMatches(given: Buffer): boolean {
+  return crypto.timingSafeEqual(crypto.createHash('sha256').update(given).digest(), tokenDigest);
+}
+
+/** The request's fields after the token, once all have arrived. */
 function parse(buf: Buffer): string[] | undefined {
   const fields: string[] = [];
   let start = 0;
@@ -35,7 +53,7 @@ function parse(buf: Buffer): string[] | undefined {
     if (buf[i] !== 0) continue;
     fields.push(buf.subarray(start, i).toString('utf8'));
     start = i + 1;
-    if (fields.length >= 5 && fields.length === 5 + Number(fields[4])) return fields;
+    if (fields.length >= 6 && fields.length === 6 + Number(fields[5])) return fields.slice(1);
   }
   return undefined;
 }
@@ -96,9 +114,26 @@ async function serve(fields: string[], socket: net.Socket): Promise<void> {
 
 const server = net.createServer((socket) => {
   let buf = Buffer.alloc(0);
+  let trusted = false;
   socket.on('error', () => socket.destroy());
   socket.on('data', (chunk) => {
     buf = Buffer.concat([buf, chunk]);
+    if (!trusted) {
+      const end = buf.indexOf(0);
+      // The token is 64 characters: whoever sends more, or another, is refused at once.
+      if (end < 0 && buf.length <= token.length) return;
+      if (end < 0 || !tokenMatches(buf.subarray(0, end))) {
+        socket.removeAllListeners('data');
+        socket.end('refused\n');
+        return;
+      }
+      trusted = true;
+    }
+    if (buf.length > MAX_REQUEST_BYTES) {
+      socket.removeAllListeners('data');
+      socket.end('255 -\n');
+      return;
+    }
     const fields = parse(buf);
     if (!fields) return;
     socket.removeAllListeners('data');
@@ -108,7 +143,8 @@ const server = net.createServer((socket) => {
 
 fs.mkdirSync(errDir, { recursive: true });
 server.listen(0, '127.0.0.1', () => {
-  writeFileAtomic(portFile, `${(server.address() as net.AddressInfo).port}\n`);
+  // Owner-only: the token in it is what lets a caller run commands here.
+  writeFileAtomic(portFile, `${(server.address() as net.AddressInfo).port} ${token}\n`, 0o600);
   process.stdout.write('ready\n');
 });
 

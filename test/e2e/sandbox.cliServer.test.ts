@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { execa } from 'execa';
 import { eventually, startTestCluster, sshExec, type TestCluster } from '../../sandbox/testkit';
@@ -81,6 +82,40 @@ test('over the node sshd, a call reaches the same server and prints the same', a
   expect({ code: r.code, stdout: r.stdout, stderr: r.stderr }).toEqual(local);
   const calls = readCalls(t.cluster.dir).slice(before);
   expect(calls.map((c) => [c.node, c.argv.join(' '), c.resident])).toContainEqual(['pve2', 'pvesm status', true]);
+});
+
+/** One raw request to the server's port, NUL-terminated fields as sandbox/bin/* send them. */
+function rawCall(fields: string[]): Promise<string> {
+  const [port] = fs.readFileSync(path.join(t.cluster.dir, 'sandbox', 'cli.port'), 'utf8').trim().split(' ');
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port: Number(port) });
+    let answer = '';
+    socket.on('data', (d) => (answer += d.toString()));
+    socket.on('end', () => resolve(answer));
+    socket.on('error', reject);
+    socket.end(fields.map((f) => `${f}\0`).join(''));
+  });
+}
+
+test('another local user cannot drive it: the port file is owner-only and a call without its token runs nothing', async () => {
+  const portFile = path.join(t.cluster.dir, 'sandbox', 'cli.port');
+  expect(fs.statSync(portFile).mode & 0o777).toBe(0o600);
+  const [, token] = fs.readFileSync(portFile, 'utf8').trim().split(' ');
+  expect(token).toMatch(/^[0-9a-f]{64}$/);
+  const create = (vmid: string) => [String(Date.now() / 1000), t.cluster.dir, 'pve1', 'qm', '4', 'create', vmid, '--name', 'x'];
+  const before = readCalls(t.cluster.dir).length;
+
+  // What anyone who finds the port can send: a request as the clients sent it before tokens,
+  // and one with a guessed token.
+  expect(await rawCall(create('330'))).toBe('refused\n');
+  expect(await rawCall(['0'.repeat(64), ...create('331')])).toBe('refused\n');
+  expect(readCalls(t.cluster.dir).length).toBe(before);
+  for (const vmid of ['330', '331']) expect((await onPath('pve1', ['qm', 'config', vmid])).exitCode).not.toBe(0);
+
+  // With the token from the file, the same request runs.
+  expect(await rawCall([token, ...create('332')])).toMatch(/^0 -\n/);
+  expect((await onPath('pve1', ['qm', 'config', '332'])).stdout).toMatch(/^name: x$/m);
+  await onPath('pve1', ['qm', 'destroy', '332']);
 });
 
 test('when the server is gone the CLIs start Node themselves, with the same answers', async () => {

@@ -155,7 +155,8 @@ describe('creating a schedule', () => {
 
     // Only the action's arguments hold it, encrypted by the payload codec.
     const desc = await h.service.client.schedule.getHandle(ID).describe();
-    expect(desc.action.args).toEqual([{ vmid: VMID, passwd: SECRET }]);
+    // The run's input names its workflow type, as the workers require.
+    expect(desc.action.args).toEqual([{ vmid: VMID, passwd: SECRET, qemurunWorkflowType: 'scheduledRebuild' }]);
     const raw = desc.raw.schedule!;
     const encoding = Buffer.from(raw.action!.startWorkflow!.input!.payloads![0].metadata!.encoding!).toString();
     expect(encoding).toBe('binary/encrypted');
@@ -313,7 +314,7 @@ describe('update', () => {
     expect(res.json.schedule).toMatchObject({ cron: '0 4 * * 1-5', timezone: 'Asia/Tokyo', overlap: 'SKIP' });
     const tokyo = new Intl.DateTimeFormat('en-GB', { timeZone: 'Asia/Tokyo', weekday: 'short', hour: '2-digit', minute: '2-digit' });
     for (const t of res.json.schedule.nextRuns) expect(tokyo.format(new Date(t))).toMatch(/^(Mon|Tue|Wed|Thu|Fri) 04:00$/);
-    expect((await h.service.client.schedule.getHandle(ID).describe()).action.args).toEqual([{ vmid: VMID, passwd: SECRET }]);
+    expect((await h.service.client.schedule.getHandle(ID).describe()).action.args).toEqual([{ vmid: VMID, passwd: SECRET, qemurunWorkflowType: 'scheduledRebuild' }]);
   });
 
   test('bad values are 400 naming the field, and change nothing', async () => {

@@ -199,6 +199,52 @@ describe('adoption', () => {
   });
 });
 
+describe('an owner line written into a foreign VM\'s Notes (qm set --description) does not make it managed', () => {
+  // What a Proxmox user with VM.Config.Options can write: an owner, a run, even a seal line.
+  const forged = 'team B database\nqemurun-owner=installVm-155\nqemurun-run=0192f0c4-aaaa-7000-8000-000000000000\nqemurun-seal=default:' + 'A'.repeat(43);
+
+  beforeAll(async () => {
+    await qm(h, ['create', '155', '--name', 'teamb']);
+    await qm(h, ['set', '155', '--description', forged]);
+  });
+
+  test('lifecycle operations are 409 NotManagedError, through the API and Temporal, and nothing changes', async () => {
+    const before = await h.sandbox.readConfig(155);
+    const n = (await h.sandbox.calls()).length;
+    for (const [p, body] of [
+      ['/vm/155/start', undefined],
+      ['/vm/155/set/cpu', { cpu: 3 }],
+      ['/vm/155/destroy', undefined],
+    ] as const) {
+      const res = await apiCall(h.api, 'POST', p, body);
+      expect([p, res.status, res.json.type]).toEqual([p, 409, 'NotManagedError']);
+      expect(res.json.message).toMatch(/^VM 155 \(teamb\) is not managed by QemuRun: its qemurun-owner marker is not trusted: /);
+    }
+    const handle = await h.service.client.workflow.start(vmDestroy, {
+      taskQueue: h.config.temporal.taskQueue,
+      workflowId: 'vm-155-direct',
+      args: [{ vmid: 155 }],
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    });
+    const failure = await failureOf(handle.result());
+    expect(failure.type).toBe('NotManagedError');
+    expect(failure.message).toMatch(/^VM 155 \(teamb\) is not managed by QemuRun: its qemurun-owner marker is not trusted/);
+    expect(await mutatingSince(h, n)).toEqual([]);
+    expect(await h.sandbox.readConfig(155)).toBe(before);
+  });
+
+  test('an admin adopts it: the forged lines give way to sealed markers, and operations run', async () => {
+    const res = await apiCall(h.api, 'POST', '/vm/155/adopt');
+    expect(res.status).toBe(200);
+    const text = (await description(155))!;
+    expect(text.split('\n')[0]).toBe('team B database');
+    expect(text).not.toMatch(/installVm-155|A{43}/);
+    expect(markerSealFor(h.config).check(text, 155)).toMatchObject({ sealed: true, fields: { owner: res.json.owner } });
+    expect(await apiCall(h.api, 'POST', '/vm/155/set/cpu', { cpu: 3 })).toEqual({ status: 200, json: 'ok' });
+    expect(await h.sandbox.readConfig(155)).toMatch(/^cores: 3$/m);
+  });
+});
+
 describe('MANAGE_ALL_VMS=true: every VM, as the seed did', () => {
   let open: Harness;
   beforeAll(async () => {

@@ -125,6 +125,31 @@ test('an encrypted input copied from one workflow into another is refused', asyn
   expect(await qm('config', '242')).not.toMatch(/qemurun-owner/);
 });
 
+test('an encrypted vmStop input of vm-240 started again as vmDestroy under vm-240 is refused: the VM stays', async () => {
+  // An ordinary stop through the API: its input ({"vmid":240}) is all a vmDestroy needs.
+  await qm('start', String(VMID));
+  const stop = await apiCall(h.api, 'POST', `/vm/${VMID}/stop`);
+  expect(stop.status).toBe(200);
+  const history = await h.service.client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId: `vm-${VMID}` } });
+  const started = history.history!.events!.find((e) => e.workflowExecutionStartedEventAttributes)!.workflowExecutionStartedEventAttributes!;
+  expect(started.workflowType?.name).toBe('vmStop');
+  const payload = started.input!.payloads![0];
+  const meta = Object.entries(payload.metadata!).flatMap(([k, v]) => ['--input-meta', `${k}=${Buffer.from(v).toString('utf8')}`]);
+  const mark = await operationsMark(h);
+
+  // Same id, so the codec's binding holds; only the type differs.
+  const run = await execute('vmDestroy', Buffer.from(payload.data!).toString('base64'), `vm-${VMID}`, [...meta, '--input-base64']);
+  expect(run.exitCode).not.toBe(0);
+  const d = await h.service.client.workflow.getHandle(`vm-${VMID}`).describe();
+  expect(d.type).toBe('vmDestroy');
+  expect(d.status.name).toBe('FAILED');
+  const text = await historyText(`vm-${VMID}`);
+  expect(text).toMatch(/written for workflow type \\"vmStop\\" given to workflow type vmDestroy/);
+  expect(text).not.toMatch(/activityTaskScheduledEventAttributes/);
+  expect((await operations(h, mark)).filter(isMutating)).toEqual([]);
+  expect(await qm('config', String(VMID))).toMatch(/^name: target$/m);
+});
+
 test('temporal workflow reset of a completed install does not run it again against the live VM', async () => {
   const res = await fetch(`${h.api}/vm/install`, {
     method: 'POST',

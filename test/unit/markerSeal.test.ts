@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
-import { installedDescription, specMarkerValue, verdict, type InstallSpec } from '../../contract';
-import { MarkerSeal, sealedSpec } from '../../lib/vm/markerSeal';
+import { adoptedDescription, installedDescription, specMarkerValue, verdict, withoutMarkers, type InstallSpec } from '../../contract';
+import { MarkerSeal, sealedSpec, unmanagedReason } from '../../lib/vm/markerSeal';
 
 /** Markers a Proxmox user can write (VM.Config.Options) against the ones QemuRun seals. */
 
@@ -35,6 +35,22 @@ test('edited, unsealed, foreign-keyed and old markers are not trusted, and say w
   expect(other.check(sealed, 120)).toMatchObject({ sealed: false, reason: expect.stringMatching(/key "k1", which this QemuRun does not hold/) });
   expect(seal.check('qemurun-owner=install-1', 120)).toEqual({ sealed: false, owner: 'install-1', reason: expect.stringMatching(/before markers were sealed/) });
   expect(seal.check('just notes', 120)).toEqual({ sealed: false, reason: expect.any(String) });
+});
+
+test('the managed set is the sealed markers: an owner line alone is outside it, and says so', () => {
+  expect(unmanagedReason(seal.check(sealed, 120))).toBeUndefined();
+  expect(unmanagedReason(seal.check('just notes', 120))).toBe('its description has no qemurun-owner marker');
+  expect(unmanagedReason(seal.check('qemurun-owner=install-1', 120))).toMatch(/^its qemurun-owner marker is not trusted: .*before markers were sealed/);
+  expect(unmanagedReason(seal.check(sealed, 121))).toMatch(/^its qemurun-owner marker is not trusted: .*copied from another VM/);
+});
+
+test('an adoption over untrusted markers keeps the notes and replaces the markers with sealed ones', () => {
+  const forged = `team B\n  qemurun-owner=install-9\nqemurun-spec=${specMarkerValue(spec)}\nqemurun-seal=k1:${'A'.repeat(43)}\nmore notes`;
+  expect(withoutMarkers(forged)).toBe('team B\nmore notes');
+  const adoption = { owner: 'adopted-vm-120-r1', at: '2026-12-02T00:00:00.000Z', workflowId: 'vm-120', runId: 'r1' };
+  const adopted = adoptedDescription(withoutMarkers(forged), adoption, (f) => seal.seal(f), 120);
+  expect(seal.check(adopted, 120)).toMatchObject({ sealed: true, fields: { owner: 'adopted-vm-120-r1', run: 'r1' } });
+  expect(adopted).not.toMatch(/install-9|qemurun-spec/);
 });
 
 test('the reconciler keeps a VM with untrusted markers, or one created after its owner run closed', () => {

@@ -1,7 +1,7 @@
-import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure, Client, WorkflowFailedError } from '@temporalio/client';
 import type { Workflow } from '@temporalio/common';
 import * as lifecycle from '../../workflows/lifecycle';
-import { type Activities, progressQuery, type VmOperationResult, vmWorkflowId } from '../../contract';
+import { type Activities, progressQuery, type VmOperationResult, vmWorkflowId, WORKFLOW_TYPE_FIELD } from '../../contract';
 import { VmStateError } from '../../lib/proxmox/errors';
 import { FakeCluster } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
@@ -132,5 +132,28 @@ describeWorkflows('VM operations (time-skipping server, fake activities)', () =>
     expect(page.state).toBe('failed');
     expect(page.events.at(-1)).toMatchObject({ step: 'VM start > start', status: 'error' });
     expect(page.events.at(-1)?.message).toContain('VM 130 already running');
+  });
+
+  test('an input that names another workflow type, or none, fails the run before its first step', async () => {
+    const cluster = new FakeCluster();
+    cluster.add({ vmid: 130, owner: 'install-1', status: 'running' });
+    // A client without the service's interceptor writes no type; one input names vmStop.
+    const bare = new Client({ connection: t.env.connection, namespace: t.env.namespace });
+    const runs = [
+      { client: bare, input: { vmid: 130 }, refused: /names no workflow type for workflow type vmDestroy/ },
+      { client: bare, input: { vmid: 130, [WORKFLOW_TYPE_FIELD]: 'vmStop' }, refused: /written for workflow type "vmStop" given to workflow type vmDestroy/ },
+    ];
+    for (const { client, input, refused } of runs) {
+      const err = await t.withActivities(cluster.activities(), async () => {
+        const handle = await client.workflow.start(lifecycle.vmDestroy, { workflowId: vmWorkflowId(130), taskQueue: t.taskQueue, args: [input as { vmid: number }] });
+        return handle.result().then(() => undefined, (e: unknown) => e);
+      });
+      expect(err).toBeInstanceOf(WorkflowFailedError);
+      const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+      expect(cause.type).toBe('InvalidRequestError');
+      expect(cause.nonRetryable).toBe(true);
+      expect(cause.message).toMatch(refused);
+    }
+    expect(cluster.sequence()).toEqual([]);
   });
 });

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { freePort } from '../../../lib/temporal/devServer';
+import { workflowTypeBinding } from '../../../lib/temporal/typeBinding';
 
 /**
  * The SDK's createTimeSkipping starts the server itself but gives it a fixed 5 s to accept
@@ -57,10 +58,23 @@ export async function startTestServer(executable: string): Promise<TestServer> {
  * Checked, so an SDK that renames it fails loudly here.
  */
 async function connectTimeSkipping(address: string): Promise<TestWorkflowEnvironment> {
-  type Create = (opts: { server: { type: 'existing' }; address: string; namespace: string; supportsTimeSkipping: true }) => Promise<TestWorkflowEnvironment>;
+  type Create = (opts: {
+    server: { type: 'existing' };
+    address: string;
+    namespace: string;
+    supportsTimeSkipping: true;
+    client: { interceptors: ReturnType<typeof workflowTypeBinding> };
+  }) => Promise<TestWorkflowEnvironment>;
   const create = (TestWorkflowEnvironment as unknown as { create?: Create }).create;
   if (typeof create !== 'function') throw new Error('@temporalio/testing no longer has TestWorkflowEnvironment.create: update test/workflows/support/testServer.ts');
-  const env = await create.call(TestWorkflowEnvironment, { server: { type: 'existing' }, address, namespace: 'default', supportsTimeSkipping: true });
+  // Started as the service's client starts workflows: their inputs name their type.
+  const env = await create.call(TestWorkflowEnvironment, {
+    server: { type: 'existing' },
+    address,
+    namespace: 'default',
+    supportsTimeSkipping: true,
+    client: { interceptors: workflowTypeBinding() },
+  });
   if (!env.supportsTimeSkipping) throw new Error('the test environment does not skip time');
   return env;
 }

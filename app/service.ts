@@ -9,6 +9,7 @@ import { connectService } from './temporal';
 import { startWorker, type RunningWorker } from './worker';
 import { startApi } from './api';
 import { ensureReconcileSchedule } from './reconcileSchedule';
+import { bindRebuildScheduleTypes } from './rebuildSchedules';
 import { reason } from '../lib/startupError';
 import { checkNodeVersions } from '../lib/nodeVersions';
 import { createLogger, type Logger } from '../lib/observability/log';
@@ -64,6 +65,10 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   // Not fatal: installs work without it, and the next start tries again.
   await ensureReconcileSchedule(temporal.client, config).catch((err: unknown) => {
     logger.warn(`the reconcile schedule could not be set up: ${reason(err).split('\n')[0]}`);
+  });
+  // Rebuild schedules saved by an older version lack their input's workflow type. Not fatal either.
+  await bindRebuildScheduleTypes(temporal.client, config, logger).catch((err: unknown) => {
+    logger.warn(`rebuild schedules saved before inputs named their workflow type could not be updated: ${reason(err).split('\n')[0]}`);
   });
   // API mode reaches no node over SSH: no executors at all.
   const executors = config.proxmoxApi

@@ -21,7 +21,9 @@ export function rebuildInstallWorkflowId(rebuildWorkflowId: string, rebuildRunId
   return `${rebuildWorkflowId}-install-${rebuildRunId.slice(0, 8)}`;
 }
 
-/** The schedule id used when a rebuild schedule is created without one. */
+/** The schedule id used when a rebuild schedule is created without one: `rebuild-vm-<vmid>`. */
 export function rebuildScheduleId(vmid: number): string {
-  return `rebuild-vm-${vmid}`;
+  return `${REBUILD_SCHEDULE_PREFIX}${vmid}`;
 }
+
+export const REBUILD_SCHEDULE_PREFIX = 'rebuild-vm-';

@@ -1,7 +1,7 @@
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
-import { failure, notManagedMessage } from '../contract';
-import { markerSealFor, unmanagedReason } from '../lib/vm/markerSeal';
+import { failure } from '../contract';
+import { notManagedRefusal } from '../lib/vm/markerSeal';
 
 /**
  * The managed set, enforced where the commands run: every activity that changes an
@@ -12,9 +12,8 @@ import { markerSealFor, unmanagedReason } from '../lib/vm/markerSeal';
  */
 export async function requireManaged(config: Config, node: ProxmoxNode, vmid: number): Promise<void> {
   if (config.manageAllVms) return;
-  const conf = await node.config(vmid);
-  const reason = unmanagedReason(markerSealFor(config).check(conf.description, vmid));
-  if (reason !== undefined) throw failure('NotManagedError', notManagedMessage(vmid, conf.name, reason));
+  const refusal = notManagedRefusal(config, vmid, await node.config(vmid));
+  if (refusal !== undefined) throw failure('NotManagedError', refusal);
 }
 
 /** The node of a VM that exists (else VmNotFoundError) and is in the managed set. */

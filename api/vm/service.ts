@@ -1,9 +1,9 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { DEFAULT_USER, type FailureType, notManagedMessage, OS_VERSIONS, type OsName } from '../../contract';
+import { DEFAULT_USER, type FailureType, OS_VERSIONS, type OsName } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster, ProxmoxNode } from '../../lib/proxmox';
 import { readDisabledVmids } from '../../lib/stateFiles';
-import { markerSealFor, unmanagedReason } from '../../lib/vm/markerSeal';
+import { notManagedRefusal } from '../../lib/vm/markerSeal';
 import { HttpError, workflowFailure } from '../errors';
 import { startVmOperation, type VmOperation } from './operation';
 
@@ -83,9 +83,8 @@ export function vmService({ config, client, proxmox }: VmServiceDeps) {
 
   /** The managed set (docs/security.md): unless MANAGE_ALL_VMS, only VMs whose markers QemuRun sealed. */
   function refuseUnmanaged(vm: VmFacts & { conf?: VmNotes }): void {
-    if (config.manageAllVms) return;
-    const reason = unmanagedReason(markerSealFor(config).check(vm.conf?.description, vm.vmid));
-    if (reason !== undefined) throw new HttpError(409, notManagedMessage(vm.vmid, vm.conf?.name, reason), { type: 'NotManagedError' satisfies FailureType });
+    const refusal = notManagedRefusal(config, vm.vmid, vm.conf);
+    if (refusal !== undefined) throw new HttpError(409, refusal, { type: 'NotManagedError' satisfies FailureType });
   }
 
   return {

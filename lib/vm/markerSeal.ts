@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { type InstallSpec, markerFields, type MarkerFields, parseSpecMarker, sealedText } from '../../contract';
+import { type InstallSpec, markerFields, type MarkerFields, notManagedMessage, parseSpecMarker, sealedText } from '../../contract';
 import type { Config } from '../config';
 import { resolveEncryptionKeys } from '../temporal/encryptionKeys';
 
@@ -67,6 +67,21 @@ export function unmanagedReason(check: MarkerCheck): string | undefined {
   if (check.sealed) return undefined;
   if (check.owner === undefined) return 'its description has no qemurun-owner marker';
   return `its qemurun-owner marker is not trusted: ${check.reason}`;
+}
+
+/**
+ * The refusal of an operation on a VM outside the managed set, in the words the API (409)
+ * and the activities (NotManagedError) both give; undefined when the VM is in the set, or
+ * when MANAGE_ALL_VMS opens every VM.
+ */
+export function notManagedRefusal(
+  config: Pick<Config, 'encryption' | 'dataDir' | 'manageAllVms'>,
+  vmid: number,
+  conf: { description?: string; name?: string } | undefined,
+): string | undefined {
+  if (config.manageAllVms) return undefined;
+  const reason = unmanagedReason(markerSealFor(config).check(conf?.description, vmid));
+  return reason === undefined ? undefined : notManagedMessage(vmid, conf?.name, reason);
 }
 
 /** The spec of sealed markers, if they hold one (still to be checked like any request). */

@@ -40,6 +40,25 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
     }
   }
 
+  /**
+   * A connection to a guest that answered SSH before (waitForSsh) but may be slow to
+   * shake hands now: a guest busy with dpkg, or one whose earlier init script was cut off
+   * with its worker, can take longer than one handshake timeout. Connection failures are
+   * retried until SSH_WAIT_TIMEOUT, as waitForSsh waits; a host key that is not the pinned
+   * one is final at once.
+   */
+  async function connectWhenAnswering(target: GuestTarget) {
+    const deadline = Date.now() + config.sshWaitTimeoutSec * 1000;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await connectGuest(target);
+      } catch (err) {
+        if (isFailureOf((err as ApplicationFailure).type, 'HostKeyMismatchError') || Date.now() >= deadline) throw err;
+        await sleep(Math.min(5000, 500 * attempt));
+      }
+    }
+  }
+
   return {
     /**
      * Polls until the guest accepts the service's key; cloud-init may take minutes.
@@ -138,7 +157,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
         .join('\n');
       const script = `${exports}\n${initScriptFor(input.os, input.version)}`;
       const out = outputStream(client, [input.rootPassword ?? '', config.rootPassword ?? '']);
-      const conn = await connectGuest({
+      const conn = await connectWhenAnswering({
         host: input.ip,
         port: config.vmSshPort,
         username: input.user,

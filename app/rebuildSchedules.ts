@@ -3,6 +3,7 @@ import type { Config } from '../lib/config';
 import type { Logger } from '../lib/observability/log';
 import { reason } from '../lib/startupError';
 import { METADATA_WORKFLOW_ID_KEY } from '../lib/temporal/codec';
+import { listScheduleEntries } from '../lib/temporal/scheduleListing';
 import { checkInput, REBUILD_SCHEDULE_PREFIX, splitWorkflowType, withWorkflowType, workflowInputs, type WorkflowType } from '../contract';
 
 const REBUILD: WorkflowType = 'scheduledRebuild';
@@ -30,24 +31,18 @@ export async function bindRebuildScheduleTypes(client: Client, config: Config, l
   const saved: string[] = [];
   const left: string[] = [];
   const ids: string[] = [];
-  // The raw list: the SDK's decodes each memo, and one it cannot decode would end the listing.
-  let nextPageToken: Uint8Array | undefined;
-  do {
-    const page = await client.workflowService.listSchedules({ namespace: config.temporal.namespace, nextPageToken });
-    for (const s of page.schedules ?? []) {
-      const id = s.scheduleId ?? '';
-      if (!id.startsWith(REBUILD_SCHEDULE_PREFIX)) continue;
-      const type = s.info?.workflowType?.name;
-      if (type === REBUILD) {
-        ids.push(id);
-      } else {
-        // Listings name no task queue: this may be another deployment's, so it is only named.
-        logger.warn(`schedule ${id} does not start ${REBUILD} (${type ?? 'no workflow'}): left as it is`);
-        left.push(id);
-      }
+  for await (const s of listScheduleEntries(client, config.temporal.namespace)) {
+    const id = s.scheduleId ?? '';
+    if (!id.startsWith(REBUILD_SCHEDULE_PREFIX)) continue;
+    const type = s.info?.workflowType?.name;
+    if (type === REBUILD) {
+      ids.push(id);
+    } else {
+      // Listings name no task queue: this may be another deployment's, so it is only named.
+      logger.warn(`schedule ${id} does not start ${REBUILD} (${type ?? 'no workflow'}): left as it is`);
+      left.push(id);
     }
-    nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
-  } while (nextPageToken);
+  }
   for (const id of ids) {
     const handle = client.schedule.getHandle(id);
     let desc: ScheduleDescription;

@@ -1,6 +1,6 @@
-import type { ScheduleDescription, ScheduleSummary } from '@temporalio/client';
+import type { ScheduleDescription } from '@temporalio/client';
 import { timingOf } from './request';
-import { rebuildInputOf } from './service';
+import { rebuildInputOf, type ListedRebuild } from './service';
 
 /**
  * A schedule as the API shows it. The action's arguments are decoded through the codec,
@@ -43,17 +43,30 @@ export async function presentRecentRuns(desc: ScheduleDescription, outcomeOf: (w
   );
 }
 
-/** One line of the schedule list: what the list call returns, without decoding the action. */
-export function presentListed(s: ScheduleSummary) {
-  const last = s.info.recentActions.at(-1);
-  const vmid = s.memo?.vmid;
+/** One line of the schedule list: what the server lists, without decoding the action. */
+export function presentListed({ entry, vmid }: ListedRebuild) {
+  const info = entry.info ?? {};
+  const last = info.recentActions?.at(-1);
+  const spec = info.spec;
   return {
-    id: s.scheduleId,
-    vmid: typeof vmid === 'number' ? vmid : null,
-    ...(s.spec ? timingOf(s.spec) : {}),
-    paused: s.state.paused,
-    note: s.state.note ?? null,
-    nextRun: s.info.nextActionTimes[0]?.toISOString() ?? null,
-    lastRun: last ? { scheduledAt: last.scheduledAt.toISOString(), workflowId: last.action.workflow.workflowId } : null,
+    id: entry.scheduleId ?? '',
+    vmid,
+    ...(spec
+      ? timingOf({
+          timezone: spec.timezoneName ?? undefined,
+          calendars: spec.structuredCalendar?.map((c) => ({ ...c, comment: c.comment ?? undefined })),
+          intervals: spec.interval?.map((i) => ({ every: msOf(i.interval) })),
+        })
+      : {}),
+    paused: info.paused === true,
+    note: info.notes || null,
+    nextRun: info.futureActionTimes?.[0] ? dateOf(info.futureActionTimes[0]).toISOString() : null,
+    lastRun: last ? { scheduledAt: dateOf(last.scheduleTime).toISOString(), workflowId: last.startWorkflowResult?.workflowId ?? '' } : null,
   };
 }
+
+/** A protobuf Timestamp or Duration (seconds may be a Long). */
+type ProtoTime = { seconds?: unknown; nanos?: number | null } | null | undefined;
+
+const msOf = (t: ProtoTime): number => Number(t?.seconds ?? 0) * 1000 + Math.floor((t?.nanos ?? 0) / 1e6);
+const dateOf = (t: ProtoTime): Date => new Date(msOf(t));

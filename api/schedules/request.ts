@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ScheduleSpec, ScheduleSpecDescription } from '@temporalio/client';
+import type { ScheduleSpec } from '@temporalio/client';
 import { field } from '../../contract';
 
 /**
@@ -243,7 +243,11 @@ export function toScheduleSpec(t: { cron?: string; interval?: string; timezone?:
 }
 
 /** The timing a schedule was given, read back from its description. */
-export function timingOf(spec: ScheduleSpecDescription): { cron?: string; interval?: string; timezone: string } {
+export function timingOf(spec: {
+  timezone?: string;
+  calendars?: ReadonlyArray<{ comment?: string }>;
+  intervals?: ReadonlyArray<{ every: number | string }>;
+}): { cron?: string; interval?: string; timezone: string } {
   const timezone = spec.timezone || 'UTC';
   const cal = spec.calendars?.[0];
   if (cal) return { cron: cal.comment || JSON.stringify(cal), timezone };

@@ -54,7 +54,7 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
   async function checkCount(): Promise<void> {
     if (config.schedules.maxCount === 0) return;
     let count = 0;
-    for await (const s of schedules.list()) if (s.action?.workflowType === WORKFLOW_TYPE) count++;
+    for await (const _ of schedules.listRebuilds()) count++;
     if (count >= config.schedules.maxCount) {
       throw new HttpError(409, `there are already ${count} rebuild schedules, SCHEDULE_MAX_COUNT (${config.schedules.maxCount}); delete one first`);
     }
@@ -108,9 +108,7 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
 
   router.get('/schedules', async (_req: Request, res: Response) => {
     const list = [];
-    for await (const s of schedules.list()) {
-      if (s.action?.workflowType === WORKFLOW_TYPE) list.push(presentListed(s));
-    }
+    for await (const s of schedules.listRebuilds()) list.push(presentListed(s));
     list.sort((a, b) => a.id.localeCompare(b.id));
     res.json({ success: true, count: list.length, schedules: list });
   });

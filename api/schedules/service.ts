@@ -17,10 +17,17 @@ import {
   type Workflows,
   type WorkflowType,
 } from '../../contract';
+import { listScheduleEntries, memoFieldOf, type ListedScheduleEntry } from '../../lib/temporal/scheduleListing';
 import { HttpError, InvalidRequestError } from '../errors';
 
 /** Marks the schedules this API manages; others in the namespace are not its business. */
 export const WORKFLOW_TYPE: WorkflowType = 'scheduledRebuild';
+
+/** A rebuild schedule as the list shows it: the server's entry, and the VMID its memo names (null: unreadable). */
+export interface ListedRebuild {
+  entry: ListedScheduleEntry;
+  vmid: number | null;
+}
 
 /** A schedule of ours: its handle, its description and the rebuild it runs, read back through the codec. */
 export interface RebuildSchedule {
@@ -90,7 +97,14 @@ export function scheduleService(client: Client) {
       return handle.describe();
     },
 
-    list: () => schedules.list(),
+    /** Our rebuild schedules, from the raw listing: one schedule nobody here can decode must not hide the rest. */
+    async *listRebuilds(): AsyncGenerator<ListedRebuild> {
+      for await (const entry of listScheduleEntries(client, client.options.namespace)) {
+        if (entry.info?.workflowType?.name !== WORKFLOW_TYPE) continue;
+        const vmid = await memoFieldOf(client, entry, 'vmid');
+        yield { entry, vmid: typeof vmid === 'number' ? vmid : null };
+      }
+    },
 
     /** What one run did: rebuilt, skipped (and why), failed (and why), or still running. */
     async outcomeOf(workflowId: string, runId: string): Promise<Record<string, unknown>> {

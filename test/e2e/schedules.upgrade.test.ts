@@ -5,6 +5,7 @@ import { rebuildScheduleId, WORKFLOW_TYPE_FIELD, type ScheduledRebuildResult } f
 import type { Logger } from '../../lib/observability/log';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
+import { apiCall } from '../support/api';
 
 /**
  * Rebuild schedules saved before inputs named their workflow type (real Temporal dev server,
@@ -102,3 +103,19 @@ test('a start saves the old rebuild schedules it wrote with their type, and leav
   const result = (await client.workflow.getHandle(workflowId!).result()) as ScheduledRebuildResult;
   expect(result).toMatchObject({ outcome: 'rebuilt', vmid: VMID });
 }, 300_000);
+
+test('the schedule list shows ours although a schedule in the namespace has a memo the service cannot decode', async () => {
+  // UNBOUND's memo was written without the codec, as `temporal schedule create --memo` writes
+  // one; the SDK's listing decodes every memo and ends at it (it was a 500 for the whole list).
+  const sdkListing = async () => {
+    for await (const s of h.service.client.schedule.list()) void s;
+  };
+  await expect(sdkListing()).rejects.toThrow(/refusing a payload that is not encrypted/);
+  const res = await apiCall(h.api, 'GET', '/schedules');
+  expect(res.status).toBe(200);
+  const listed = (res.json as { schedules: Array<{ id: string; vmid: number | null }> }).schedules;
+  expect(listed.map((s) => s.id)).toEqual(expect.arrayContaining([OLD, UNBOUND]));
+  expect(listed.map((s) => s.id)).not.toContain(FOREIGN);
+  expect(listed.find((s) => s.id === OLD)).toMatchObject({ vmid: VMID, paused: false, timezone: 'UTC' });
+  expect(listed.find((s) => s.id === UNBOUND)).toMatchObject({ vmid: null });
+});

@@ -65,7 +65,7 @@ interface Installed {
   user: string;
 }
 
-async function install(body: Record<string, unknown>, onEvent?: (e: { step: string }) => void): Promise<Installed> {
+async function install(body: Record<string, unknown>, onEvent?: (e: { step: string; message: string }) => void): Promise<Installed> {
   const res = await requestSse(`${h.api}/vm/install`, { body: { ram: 1024, disk: '8G', pubkey: key.publicKey, ...body }, timeoutMs: 30 * MINUTES, onEvent });
   const errors = res.events.filter((e) => e.status === 'error');
   if (errors.length) throw new Error(`install failed: ${errors.map((e) => `${e.step}: ${e.message}`).join('; ')}`);
@@ -107,6 +107,9 @@ async function expectInitScriptApplied(vm: Installed): Promise<void> {
   expect(marker).toMatch(/\S/);
 }
 
+/** The init script's first line (init-scripts/lib/common.sh, qr_main). */
+const INIT_SCRIPT_HEADER = /^\[\*\] QemuRun init script \S+ for debian/;
+
 const bootId = (vm: Installed) => inGuest(vm.ip, vm.user, 'cat /proc/sys/kernel/random/boot_id');
 
 let plain: Installed;
@@ -143,9 +146,17 @@ test(
   40 * MINUTES,
 );
 
+// The rebuild of `custom` runs beside the power operations on `plain`: two real guests
+// share the machine's cores, as the installs do, instead of one test leaving a core idle.
+let rebuilding: Promise<SseResponse> | undefined;
+let customHostKey: string;
+
 test(
   'stop, start and reboot through the API boot the real guest again',
   async () => {
+    customHostKey = await inGuest(custom.ip, 'alice', 'cat /etc/ssh/ssh_host_ed25519_key.pub');
+    rebuilding = requestSse(`${h.api}/vm/${custom.vmid}/rebuild`, { body: {}, timeoutMs: 30 * MINUTES });
+    rebuilding.catch(() => undefined); // awaited, and reported, by the rebuild test
     const vm = plain;
     const before = await bootId(vm);
     const reboot = await requestSse(`${h.api}/vm/${vm.vmid}/reboot`, { body: {}, timeoutMs: 15 * MINUTES });
@@ -167,15 +178,14 @@ test(
 test(
   'a rebuild makes a new real guest from the recorded spec',
   async () => {
-    const vm = custom;
-    const before = await inGuest(vm.ip, 'alice', 'cat /etc/ssh/ssh_host_ed25519_key.pub');
-    const res = await requestSse(`${h.api}/vm/${vm.vmid}/rebuild`, { body: {}, timeoutMs: 30 * MINUTES });
+    expect(rebuilding).toBeDefined();
+    const res = await rebuilding!;
     expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
     expect(res.events.at(-4)!.message).toMatch(/^\[\+\] VM rebuild completed/);
     const vmid = Number(/^\[\*\] VMID: (\d+)$/.exec(res.events.at(-3)!.message)?.[1]);
     const rebuilt: Installed = { res, vmid, ip: `127.0.0.${vmid}`, user: 'alice' };
     await expectInitScriptApplied(rebuilt);
-    expect(await inGuest(rebuilt.ip, 'alice', 'cat /etc/ssh/ssh_host_ed25519_key.pub')).not.toBe(before);
+    expect(await inGuest(rebuilt.ip, 'alice', 'cat /etc/ssh/ssh_host_ed25519_key.pub')).not.toBe(customHostKey);
     expect(await inGuest(rebuilt.ip, 'debian', 'id -un')).toBe('debian');
   },
   40 * MINUTES,
@@ -185,12 +195,18 @@ test(
   'Debian 11 and 13 install side by side, and finish although their worker is killed during an init script',
   async () => {
     const step = new Map<string, string>();
+    // Versions whose init script has printed its first line: the script runs in the guest.
+    const scriptStarted = new Set<string>();
     const installs = Promise.all(
       (['11', '13'] as const).map((version) =>
-        install({ os: 'debian', version, name: `real-debian${version}` }, (e) => step.set(version, e.step)),
+        install({ os: 'debian', version, name: `real-debian${version}` }, (e) => {
+          step.set(version, e.step);
+          if (INIT_SCRIPT_HEADER.test(e.message)) scriptStarted.add(version);
+        }),
       ),
     );
-    const inScript = () => [...step].filter(([, s]) => s === 'VM initialization > init script').map(([v]) => v);
+    const inScript = () =>
+      [...step].filter(([v, s]) => s === 'VM initialization > init script' && scriptStarted.has(v)).map(([v]) => v);
     await Promise.race([
       until('an init script to run', () => inScript().length > 0, 20 * MINUTES),
       installs.then(() => {
@@ -198,8 +214,10 @@ test(
       }),
     ]);
     // Mid-script: the SSH session dies with the worker, and the next worker's retry runs
-    // the script again on the same guest (it is safe to run twice).
-    await new Promise((r) => setTimeout(r, 10_000));
+    // the script again on the same guest (it is safe to run twice). Waiting for the
+    // script's own first line, not for the step, makes sure the first attempt really ran:
+    // the step begins before the SSH handshake, which a busy guest may take long to answer.
+    await new Promise((r) => setTimeout(r, 5_000));
     const interrupted = inScript();
     const killed = workers.at(-1)!;
     killed.kill('SIGKILL');
@@ -212,7 +230,7 @@ test(
       expect(await inGuest(vm.ip, vm.user, '. /etc/os-release; echo $VERSION_ID')).toBe(version);
       await expectInitScriptApplied(vm);
       if (!interrupted.includes(version)) continue;
-      const runs = vm.res.events.filter((e) => /^\[\*\] QemuRun init script \S+ for debian/.test(e.message));
+      const runs = vm.res.events.filter((e) => INIT_SCRIPT_HEADER.test(e.message));
       expect(runs.length).toBeGreaterThanOrEqual(2);
     }
   },

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import net from 'node:net';
 import type { VmConf } from './vmconf';
 import { uriUnescape } from './escape';
 
@@ -41,27 +42,45 @@ export interface Resolv {
   nameservers: string[];
 }
 
+/**
+ * `PVE::INotify::read_etc_resolv_conf`: a `search` or `domain` line at the start of a line
+ * gives its first word only (the last such line wins); up to three `nameserver` lines with
+ * an IP address count, anything else there is skipped.
+ */
 export function parseResolvConf(text: string): Resolv {
   const out: Resolv = { nameservers: [] };
   for (const line of text.split('\n')) {
-    const m = /^\s*(search|domain|nameserver)\s+(.+?)\s*$/.exec(line);
-    if (!m) continue;
-    if (m[1] === 'nameserver') {
-      if (out.nameservers.length < 3) out.nameservers.push(m[2].split(/\s+/)[0]);
-    } else out.search = m[2];
+    const search = /^(?:search|domain)\s+(\S+)/.exec(line);
+    if (search) {
+      out.search = search[1];
+      continue;
+    }
+    const ns = /^\s*nameserver\s+(\S+)/.exec(line);
+    const address = ns?.[1].split('%')[0];
+    if (address && out.nameservers.length < 3 && net.isIP(address)) out.nameservers.push(address);
   }
   return out;
 }
 
-/** `PVE::QemuServer::Network::parse_ipconfig`, the parts cloud-init uses. */
-function parseIpconfig(value: string): Record<string, string> {
-  return Object.fromEntries(
+/**
+ * `PVE::QemuServer::Network::parse_ipconfig`. Proxmox accepts these combinations at `qm
+ * set` and only warns when it writes the drive, where the interface then gets no subnets:
+ * a gateway with DHCP or without an address. Neither address set means DHCP for both.
+ */
+export function parseIpconfig(value: string): Record<string, string> | undefined {
+  const cfg: Record<string, string> = Object.fromEntries(
     value
       .split(',')
       .map((kv) => kv.split('='))
       .filter((kv) => kv.length === 2)
       .map(([k, v]) => [k, v]),
   );
+  if (cfg.gw && !cfg.ip) return undefined;
+  if (cfg.gw6 && !cfg.ip6) return undefined;
+  if (cfg.gw && cfg.ip === 'dhcp') return undefined;
+  if (cfg.gw6 && !net.isIPv6(cfg.ip6.split('/')[0])) return undefined;
+  if (!cfg.ip && !cfg.ip6) return { ip: 'dhcp', ip6: 'dhcp' };
+  return cfg;
 }
 
 /** The MAC address of `netN` (`virtio=BC:24:11:…,bridge=…`, or `macaddr=`). */
@@ -96,7 +115,8 @@ export function nocloudNetwork(conf: VmConf, resolv: Resolv, ipconfig: (id: stri
     const id = iface.slice(3);
     const raw = conf.props[`ipconfig${id}`];
     if (!raw) continue;
-    const cfg = ipconfig(id, parseIpconfig(raw));
+    const parsed = parseIpconfig(raw);
+    const cfg = parsed ? ipconfig(id, parsed) : {};
     const mac = netMac(conf.props[iface])?.toLowerCase();
     if (!mac) throw new CloudinitError(`network interface '${iface}' has no mac address`);
     out += `    - type: physical\n      name: eth${id}\n      mac_address: '${mac}'\n      subnets:\n`;

@@ -42,12 +42,31 @@ test('network-config as nocloud_network writes it: lower-case MAC, dotted netmas
     'version: 1\nconfig:\n' +
       "    - type: physical\n      name: eth0\n      mac_address: 'bc:24:11:aa:0b:1c'\n      subnets:\n" +
       "        - type: static\n          address: '127.0.0.120'\n          netmask: '255.255.255.0'\n          gateway: '127.0.0.1'\n" +
-      "    - type: nameserver\n      address:\n      - '192.0.2.53'\n      - '192.0.2.54'\n      search:\n      - 'example.org'\n      - 'lab.example.org'\n",
+      "    - type: nameserver\n      address:\n      - '192.0.2.53'\n      - '192.0.2.54'\n      search:\n      - 'example.org'\n",
   );
   const dhcp = parseConf('net0: virtio=BC:24:11:AA:0B:1C,bridge=vmbr0\nipconfig0: ip=dhcp\n');
   expect(nocloudNetwork(dhcp, { nameservers: [] })).toBe(
     "version: 1\nconfig:\n    - type: physical\n      name: eth0\n      mac_address: 'bc:24:11:aa:0b:1c'\n      subnets:\n        - type: dhcp4\n    - type: nameserver\n",
   );
+});
+
+test('the node resolver as read_etc_resolv_conf reads it: the first search word, the last search line, three IP nameservers', () => {
+  expect(parseResolvConf('search a.example b.example\ndomain c.example d.example\n')).toEqual({ search: 'c.example', nameservers: [] });
+  // Indented search lines do not count; indented nameserver lines do; names are no nameservers.
+  expect(parseResolvConf('  search indented.example\n  nameserver 192.0.2.1\nnameserver dns.example\nnameserver 2001:db8::53\nnameserver 192.0.2.2\nnameserver 192.0.2.3\n')).toEqual({
+    nameservers: ['192.0.2.1', '2001:db8::53', '192.0.2.2'],
+  });
+});
+
+test('ipconfig as parse_ipconfig reads it: a gateway with DHCP or without an address leaves the interface without subnets', () => {
+  const head = "version: 1\nconfig:\n    - type: physical\n      name: eth0\n      mac_address: 'bc:24:11:aa:0b:1c'\n      subnets:\n";
+  const net = (ipconfig: string) => nocloudNetwork(parseConf(`net0: virtio=BC:24:11:AA:0B:1C,bridge=vmbr0\nipconfig0: ${ipconfig}\n`), { nameservers: [] });
+  expect(net('ip=dhcp,gw=192.0.2.1')).toBe(`${head}    - type: nameserver\n`);
+  expect(net('gw=192.0.2.1')).toBe(`${head}    - type: nameserver\n`);
+  expect(net('ip6=auto,gw6=2001:db8::1')).toBe(`${head}    - type: nameserver\n`);
+  // Neither address: DHCP for both families.
+  expect(net('ip6=')).toBe(`${head}        - type: dhcp4\n        - type: dhcp6\n    - type: nameserver\n`);
+  expect(net('ip=192.0.2.7/24,ip6=2001:db8::7/64,gw6=2001:db8::1')).toContain("- type: static6\n          address: '2001:db8::7/64'\n          gateway: '2001:db8::1'\n");
 });
 
 test('the instance id is the SHA-1 of user-data and network-config, so changing either makes a new instance', () => {

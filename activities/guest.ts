@@ -131,6 +131,51 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
     },
 
     /**
+     * Waits for cloud-init's first boot to finish (`cloud-init status --wait`) before the
+     * init script runs, so the script's package work does not race cloud-init's and finds
+     * its users, keys and network in place: a guest answers SSH while cloud-init still
+     * runs. cloud-init exits 1 on an error (20.4 to 22.4) and, from 23.4, 2 when it is
+     * "degraded" (recoverable errors). Neither fails the install: the service is logged
+     * in already, so the keys and the user took; the output says what cloud-init reported.
+     * An image without cloud-init has nothing to wait for. `status --wait` waits forever
+     * for a cloud-init that never started, hence SSH_WAIT_TIMEOUT as its bound.
+     */
+    async waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void> {
+      checkedInput(field.user, input.user, 'waitForCloudInit');
+      const ctx = Context.current();
+      const conn = await connectWhenAnswering({
+        host: input.ip,
+        port: config.vmSshPort,
+        username: input.user,
+        privateKey: key(),
+        hostKey: input.hostKey,
+        hostKeySource: `pinned for VM ${input.vmid ?? '?'}`,
+      });
+      const out = outputStream(client);
+      let status = '';
+      try {
+        const code = await keepAlive(() =>
+          execOnGuest(conn, `timeout ${config.sshWaitTimeoutSec} cloud-init status --wait`, {
+            signal: ctx.cancellationSignal,
+            onLine: (line) => {
+              const m = /^status:\s*(.+)$/.exec(line.trim());
+              if (m) status = m[1];
+            },
+          }),
+        );
+        if (code === 124) {
+          throw failure('CloudInitTimeoutError', `cloud-init did not finish within SSH_WAIT_TIMEOUT (${config.sshWaitTimeoutSec} s) on VM ${input.vmid ?? input.ip}`);
+        }
+        if (code === 1 || code === 2) {
+          out.line(`[!] cloud-init finished with ${code === 1 ? 'errors' : 'warnings'} (status: ${status || 'unknown'}); see /var/log/cloud-init.log on the VM`, 'info');
+        }
+      } finally {
+        conn.end();
+        await out.close();
+      }
+    },
+
+    /**
      * Delivers the OS init script over the SSH session itself (the VM need not reach the
      * API) and streams its output. Settings and the root password travel in the script's
      * stdin, never on a command line. The script is safe to run twice, so a retry after

@@ -90,6 +90,7 @@ export interface Activities {
    * accepted, and the key to pin is returned (see docs/security.md, guest SSH).
    */
   waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string }): Promise<PinnedHostKey | undefined>;
+  waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void>;
   runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string }): Promise<void>;
 
   // Rebuilds.

@@ -33,6 +33,8 @@ export const FAILURE_TYPES = {
   // Guests.
   SshTimeoutError: { retryable: false, status: 504 },
   InitScriptError: { retryable: true },
+  // cloud-init never finished: a broken image or user-data; another wait would not help.
+  CloudInitTimeoutError: { retryable: false, status: 504 },
   // Something else answers at the VM's address: an operator must look (docs/security.md).
   HostKeyMismatchError: { retryable: false },
   AddressInUseError: { retryable: false, status: 409 },

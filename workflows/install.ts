@@ -36,6 +36,12 @@ const MAX_VMID_ATTEMPTS = 20;
  */
 const ACTIVITIES_NAMED_FOR_OPERATIONS = 'activities-named-for-operations';
 
+/**
+ * The patch that waits for cloud-init to finish before the init script (waitForCloudInit).
+ * Installs that started before it went straight to the script.
+ */
+const WAIT_FOR_CLOUD_INIT = 'wait-for-cloud-init';
+
 const { metrics } = proxySinks<QemuRunSinks>();
 
 /** Creates a VM from an official cloud image and initialises it, step by step. */
@@ -105,8 +111,9 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     // Undefined in histories from before host keys were pinned.
     const hostKey = pinned?.hostKey;
     if (pinned) progress.info('VM initialization > wait for SSH', `host key ${pinned.fingerprint} (${pinned.source === 'guest agent' ? 'reported by the guest agent' : 'trusted on first use: the guest agent did not answer'})`);
-    await step('VM initialization > init script', `running the ${spec.os} ${spec.version} init script`, () =>
-      guest.runInitScript({
+    await step('VM initialization > init script', `running the ${spec.os} ${spec.version} init script`, async () => {
+      if (patched(WAIT_FOR_CLOUD_INIT)) await guest.waitForCloudInit({ ip: vm.ip, user: spec.user, vmid: vm.vmid, hostKey });
+      await guest.runInitScript({
         ip: vm.ip,
         user: spec.user,
         os: spec.os,
@@ -114,8 +121,8 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         rootPassword: secrets.rootPassword,
         vmid: vm.vmid,
         hostKey,
-      }),
-    );
+      });
+    });
     await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid }));
     await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip} after reboot`, () =>
       guest.waitForSsh({ ip: vm.ip, user: spec.user, vmid: vm.vmid, hostKey }),

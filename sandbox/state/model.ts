@@ -99,6 +99,8 @@ export interface GuestFault {
   noSsh?: boolean;
   /** Its package manager fails every call with this status, as against a mirror that is down. */
   packageExitCode?: number;
+  /** What `cloud-init status` reports: `error` (exit 1, as 20.4 to 22.4 do) instead of `done`. */
+  cloudInitStatus?: 'error';
 }
 
 const GiB = 1024 ** 3;

@@ -86,13 +86,13 @@ export function prepareGuestRoot(
   root: string,
   os: GuestOs,
   ci: CloudInit | undefined,
-  opts: { packageOutputLines?: number; packageSilenceMs?: number; packageExitCode?: number } = {},
+  opts: { packageOutputLines?: number; packageSilenceMs?: number; packageExitCode?: number; cloudInitStatus?: 'error' } = {},
 ): Record<string, number> {
   if (!fs.existsSync(path.join(root, 'etc', 'os-release'))) seed(root, os);
   const etc = (f: string) => path.join(root, 'etc', f);
 
   // Shims are rewritten at every boot, so an updated sandbox applies to old guests.
-  for (const [tool, def] of Object.entries(SHIMS)) write(path.join(root, 'usr/local', def.dir, tool), shimScript(tool, def, { outputLines: opts.packageOutputLines, silenceMs: opts.packageSilenceMs, exitCode: opts.packageExitCode }), 0o755);
+  for (const [tool, def] of Object.entries(SHIMS)) write(path.join(root, 'usr/local', def.dir, tool), shimScript(tool, def, { outputLines: opts.packageOutputLines, silenceMs: opts.packageSilenceMs, exitCode: opts.packageExitCode, cloudInitStatus: opts.cloudInitStatus }), 0o755);
   write(path.join(root, 'usr/local/bin/sudo'), sudoScript(), 0o755);
 
   const users = ci?.users ?? [];

@@ -112,7 +112,7 @@ async function boot(): Promise<void> {
   fs.mkdirSync(root, { recursive: true });
   const firstBoot = !fs.existsSync(`${root}/etc/os-release`);
   const fault = model.guestFaults?.[String(vmid)] ?? {};
-  prepareGuestRoot(root, os, ci, { packageOutputLines: model.packageOutputLines, packageSilenceMs: model.packageSilenceMs, packageExitCode: fault.packageExitCode });
+  prepareGuestRoot(root, os, ci, { packageOutputLines: model.packageOutputLines, packageSilenceMs: model.packageSilenceMs, packageExitCode: fault.packageExitCode, cloudInitStatus: fault.cloudInitStatus });
   if (ci && firstBoot && conf.props.ciupgrade !== '0') {
     // cloud-init's package_upgrade (PVE's ciupgrade, default on) runs at first boot.
     fs.appendFileSync(paths.guestLog(vmid), `${new Date().toISOString()} cloud-init: package_upgrade (${os.id === 'rocky' ? 'dnf -y upgrade' : 'apt-get -y dist-upgrade'})\n`);

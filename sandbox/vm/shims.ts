@@ -101,7 +101,7 @@ const PACKAGE_MANAGERS = ['apt-get', 'apt', 'dnf', 'yum'];
 /** Marks that the guest's slow first package-manager call has happened. */
 const SLOW_MIRROR_DONE = '/var/lib/sandbox/slow-mirror-done';
 
-export function shimScript(tool: string, def: ShimDef, opts: { outputLines?: number; silenceMs?: number; exitCode?: number } = {}): string {
+export function shimScript(tool: string, def: ShimDef, opts: { outputLines?: number; silenceMs?: number; exitCode?: number; cloudInitStatus?: 'error' } = {}): string {
   const rootOnly = def.rootOnlyWhen ?? 'true';
   const isPackageManager = PACKAGE_MANAGERS.includes(tool);
   const outputLines = Math.floor(opts.outputLines ?? 0);
@@ -119,6 +119,8 @@ export function shimScript(tool: string, def: ShimDef, opts: { outputLines?: num
     opts.exitCode && isPackageManager
       ? `printf '%s\\n' 'E: Failed to fetch http://deb.debian.org/debian/dists/stable/InRelease  503  Service Unavailable [IP: 127.0.0.1 80]' 'E: Some index files failed to download. They have been ignored, or old ones used instead.' >&2; exit ${Math.floor(opts.exitCode)}`
       : '';
+  // cloud-init 20.4 to 22.4 exit 1 when a module failed, whether or not they waited.
+  const after = tool === 'cloud-init' && opts.cloudInitStatus === 'error' ? `[[ "$1" == status ]] && { echo 'status: error'; exit 1; }` : (def.after ?? '');
   return `#!/bin/bash
 # Sandbox guest: records '${tool}' instead of running it (see sandbox/vm/shims.ts).
 tool=${bashQuote(tool)}
@@ -130,7 +132,7 @@ if [[ "$(id -u)" != 0 ]] && ${rootOnly}; then
   exit ${def.deniedCode ?? 1}
 fi
 ${failure}
-${def.after ?? ''}
+${after}
 ${silence}
 ${noise}
 exit 0

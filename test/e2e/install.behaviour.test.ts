@@ -110,12 +110,28 @@ test('a create that meets a held config lock times out as on Proxmox, is retried
   expect((await operations(h, mark)).filter((o) => o.op === 'create').map((o) => o.ok)).toEqual([false, true]);
 });
 
-test('a start that ends with warnings (TASK WARNINGS: n) counts as done: the install succeeds at once', async () => {
+test('warnings are no failure: a start that ends with TASK WARNINGS and a cloud-init that reports errors, the install succeeds at once', async () => {
+  const vmid = 239;
   await injectFaultOn(h, { op: 'start' }, { times: 1, warn: ['no efidisk configured! Using temporary efivars disk.'] });
-  const mark = await operationsMark(h);
-  const res = await install({ os: 'debian', version: '12' });
-  expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
-  expect((await operations(h, mark)).filter((o) => o.op === 'start').map((o) => o.ok)).toEqual([true]);
+  // `cloud-init status` says error (exit 1): a module failed, yet the user and keys took.
+  h.sandbox.setGuestFault(vmid, { cloudInitStatus: 'error' });
+  try {
+    const mark = await operationsMark(h);
+    const res = await install({ os: 'debian', version: '12', id: vmid });
+    expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+    expect((await operations(h, mark)).filter((o) => o.op === 'start').map((o) => o.ok)).toEqual([true]);
+    expect(res.events).toContainEqual(
+      expect.objectContaining({ step: 'VM initialization > init script', message: '[!] cloud-init finished with errors (status: error); see /var/log/cloud-init.log on the VM' }),
+    );
+    // The wait came first: the init script ran once cloud-init had finished.
+    const log = (await h.sandbox.guestLog(vmid)).split('\n');
+    const waited = log.findIndex((l) => / cloud-init status --wait$/.test(l));
+    expect(waited).toBeGreaterThanOrEqual(0);
+    expect(log.findIndex((l) => / sudo bash -s$/.test(l))).toBeGreaterThan(waited);
+    expect((await activityAttempts(res.headers['x-workflow-id'] as string)).waitForCloudInit).toBe(1);
+  } finally {
+    h.sandbox.setGuestFault(vmid, undefined);
+  }
 });
 
 test('an image that fails its checksum during the install is fetched again and the install succeeds', async () => {

@@ -42,7 +42,7 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     expect(result).toMatchObject({ vmid: 120, name: 'web-120', node: 'pve1', user: 'admin', ip: '10.10.0.120' });
     expect(cluster.sequence()).toEqual([
       'checkStorage', 'clusterCpuType', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
-      'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'runInitScript', 'rebootVm', 'waitForSsh',
+      'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'waitForCloudInit', 'runInitScript', 'rebootVm', 'waitForSsh',
     ]);
     expect(cluster.inputs('createVm')[0]).toMatchObject({ vmid: 120, name: 'web-120', owner: workflowId, cpuType: 'x86-64-v2-AES' });
     expect(cluster.vms.get(120)).toMatchObject({ owner: workflowId, status: 'running' });

@@ -117,6 +117,7 @@ export class FakeCluster {
       async waitForSsh() {
         return undefined;
       },
+      async waitForCloudInit() {},
       async runInitScript() {},
       async destroyOwnedVm({ vmid, owner }) {
         if (get(vmid)?.owner !== owner) return false;

@@ -5,7 +5,7 @@ import { StorageError } from '../lib/proxmox/errors';
 import { meetsLevel } from '../lib/proxmox/cpu';
 import { cpuBaseline } from '../lib/vm/cpuBaseline';
 import { diskTooBig } from '../lib/vm/diskSpace';
-import { storageProblem } from '../lib/vm/placement';
+import { IMPORTABLE_STORAGE, storageProblem } from '../lib/vm/placement';
 import { portAnswers, vmIp } from '../lib/network';
 import { failure, type OsName } from '../contract';
 
@@ -14,8 +14,6 @@ export interface ClusterDeps {
   proxmox: ProxmoxCluster;
 }
 
-/** Storage types a cloud image can be imported to: dir, zfspool, lvmthin, nfs. */
-const IMPORTABLE_STORAGE = ['dir', 'zfspool', 'lvmthin', 'nfs'];
 
 /** Rocky 10 / RHEL 10 are built for x86-64-v3 and do not boot below it. */
 const MIN_CPU_LEVEL: Partial<Record<OsName, Record<string, string>>> = {

@@ -7,9 +7,12 @@ import { StorageError } from '../proxmox/errors';
  * storage step as a StorageError. Each returns why the value is refused, or undefined.
  */
 
+/** Storage types a cloud image can be imported to (SPEC: ASSIGN_STORAGE's types). */
+export const IMPORTABLE_STORAGE = ['dir', 'zfspool', 'lvmthin', 'nfs'];
+
 /**
  * A storage for the boot disk and the cloud-init drive: it is configured on the node
- * (pve-storage `storage_config`: `storage 'x' does not exist`), active, takes disk images
+ * (pve-storage `storage_config`: `storage 'x' does not exist`), of a type QemuRun imports to, active, takes disk images
  * (qemu-server `$check_storage_access`: `storage 'x' does not support vm images`) and has
  * room for `diskGb` (thin storages would take it and fail when the guest fills it).
  */
@@ -20,6 +23,7 @@ export async function storageProblem(node: ProxmoxNode, storage: string, diskGb:
   });
   const s = all.find((x) => x.name === storage);
   if (!s) return `storage '${storage}' does not exist on node '${node.node}'`;
+  if (!IMPORTABLE_STORAGE.includes(s.type)) return `storage '${storage}' has type ${s.type}; disks need one of ${IMPORTABLE_STORAGE.join(', ')}`;
   if (s.status !== 'active') return `storage '${storage}' is ${s.status}, not active`;
   const images = await node.storageStatus({ content: 'images' });
   if (!images.some((x) => x.name === storage)) return `storage '${storage}' does not support vm images`;

@@ -6,6 +6,9 @@ import { qmCreate, qmSet } from '../../lib/proxmox/commands';
 import { classifyFailure, PermissionDeniedError } from '../../lib/proxmox/errors';
 import { MarkerSeal, sealedSpec } from '../../lib/vm/markerSeal';
 import type { Config } from '../../lib/config';
+import type { ProxmoxNode } from '../../lib/proxmox/node';
+import type { StorageStatus } from '../../lib/proxmox/parse';
+import { poolProblem, storageProblem } from '../../lib/vm/placement';
 
 /**
  * Placement (issue 24, item 3): tags, description, pool and storage on the one schema, in
@@ -108,5 +111,36 @@ describe("the operator's description beside the sealed markers", () => {
     const old = installedDescription(markers, seal.seal({ vmid: 120, ...markers }));
     expect(old).toBe(description.split('\n').slice(0, 4).join('\n'));
     expect(seal.check(old, 120).sealed).toBe(true);
+  });
+});
+
+describe("the API's checks of a pool and a storage, on the main node", () => {
+  const GiB = 1024 ** 3;
+  const storages: Array<StorageStatus & { content: string[] }> = [
+    { name: 'local', type: 'dir', status: 'active', totalBytes: 100 * GiB, usedBytes: 0, availableBytes: 100 * GiB, content: ['iso', 'vztmpl', 'backup'] },
+    { name: 'local-lvm', type: 'lvmthin', status: 'active', totalBytes: 100 * GiB, usedBytes: 90 * GiB, availableBytes: 10 * GiB, content: ['images', 'rootdir'] },
+    { name: 'nfs-backup', type: 'nfs', status: 'inactive', totalBytes: 0, usedBytes: 0, availableBytes: 0, content: ['images'] },
+    { name: 'pbs', type: 'pbs', status: 'active', totalBytes: 100 * GiB, usedBytes: 0, availableBytes: 100 * GiB, content: ['backup'] },
+  ];
+  const node = {
+    node: 'pve1',
+    storageStatus: async (o: { content?: string } = {}) => storages.filter((s) => !o.content || s.content.includes(o.content)),
+    pools: async () => ['lab', 'prod'],
+  } as unknown as ProxmoxNode;
+
+  test.each<[string, number, string | undefined]>([
+    ['local-lvm', 8, undefined],
+    ['nosuch', 8, "storage 'nosuch' does not exist on node 'pve1'"],
+    ['pbs', 8, "storage 'pbs' has type pbs; disks need one of dir, zfspool, lvmthin, nfs"],
+    ['nfs-backup', 8, "storage 'nfs-backup' is inactive, not active"],
+    ['local', 8, "storage 'local' does not support vm images"],
+    ['local-lvm', 20, "storage 'local-lvm' has 10G free, less than the 20G disk"],
+  ])('storage %s for %iG', async (storage, diskGb, problem) => {
+    expect(await storageProblem(node, storage, diskGb)).toBe(problem);
+  });
+
+  test('a pool the cluster has passes; another is named with the ones it has', async () => {
+    expect(await poolProblem(node, 'lab')).toBeUndefined();
+    expect(await poolProblem(node, 'Lab')).toBe("pool 'Lab' does not exist (the pools: lab, prod)");
   });
 });

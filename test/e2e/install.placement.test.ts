@@ -5,6 +5,7 @@ import { markerSealFor } from '../../lib/vm/markerSeal';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
 import { apiCall } from '../support/api';
+import { runCli } from '../support/cliProcess';
 
 /**
  * Placement (issue 24, item 3) end to end: one install with tags, a description holding
@@ -92,4 +93,14 @@ test('bad placement values are 400s naming the field, and start nothing', async 
     // `please check your input: <field>: <rule>`, as every 400 of the install body.
     expect(res.json.message).toMatch(new RegExp(`: ${message.source.slice(1)}`));
   }
+});
+
+test("the CLI's flags send them: --tags split as Proxmox splits a tag list, --pool and --storage as given", async () => {
+  const tags = await runCli(h.service.url, ['install', '--os', 'debian', '--version', '12', '--tags', 'web,prod;-x']);
+  expect(tags.exitCode).toBe(1); // the API refused the request (docs/cli.md)
+  expect(`${tags.stdout}${tags.stderr}`).toContain('tags: must be Proxmox tags: tag 3 is not a Proxmox tag');
+  const pool = await runCli(h.service.url, ['install', '--os', 'debian', '--version', '12', '--tags', 'web prod', '--pool', 'nope', '--storage', 'local']);
+  expect(`${pool.stdout}${pool.stderr}`).toContain("pool: pool 'nope' does not exist");
+  const storage = await runCli(h.service.url, ['install', '--os', 'debian', '--version', '12', '--storage', 'nosuch']);
+  expect(`${storage.stdout}${storage.stderr}`).toContain("storage: storage 'nosuch' does not exist");
 });

@@ -150,6 +150,20 @@ describe('creating and reading VMs', () => {
     expect([stale.status, stale.statusMessage]).toEqual([500, 'detected modified configuration - file changed by other user? Try again.']);
   });
 
+  test("tags and description as qemu-server checks and stores them: pve-tag's rule, 8192 characters, Proxmox's texts", async () => {
+    expect((await task(await call('POST', '/nodes/pve1/qemu', { vmid: 170, name: 'tagged', tags: 'Web,prod;web debian' }))).status.exitstatus).toBe('OK');
+    expect((await qm('pve1', 'config', '170')).stdout).toMatch(/^tags: debian;prod;web$/m);
+    const badTag = await call('POST', '/nodes/pve1/qemu', { vmid: 171, tags: 'web,-x' });
+    expect([badTag.status, badTag.body!.errors]).toEqual([400, { tags: 'invalid format - invalid characters in tag\n' }]);
+    const cliTag = await qm('pve1', 'set', '170', '--tags', 'a!b');
+    expect(cliTag.exitCode).toBe(255);
+    expect(cliTag.stderr).toMatch(/^400 Parameter verification failed\.\ntags: invalid format - invalid characters in tag\n/);
+    const long = await call('PUT', '/nodes/pve1/qemu/170/config', { description: 'x'.repeat(8193) });
+    expect([long.status, long.body!.errors]).toEqual([400, { description: 'value may only be 8192 characters long' }]);
+    expect((await call('PUT', '/nodes/pve1/qemu/170/config', { description: 'x'.repeat(8192) })).status).toBe(200);
+    expect((await qm('pve1', 'destroy', '170', '--purge')).exitCode).toBe(0);
+  });
+
   test('pools: create --pool adds the VM (user.cfg, not its config), a missing pool is refused first, destroy --purge removes it', async () => {
     expect(data(await call('GET', '/pools'))).toEqual([{ poolid: 'lab' }, { poolid: 'prod', comment: 'production' }]);
     // check_pool_exist is create_vm's first check after parameter validation.

@@ -120,7 +120,7 @@ export async function startHarness(
     accel: guests?.accel,
     // API mode downloads images as `import` content to `local`, as docs/proxmox-api.md configures it.
     storageContent: { local: ['backup', 'import', 'iso', 'vztmpl'], ...sandboxOptions.storageContent },
-    pools: sandboxOptions.pools,
+    pools: sandboxOptions.pools ?? [...loaded.sandboxOptions.pools],
   });
   const api = apiMode ? sandbox.api! : undefined;
   // The service talks to the sandbox's nodes, and in API mode through its REST API only.

@@ -5,7 +5,7 @@ import { InvalidRequestError } from '../../api/errors';
 import { qmCreate, qmSet } from '../../lib/proxmox/commands';
 import { classifyFailure, PermissionDeniedError } from '../../lib/proxmox/errors';
 import { MarkerSeal, sealedSpec } from '../../lib/vm/markerSeal';
-import type { Config } from '../../lib/config';
+import { loadConfig, type Config } from '../../lib/config';
 import type { ProxmoxNode } from '../../lib/proxmox/node';
 import type { StorageStatus } from '../../lib/proxmox/parse';
 import { poolProblem, storageProblem } from '../../lib/vm/placement';
@@ -143,4 +143,10 @@ describe("the API's checks of a pool and a storage, on the main node", () => {
     expect(await poolProblem(node, 'lab')).toBeUndefined();
     expect(await poolProblem(node, 'Lab')).toBe("pool 'Lab' does not exist (the pools: lab, prod)");
   });
+});
+
+test('SANDBOX_POOLS seeds the sandbox cluster with pools; none by default', () => {
+  expect(loadConfig({}).sandboxOptions.pools).toEqual([]);
+  expect(loadConfig({ SANDBOX_POOLS: 'lab, prod,team/web' }).sandboxOptions.pools).toEqual(['lab', 'prod', 'team/web']);
+  expect(() => loadConfig({ SANDBOX_POOLS: 'my pool' })).toThrow(/SANDBOX_POOLS: must list Proxmox pool names/);
 });

@@ -5,6 +5,7 @@ import { StorageError } from '../lib/proxmox/errors';
 import { meetsLevel } from '../lib/proxmox/cpu';
 import { cpuBaseline } from '../lib/vm/cpuBaseline';
 import { diskTooBig } from '../lib/vm/diskSpace';
+import { IMPORTABLE_STORAGE, storageProblem } from '../lib/vm/placement';
 import { portAnswers, vmIp } from '../lib/network';
 import { failure, type OsName } from '../contract';
 
@@ -13,8 +14,6 @@ export interface ClusterDeps {
   proxmox: ProxmoxCluster;
 }
 
-/** Storage types a cloud image can be imported to: dir, zfspool, lvmthin, nfs. */
-const IMPORTABLE_STORAGE = ['dir', 'zfspool', 'lvmthin', 'nfs'];
 
 /** Rocky 10 / RHEL 10 are built for x86-64-v3 and do not boot below it. */
 const MIN_CPU_LEVEL: Partial<Record<OsName, Record<string, string>>> = {
@@ -29,7 +28,13 @@ export function clusterActivities({ config, proxmox }: ClusterDeps) {
 
   return {
     /** The storage exists, can hold disks, is active, and (given a size) has room for the disk. */
-    async checkStorage(input: { diskGb?: number } = {}): Promise<void> {
+    async checkStorage(input: { diskGb?: number; storage?: string } = {}): Promise<void> {
+      // The install's own storage (issue 24): checked as the API checks it.
+      if (input.storage !== undefined) {
+        const problem = await storageProblem(main(), input.storage, input.diskGb);
+        if (problem) throw failure('StorageError', problem);
+        return;
+      }
       // One storage asked for: the only form every Proxmox interface answers alike.
       const storages = await main()
         .storageStatus({ storage: config.storage })

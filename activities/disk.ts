@@ -23,7 +23,7 @@ export function diskActivities({ config, proxmox, client }: DiskDeps) {
      * Imports the image once: a retry finds the disk already attached or unused, or (API
      * mode) follows the import task the attempt before started.
      */
-    async importDisk(input: { vmid: number; imagePath: string }): Promise<string> {
+    async importDisk(input: { vmid: number; imagePath: string; storage?: string }): Promise<string> {
       const node = main();
       const task = recordedTask();
       if (!task.resumeTask) {
@@ -33,7 +33,7 @@ export function diskActivities({ config, proxmox, client }: DiskDeps) {
       }
       const out = outputStream(client);
       try {
-        return await node.importDisk(input.vmid, input.imagePath, config.storage, {
+        return await node.importDisk(input.vmid, input.imagePath, input.storage ?? config.storage, {
           ...task,
           onProgress: (line) => out.line(line),
           signal: Context.current().cancellationSignal,

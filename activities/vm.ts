@@ -10,6 +10,7 @@ import {
   installedDescription,
   installSpecSchema,
   ownerOf,
+  proxmoxTags,
   specMarkerValue,
   withoutMarkers,
   workflowInputs,
@@ -72,8 +73,10 @@ export function vmActivities({ config, proxmox }: VmDeps) {
           agent: '1',
           net0: `virtio,bridge=${config.bridge}`,
           serial0: 'socket',
-          description: installedDescription(markers, markerSealFor(config).seal({ vmid, ...markers })),
+          description: installedDescription(markers, markerSealFor(config).seal({ vmid, ...markers }), spec.description),
           ...(balloon ? { numa: 1, balloon } : {}),
+          // Proxmox refuses a pool that does not exist (403, PermissionDeniedError: not retried).
+          ...(spec.pool !== undefined ? { pool: spec.pool } : {}),
         });
       } catch (err) {
         if (err instanceof VmidTakenError) {
@@ -110,10 +113,10 @@ export function vmActivities({ config, proxmox }: VmDeps) {
         ...(passwd !== undefined ? { cipassword: passwd } : passwdHash !== undefined ? { cipasswordHash: passwdHash } : {}),
         ciuser: spec.user,
         ciupgrade: 0,
-        tags: spec.os,
+        tags: proxmoxTags([spec.os, ...(spec.tags ?? [])]),
       });
       if (!conf.disks.some((d) => d.key === 'scsi0')) await node.setVmOptions(vmid, { scsi0: input.volid });
-      if (!conf.disks.some((d) => d.key === 'ide2')) await node.setVmOptions(vmid, { ide2: `${config.storage}:cloudinit` });
+      if (!conf.disks.some((d) => d.key === 'ide2')) await node.setVmOptions(vmid, { ide2: `${spec.storage ?? config.storage}:cloudinit` });
       await node.setVmOptions(vmid, { boot: 'order=scsi0' });
       // Absolute, so a retry is harmless; never below the image (Proxmox refuses to shrink).
       const scsi0 = (await node.config(vmid)).disks.find((d) => d.key === 'scsi0');

@@ -1,4 +1,4 @@
-import { type InstallInput, vmSearchAttributes, type Workflows } from '../contract';
+import { type InstallInput, type InstallSpec, vmSearchAttributes, type Workflows } from '../contract';
 import crypto from 'node:crypto';
 import { Router, Request, Response } from 'express';
 import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
@@ -11,6 +11,7 @@ import { requireRole } from './guard';
 import { startedByMemo } from './startedBy';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { diskTooBig } from '../lib/vm/diskSpace';
+import { poolProblem, storageProblem } from '../lib/vm/placement';
 import { checkSameRequest } from './idempotency';
 import { prefersAsync } from './prefer';
 
@@ -37,6 +38,20 @@ async function diskProblem(config: Config, proxmox: ProxmoxCluster | undefined, 
   return storage ? diskTooBig(diskGb, storage) : undefined;
 }
 
+/**
+ * The pool and the storage an install names, checked on the main node before anything
+ * starts (lib/vm/placement.ts), as the 400 message naming the field. A Proxmox that cannot
+ * be read now lets the install start: its create and storage steps check again.
+ */
+async function placementProblem(config: Config, proxmox: ProxmoxCluster | undefined, spec: InstallSpec): Promise<string | undefined> {
+  const main = proxmox?.node(config.mainNode);
+  if (!main) return undefined;
+  const pool = spec.pool === undefined ? undefined : await poolProblem(main, spec.pool).catch(() => undefined);
+  if (pool) return `pool: ${pool}`;
+  const storage = spec.storage === undefined ? undefined : await storageProblem(main, spec.storage, spec.diskGb).catch(() => undefined);
+  return storage ? `storage: ${storage}` : undefined;
+}
+
 /** A client-chosen key becomes a stable workflow id without trusting its characters. */
 function workflowIdFor(req: Request): string {
   const key = req.get('Idempotency-Key');
@@ -53,8 +68,10 @@ export function installRoutes({ config, client, knownNodes, proxmox, streams }: 
     // No main node: the worker's MAIN_NODE decides where the VM is created (one source, even
     // when this API is configured with another).
     const input: InstallInput = { spec, secrets };
-    const noRoom = await diskProblem(config, proxmox, spec.diskGb);
+    const noRoom = spec.storage === undefined ? await diskProblem(config, proxmox, spec.diskGb) : undefined;
     if (noRoom) throw new InvalidRequestError(noRoom);
+    const misplaced = await placementProblem(config, proxmox, spec);
+    if (misplaced) throw new InvalidRequestError(misplaced);
     const workflowId = workflowIdFor(req);
     let handle;
     try {

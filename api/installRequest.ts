@@ -1,7 +1,17 @@
 import { describeIssues } from './issues';
 import { InvalidRequestError } from './errors';
 import type { Config } from '../lib/config';
-import { checkInput, type InstallSecrets, type InstallSpec, installBodySchema, installSpecFromBody, installSpecSchema, InvalidInputError } from '../contract';
+import {
+  checkInput,
+  type InstallSecrets,
+  type InstallSpec,
+  installBodySchema,
+  installedDescriptionOverflow,
+  installSpecFromBody,
+  installSpecSchema,
+  InvalidInputError,
+  PROXMOX_DESCRIPTION_MAX,
+} from '../contract';
 
 /**
  * `POST /api/vm/install` (and a schedule's `spec`): the body checked with the contract's
@@ -27,6 +37,12 @@ export function toInstallSpec(
   } catch (err) {
     if (err instanceof InvalidInputError) throw new InvalidRequestError(`${err.message} (check VM_MAX_CPU, VM_MAX_RAM and VM_MAX_DISK)`);
     throw err;
+  }
+  const overflow = installedDescriptionOverflow(spec);
+  if (overflow > 0) {
+    throw new InvalidRequestError(
+      `description: is ${overflow} bytes too long: Proxmox keeps at most ${PROXMOX_DESCRIPTION_MAX} characters of description, and QemuRun's markers (which hold the spec, this text included) take their part`,
+    );
   }
   return {
     spec,

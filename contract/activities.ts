@@ -38,7 +38,7 @@ export interface RunningOperation {
 
 export interface Activities {
   // Preparing an install: storage, CPU type, image, VMID, the service's SSH key.
-  checkStorage(input?: { diskGb?: number }): Promise<void>;
+  checkStorage(input?: { diskGb?: number; storage?: string }): Promise<void>;
   clusterCpuType(input: { os: OsName; version: string; refresh?: boolean }): Promise<string>;
   downloadImage(input: { os: OsName; version: string }): Promise<{ path: string; sha: string; downloaded: boolean }>;
   /** `os`/`version` let a worker that did not download the image fetch it itself. */
@@ -50,7 +50,7 @@ export interface Activities {
   // Building the VM.
   /** `node`: where the VM was created, the worker's MAIN_NODE (absent in results recorded by earlier versions). */
   createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node?: string }>;
-  importDisk(input: { vmid: number; imagePath: string }): Promise<string>;
+  importDisk(input: { vmid: number; imagePath: string; storage?: string }): Promise<string>;
   configureVm(input: {
     vmid: number;
     volid: string;

@@ -29,6 +29,10 @@ export const LIMITS = {
   /** What `set/disk` grows a disk by at a time. */
   diskIncrementGb: { min: 1, max: 4096 },
   pubkeyChars: 16_384,
+  /** Placement (issue 24): Proxmox stores at most 8192 characters of description, QemuRun's markers included. */
+  tags: 32,
+  tagChars: 64,
+  descriptionBytes: 8192,
 } as const;
 
 interface Range {
@@ -89,7 +93,63 @@ export const field = {
    */
   requestPubkey: pubkeyOf(keyLines).refine((v) => v.trim() !== '', 'pubkey must not be empty: send an OpenSSH public key, or leave the field out'),
   disk: z.string().regex(/^(scsi|virtio|sata|ide)\d{1,2}$/, 'disk must be a disk name like scsi0'),
+  ...placementFields(),
 };
+
+/**
+ * Where a VM goes and how Proxmox labels it (issue 24, "placement"), each as Proxmox checks
+ * it: `pve-tag` (pve-common JSONSchema.pm `$PVE_TAG_RE`, case-insensitive), `pve-poolid`,
+ * `pve-storage-id`; the description's bound is Proxmox's `maxLength` (the markers come on
+ * top: ./ownership.ts `installedDescriptionOverflow`).
+ */
+function placementFields() {
+  const tagRule = /^[a-z0-9_][a-z0-9_\-+.]*$/i;
+  return {
+    // The pattern is checked per list, so the API's 400 names `tags` and which tag is wrong.
+    tags: z
+      .array(z.string({ error: 'must be a string' }), { error: 'tags must be an array of strings' })
+      .max(LIMITS.tags, `tags must be at most ${LIMITS.tags} tags`)
+      .superRefine((tags, ctx) => {
+        tags.forEach((t, i) => {
+          const problem =
+            t.length > LIMITS.tagChars
+              ? `is longer than ${LIMITS.tagChars} characters`
+              : !tagRule.test(t)
+                ? 'is not a Proxmox tag (a letter, digit or _ first, then letters, digits and _ - + .)'
+                : undefined;
+          if (problem) ctx.addIssue({ code: 'custom', message: `tags must be Proxmox tags: tag ${i + 1} ${problem}` });
+        });
+      })
+      .describe('Proxmox tags (pve-tag: a letter, digit or _ first, then letters, digits and _ - + .), stored lower-cased, sorted and unique beside the OS tag'),
+    description: z
+      .string({ error: 'description must be a string' })
+      .refine((v) => utf8Bytes(v) <= LIMITS.descriptionBytes, `description must be at most ${LIMITS.descriptionBytes} bytes`),
+    pool: z
+      .string({ error: 'pool must be a string' })
+      .regex(/^[A-Za-z0-9.\-_]+(?:\/[A-Za-z0-9.\-_]+){0,2}$/, 'pool must be a Proxmox pool name: letters, digits, . - and _ (nested pools: up to 3 levels with /)'),
+    storage: z
+      .string({ error: 'storage must be a string' })
+      .regex(/^[a-z][a-z0-9\-_.]*[a-z0-9]$/i, 'storage must be a Proxmox storage id: a letter first, then letters, digits, - _ and ., not ending in - _ or .'),
+  };
+}
+
+/** UTF-8 length without Buffer or TextEncoder: workflow code checks specs too. */
+export function utf8Bytes(text: string): number {
+  let n = 0;
+  for (const ch of text) {
+    const c = ch.codePointAt(0)!;
+    n += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+  }
+  return n;
+}
+
+/**
+ * The tags Proxmox writes for a VM (pve-guest-common GuestHelpers `get_unique_tags` with the
+ * datacenter's default tag style): lower-cased, de-duplicated, sorted, joined with `;`.
+ */
+export function proxmoxTags(tags: readonly string[]): string {
+  return [...new Set(tags.map((t) => t.toLowerCase()))].sort().join(';');
+}
 
 /** The version must be one of the OS's: the same words for a request and a spec. */
 export function versionOfOs(v: { os: OsName; version: string }, ctx: z.RefinementCtx): void {
@@ -128,6 +188,11 @@ const installSpecObject = z
     diskGb: int('diskGb', LIMITS.diskGb),
     user: field.user,
     pubkey: field.pubkey.optional(),
+    // Placement (issue 24): absent in specs written before, which meant none.
+    tags: field.tags.optional(),
+    description: field.description.optional(),
+    pool: field.pool.optional(),
+    storage: field.storage.optional(),
   })
   .strict()
   .superRefine(versionOfOs);

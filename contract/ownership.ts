@@ -47,9 +47,30 @@ export function markerFields(description: string | undefined, vmid: number): { o
   return { owner, fields: { vmid, owner, run, ...(spec !== undefined ? { spec } : {}), ...(adopted !== undefined ? { adopted } : {}) }, seal };
 }
 
-/** The description of a VM an install creates: owner, run, spec, and their seal. */
-export function installedDescription(f: { owner: string; run: string; spec: string }, seal: string): string {
-  return `${OWNER}${f.owner}\n${RUN}${f.run}\n${SPEC}${f.spec}\n${SEAL}${seal}`;
+/**
+ * The description of a VM an install creates: owner, run, spec, and their seal, then the
+ * operator's text (the spec's `description`, which the spec marker holds too, so a rebuild
+ * writes it again). The markers come first and are read only up to the seal line
+ * (markerLines), so a text holding lines like `qemurun-owner=…` or `qemurun-adopted=…`
+ * neither forges a marker nor adds one the seal does not cover.
+ */
+export function installedDescription(f: { owner: string; run: string; spec: string }, seal: string, text?: string): string {
+  return `${OWNER}${f.owner}\n${RUN}${f.run}\n${SPEC}${f.spec}\n${SEAL}${seal}${text ? `\n${text}` : ''}`;
+}
+
+/** What Proxmox stores of a description at most (qemu-server `description`, `maxLength => 1024 * 8`). */
+export const PROXMOX_DESCRIPTION_MAX = 8192;
+
+/**
+ * By how many characters the description an install writes for this spec would pass
+ * Proxmox's limit (0: it fits), with the longest owner, run and seal QemuRun writes: a
+ * workflow id of up to 255 characters (install ids are 44, a rebuild's install longer), a
+ * run id (a UUID) and a seal of a 64-character key id. Counted in UTF-8 bytes, never fewer
+ * than Proxmox's characters.
+ */
+export function installedDescriptionOverflow(spec: InstallSpec): number {
+  const longest = installedDescription({ owner: 'o'.repeat(255), run: 'r'.repeat(36), spec: specMarkerValue(spec) }, `${'k'.repeat(64)}:${'m'.repeat(43)}`, spec.description);
+  return Math.max(0, Buffer.byteLength(longest, 'utf8') - PROXMOX_DESCRIPTION_MAX);
 }
 
 function ownerMarker(workflowId: string): string {
@@ -61,11 +82,21 @@ export function specMarkerValue(spec: InstallSpec): string {
 }
 
 function markerValue(description: string | undefined, prefix: string): string | undefined {
-  return (description ?? '')
-    .split('\n')
-    .map((l) => l.trim())
+  return markerLines(description)
     .find((l) => l.startsWith(prefix))
     ?.slice(prefix.length);
+}
+
+/**
+ * The lines markers are read from: up to the first seal line, which closes every block of
+ * markers QemuRun writes; what follows it is the operator's text (installedDescription).
+ * A description without a seal line (unsealed markers, written by hand or before sealing)
+ * is read whole, as before.
+ */
+function markerLines(description: string | undefined): string[] {
+  const lines = (description ?? '').split('\n').map((l) => l.trim());
+  const seal = lines.findIndex((l) => l.startsWith(SEAL));
+  return seal < 0 ? lines : lines.slice(0, seal + 1);
 }
 
 /** The workflow id that created the VM, or undefined for a VM the product did not create. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { field, int, LIMITS, versionOfOs } from './inputs';
+import { field, int, LIMITS, proxmoxTags, versionOfOs } from './inputs';
 import { keyLines } from './openSshKey';
 import { DEFAULT_USER, type InstallSpec } from './types';
 
@@ -36,10 +36,14 @@ export const installBodySchema = z
     user: field.user.optional(),
     passwd: field.passwd.optional(),
     pubkey: field.requestPubkey.optional(),
-    // The seed ignored these: the server derives them from the VMID, GATEWAY and ASSIGN_STORAGE.
+    // The seed ignored these: the server derives them from the VMID and GATEWAY.
     ip: z.unknown().optional(),
     gateway: z.unknown().optional(),
-    storage: z.unknown().optional(),
+    // Placement (issue 24). The seed ignored `storage` too; now it is the boot disk's (the API checks it).
+    tags: field.tags.optional(),
+    description: field.description.optional(),
+    pool: field.pool.optional(),
+    storage: field.storage.optional(),
   })
   .strict()
   .superRefine(versionOfOs);
@@ -77,6 +81,17 @@ export function installSpecFromBody(b: InstallBody, caps: SizeCaps): InstallSpec
     diskGb,
     user: b.user ?? DEFAULT_USER[b.os],
     pubkey: pubkey || undefined,
+    ...placementOf(b),
+  };
+}
+
+/** The placement fields a body gave (none: the spec has none, as before); tags as Proxmox keeps them. */
+function placementOf(b: InstallBody): Pick<InstallSpec, 'tags' | 'description' | 'pool' | 'storage'> {
+  return {
+    ...(b.tags !== undefined && b.tags.length > 0 ? { tags: proxmoxTags(b.tags).split(';') } : {}),
+    ...(b.description !== undefined && b.description !== '' ? { description: b.description } : {}),
+    ...(b.pool !== undefined ? { pool: b.pool } : {}),
+    ...(b.storage !== undefined ? { storage: b.storage } : {}),
   };
 }
 

@@ -39,6 +39,15 @@ export interface InstallSpec {
   user: string;
   /** Extra SSH public keys from the request, one per line. */
   pubkey?: string;
+  // Placement (issue 24). Absent: none, as in every spec written before them.
+  /** Proxmox tags besides the OS's, as Proxmox keeps them (lower case, sorted, unique). */
+  tags?: string[];
+  /** The operator's text, kept in the VM's description after QemuRun's markers. */
+  description?: string;
+  /** The Proxmox resource pool the VM is created in. */
+  pool?: string;
+  /** The storage of the boot disk and the cloud-init drive; absent: ASSIGN_STORAGE. */
+  storage?: string;
 }
 
 /** Secrets that travel with an install; the payload codec keeps them out of history. */

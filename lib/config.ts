@@ -211,6 +211,12 @@ export const envSchema = z.object({
   SANDBOX_LOCK_TIMEOUT_MS: intFrom(10_000),
   SANDBOX_STATUS_LAG_MS: intFrom(10_000),
   SANDBOX_NODES: z.string().default('pve1,pve2'),
+  SANDBOX_POOLS: z
+    .string()
+    .trim()
+    .regex(/^([A-Za-z0-9.\-_]+(\/[A-Za-z0-9.\-_]+){0,2}(\s*,\s*|$))*$/, 'must list Proxmox pool names, comma-separated (lab,prod)')
+    .default('')
+    .transform((v) => v.split(',').map((x) => x.trim()).filter(Boolean)),
   SANDBOX_SSH_PORT_BASE: intFrom(2200),
   SANDBOX_TOOLS_PATH: z.string().optional(),
   SANDBOX_API_PORT: intFrom(0).refine((p) => p >= 0 && p <= 65535, 'must be a port number (0 = any free port)'),
@@ -468,6 +474,8 @@ function buildConfig(
       /** How long a new VM is `unknown` in /cluster/resources (pvestatd's 10 s cycle). */
       statusLagMs: env.SANDBOX_STATUS_LAG_MS,
       nodes: env.SANDBOX_NODES.split(',').map((s) => s.trim()).filter(Boolean),
+      /** Resource pools the simulated cluster has (none on a fresh Proxmox VE install). */
+      pools: env.SANDBOX_POOLS,
       sshPortBase: env.SANDBOX_SSH_PORT_BASE,
       /** Where sandbox mode looks for sshd, bwrap...; unset: PATH and the system dirs. */
       toolsPath: env.SANDBOX_TOOLS_PATH,

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { clusterPaths } from './state/paths';
-import { configureStorages, DEFAULT_PVE_VERSION, defaultModel, stockStorages, loadModel, saveModel, type ClusterModel, type GuestFault, type GuestKind } from './state/model';
+import { configureStorages, DEFAULT_PVE_VERSION, defaultModel, stockStorages, loadModel, saveModel, type ClusterModel, type GuestFault, type GuestKind, type PoolDef } from './state/model';
 import { startArchiveProxy, type ArchiveProxy } from './qemu/archiveProxy';
 import { addFault, clearFaults, type FaultSpec } from './state/faults';
 import { readCalls } from './state/callLog';
@@ -73,6 +73,11 @@ export interface SandboxClusterOptions {
    * Applied at every start: a storage not named here has its stock content.
    */
   storageContent?: Record<string, string[]>;
+  /**
+   * Resource pools the cluster has (`pveum pool add <id>`), e.g. `['prod', 'lab']`; none on
+   * a fresh install. Applied at every start; VMs created with `--pool` become members.
+   */
+  pools?: Array<string | PoolDef>;
   /** How long a call waits for a VM's config lock (PVE's `lock_config`: 10 s, the default). */
   lockTimeoutMs?: number;
   /**
@@ -200,6 +205,7 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     model = { ...defaultModel({ ...settings, nodes, nodeHost: NODE_HOST }), guests: settings.guests, accel: settings.accel, lockTimeoutMs: settings.lockTimeoutMs, statusLagMs: settings.statusLagMs };
   }
   model.storages = configureStorages(stockStorages(), opts.storageContent);
+  model.pools = (opts.pools ?? []).map((p) => (typeof p === 'string' ? { poolid: p } : p));
   for (const n of model.nodes) {
     const version = opts.pveVersions?.[n.name];
     if (version) n.pveVersion = version;

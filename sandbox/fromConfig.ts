@@ -32,6 +32,7 @@ export function sandboxClusterOptions(config: Config, key: SshKeyPair, tools: Sa
     // API mode fetches images as `import` content on PROXMOX_IMAGE_STORAGE (`local`), which
     // 8.4's installer does not enable: configured as docs/proxmox-api.md tells an operator.
     storageContent: { local: ['backup', 'import', 'iso', 'vztmpl'] },
+    pools: [...config.sandboxOptions.pools],
   };
 }
 

@@ -60,8 +60,10 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   progress.emit('preparation > workflow', 'info', `[*] workflow id: ${owner}`);
   upsertSearchAttributes(vmSearchAttributes('install', spec));
 
+  // The install's storage (issue 24), named only when given: a spec without one asks what it asked before.
+  const onStorage = spec.storage !== undefined ? { storage: spec.storage } : {};
   try {
-    await step('preparation > storage', 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb }));
+    await step('preparation > storage', 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb, ...onStorage }));
     const cpuType = await step('preparation > CPU baseline', 'detecting cluster CPU baseline', () =>
       proxmox.clusterCpuType({ os: spec.os, version: spec.version }),
     );
@@ -82,7 +84,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     progress.info('VM creation > qm create', `VMID ${vm.vmid}, IP ${vm.ip}, name ${vm.name}`);
 
     const volid = await step('VM creation > import disk', 'importing the cloud image as a disk', () =>
-      transfer.importDisk({ vmid: vm.vmid, imagePath }),
+      transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }),
     );
     await step('VM initialization > cloud-init', 'configuring cloud-init, disks and network', () =>
       proxmox.configureVm({

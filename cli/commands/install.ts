@@ -9,7 +9,7 @@ import { followOperation } from '../operation';
 import { printAnswer } from '../output';
 
 /** Fields of the install body the server ignores (as the seed did): no flag sets them. */
-type IgnoredField = 'ip' | 'gateway' | 'storage';
+type IgnoredField = 'ip' | 'gateway';
 
 /**
  * A flag for each field of the install body, named like it. Keyed by the body schema's
@@ -17,7 +17,7 @@ type IgnoredField = 'ip' | 'gateway' | 'storage';
  * so a field added to the body and not here does not compile. Integers are checked here,
  * every rule by the API, which answers 400 naming the field.
  */
-const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string; help: string; int?: boolean } } = {
+const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string; help: string; int?: boolean; list?: boolean } } = {
   os: { flag: '--os <os>', help: 'debian, ubuntu or rockylinux' },
   version: { flag: '--version <version>', help: 'debian 11 12 13; ubuntu 20.04 22.04 24.04; rockylinux 8 9 10' },
   id: { flag: '--id <vmid>', help: 'VMID 100..254 (default: the next free one)', int: true },
@@ -29,6 +29,10 @@ const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string
   user: { flag: '--user <user>', help: 'cloud-init user' },
   passwd: { flag: '--passwd <password>', help: "the user's password (visible to other local users in ps; prefer -f)" },
   pubkey: { flag: '--pubkey <key>', help: 'SSH public key(s) to log in with' },
+  tags: { flag: '--tags <tags>', help: 'Proxmox tags besides the OS tag, separated by , ; or spaces', list: true },
+  description: { flag: '--description <text>', help: "the VM's notes, kept beside QemuRun's markers" },
+  pool: { flag: '--pool <pool>', help: 'the Proxmox resource pool to create the VM in' },
+  storage: { flag: '--storage <storage>', help: 'the storage of the boot disk and cloud-init drive (default: ASSIGN_STORAGE)' },
 };
 const FIELDS = Object.entries(FLAGS).map(([field, f]) => ({ field, ...f }));
 
@@ -81,10 +85,18 @@ async function install(ctx: Context, flags: InstallFlags): Promise<number> {
   });
 }
 
+/** A list as Proxmox splits `--tags` (pve-common `split_list`): on , ; and white space. */
+function tagList(value: string): string[] {
+  return value.split(/[,;\s]+/).filter(Boolean);
+}
+
 export function installCommand(run: Runner): Command {
   const cmd = new Command('install').description('install a VM from an official cloud image and follow its progress');
   cmd.option('-f, --file <spec.json>', 'the install body as a JSON file (- for stdin); flags override its fields');
-  for (const f of FIELDS) cmd.addOption(f.int ? new Option(f.flag, f.help).argParser(integer) : new Option(f.flag, f.help));
+  for (const f of FIELDS) {
+    const option = new Option(f.flag, f.help);
+    cmd.addOption(f.int ? option.argParser(integer) : f.list ? option.argParser(tagList) : option);
+  }
   cmd
     .option('--pubkey-file <path>', 'read pubkey from a file (e.g. ~/.ssh/id_ed25519.pub)')
     .option('--async', 'start the install and print its workflow id, without following it (Prefer: respond-async)')

@@ -14,6 +14,7 @@ import {
   type StorageStatus,
   type TransferProgress,
   type VmRunState,
+  poolIdsOf,
 } from './parse';
 import {
   parseAgentFileRead,
@@ -260,6 +261,11 @@ export class CliNode implements ProxmoxNode {
   /** `pvesh get /cluster/nextid`: the lowest free VMID. It reserves nothing. */
   async nextId(call: CallOptions = {}): Promise<number> {
     return parseNextId((await this.read(cmd.pveshNextId(), call)).stdout);
+  }
+
+  /** `pvesh get /pools`: the pools' ids. */
+  async pools(call: CallOptions = {}): Promise<string[]> {
+    return poolIdsOf(JSON.parse((await this.read(cmd.pveshPools(), call)).stdout || '[]'));
   }
 
   /** `pvesm status` on this node. */

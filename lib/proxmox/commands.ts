@@ -157,6 +157,8 @@ export const pveshNodeStatus = (node: string): Argv => pveshGet(`/nodes/${encode
 export const pveshClusterResources = (type?: 'vm' | 'storage' | 'node'): Argv => pveshGet('/cluster/resources', { type });
 export const pveshNextId = (): Argv => pveshGet('/cluster/nextid');
 export const pveshVersion = (): Argv => pveshGet('/version');
+/** pve-manager PVE/API2/Pool.pm `index`: `[{ poolid, comment? }]`. */
+export const pveshPools = (): Argv => pveshGet('/pools');
 /** qemu-server's API2/Qemu/Agent.pm `file-read` (`qm` has no such subcommand): a file of the guest, through its agent. */
 export const pveshAgentFileRead = (node: string, vmid: number, file: string): Argv =>
   pveshGet(`/nodes/${encodeURIComponent(node)}/qemu/${vmid}/agent/file-read`, { file });

@@ -112,4 +112,6 @@ export interface ProxmoxNode {
   storageStatus(opts?: CallOptions & { storage?: string; content?: string; enabled?: boolean }): Promise<StorageStatus[]>;
   /** The Proxmox VE release of this node: `{ release: '8.4', version: '8.4.1' }`. */
   version(call?: CallOptions): Promise<PveVersion>;
+  /** The cluster's resource pools the caller may see (`GET /pools`): their ids. */
+  pools(call?: CallOptions): Promise<string[]>;
 }

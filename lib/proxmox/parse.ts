@@ -195,3 +195,9 @@ export function migrationOutput(onLine?: (line: string, parsed: MigrationLine) =
     result: () => (durationSec === undefined ? {} : { durationSec }),
   };
 }
+
+/** `GET /pools`' answer (`[{ poolid, comment? }]`) as the pools' ids. */
+export function poolIdsOf(data: unknown): string[] {
+  if (!Array.isArray(data)) return [];
+  return data.flatMap((p: unknown) => (p && typeof p === 'object' && typeof (p as { poolid?: unknown }).poolid === 'string' ? [(p as { poolid: string }).poolid] : []));
+}

@@ -67,7 +67,7 @@ export async function inspectVmForRebuild(
   if (!recorded) {
     throw new RebuildRefusal('NotOwnedError', `${label} has no readable qemurun-spec marker, so there is nothing to rebuild it from; refusing to rebuild it`);
   }
-  const checked = await checkSpec(config, proxmox, recorded, input.spec ? 'spec' : `${label}'s qemurun-spec marker`, found.node === config.mainNode ? conf.disks.filter((d) => d.volid.startsWith(`${config.storage}:`)) : []);
+  const checked = await checkSpec(config, proxmox, recorded, input.spec ? 'spec' : `${label}'s qemurun-spec marker`, found.node === config.mainNode ? conf.disks : []);
   const recordedNode = checked.node ?? config.mainNode;
   const spec: InstallSpec = { ...checked, vmid };
   // A VM migrated since its install is rebuilt where it lives now (a spec given with the
@@ -90,10 +90,10 @@ export async function inspectVmForRebuild(
 /**
  * A spec read back from a marker is input like any other: the API's bounds, the operator's
  * VM_MAX_* limits (a rebuild refuses what an install would clamp: it re-creates the VM as
- * recorded or not at all) and the free space of ASSIGN_STORAGE, counting the disks the
+ * recorded or not at all) and the free space of its storage (ASSIGN_STORAGE unless it names one), counting the disks the
  * destroy frees when the VM lives on the main node. Nothing is touched before this passes.
  */
-async function checkSpec(config: Config, proxmox: ProxmoxCluster, recorded: unknown, what: string, freed: Array<{ sizeBytes?: number }>): Promise<InstallSpec> {
+async function checkSpec(config: Config, proxmox: ProxmoxCluster, recorded: unknown, what: string, disks: Array<{ volid: string; sizeBytes?: number }>): Promise<InstallSpec> {
   const spec = checkedSpec(recorded, what);
   const { maxCpu, maxRamMb, maxDiskGb } = config.limits;
   const over = [
@@ -102,12 +102,15 @@ async function checkSpec(config: Config, proxmox: ProxmoxCluster, recorded: unkn
     maxDiskGb && spec.diskGb > maxDiskGb ? `diskGb ${spec.diskGb} is more than VM_MAX_DISK (${maxDiskGb})` : undefined,
   ].filter((x) => x !== undefined);
   if (over.length > 0) throw new RebuildRefusal('InvalidRequestError', `${what}: ${over.join('; ')}; refusing to rebuild`);
+  // The spec's own storage when it names one (issue 24), else ASSIGN_STORAGE.
+  const storageId = spec.storage ?? config.storage;
   const storage = await proxmox
     .main()
-    .storageStatus({ storage: config.storage })
-    .then((list) => list.find((s) => s.name === config.storage))
+    .storageStatus({ storage: storageId })
+    .then((list) => list.find((s) => s.name === storageId))
     .catch(() => undefined);
   if (!storage) return spec; // the install's storage step says why, before it creates anything
+  const freed = disks.filter((d) => d.volid.startsWith(`${storageId}:`));
   const freedBytes = freed.reduce((sum, d) => sum + (d.sizeBytes ?? 0), 0);
   const tooBig = diskTooBig(spec.diskGb, { ...storage, availableBytes: storage.availableBytes + freedBytes });
   if (tooBig) throw new RebuildRefusal('StorageError', `${what}: ${tooBig}; refusing to rebuild`);

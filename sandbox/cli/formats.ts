@@ -104,7 +104,7 @@ export const serial = (v: string) => (v === 'socket' || /^\/dev\/.+$/.test(v) ? 
 /** Tags: `pve-tag-list`, split on `;`, `,` or spaces. */
 export function tagList(v: string): string | undefined {
   for (const tag of v.split(/[;,\s]+/).filter(Boolean)) {
-    if (!/^[a-z0-9_][a-z0-9_\-+.]*$/i.test(tag)) return `invalid characters in tag '${tag}'`;
+    if (!/^[a-z0-9_][a-z0-9_\-+.]*$/i.test(tag)) return 'invalid characters in tag';
   }
   return undefined;
 }

@@ -12,6 +12,7 @@ import { clusterGuestResource, guestResource, guests, nodeResource, nodeUsage, s
 import { toJson, toJsonPretty, toText } from './output';
 import { VM_OPTIONS } from './vmOptions';
 import { agentFileRead } from './agentFile';
+import { poolMembers } from '../state/pools';
 
 /**
  * `pvesh get <path>` for the API paths the service reads. Output is the API's `data`
@@ -77,10 +78,29 @@ export function clusterResources(ctx: Ctx, type: string | undefined): unknown[] 
   if (!type || type === 'storage') {
     for (const n of ctx.model.nodes) for (const s of storagesOn(ctx.model, n.name)) out.push(storageResource(ctx, s, n.name));
   }
+  if (!type || type === 'pool') {
+    for (const p of poolIndex(ctx)) out.push({ id: `/pool/${p.poolid}`, pool: p.poolid, type: 'pool', ...(p.comment !== undefined ? { comment: p.comment } : {}) });
+  }
   if (!type || type === 'sdn') {
     for (const n of ctx.model.nodes) out.push({ id: `sdn/${n.name}/localnetwork`, node: n.name, sdn: 'localnetwork', status: 'ok', type: 'sdn' });
   }
   return out;
+}
+
+/** pve-manager PVE/API2/Pool.pm `index`: `[{ poolid, comment? }]`, sorted by id. */
+export function poolIndex(ctx: Ctx): Array<{ poolid: string; comment?: string }> {
+  return [...(ctx.model.pools ?? [])].sort((a, b) => a.poolid.localeCompare(b.poolid)).map((p) => ({ ...p }));
+}
+
+/** Pool.pm `read_pool`: its members as `/cluster/resources` entries; an unknown pool is `pool '$pool' does not exist`. */
+export function poolRead(ctx: Ctx, poolid: string): { comment?: string; members: unknown[] } {
+  const pool = (ctx.model.pools ?? []).find((p) => p.poolid === poolid);
+  if (!pool) throw new CliError(`pool '${poolid}' does not exist`);
+  const members = new Set(poolMembers(ctx.dir, poolid));
+  const vms = guests(ctx)
+    .filter((g) => members.has(g.vmid))
+    .map((g) => ({ ...clusterGuestResource(ctx, g), pool: poolid }));
+  return { ...(pool.comment !== undefined ? { comment: pool.comment } : {}), members: vms };
 }
 
 export function nextId(ctx: Ctx, vmid: string | undefined): string {
@@ -180,6 +200,8 @@ const ROUTES: Route[] = [
     get: (ctx, _m, p) => nextId(ctx, p.vmid),
   },
   { path: /^\/version$/, get: (ctx) => version(ctx) },
+  { path: /^\/pools$/, get: (ctx) => poolIndex(ctx) },
+  { path: /^\/pools\/(.+)$/, get: (ctx, m) => poolRead(ctx, m[1]) },
   // pve-manager's PVE/API2/Nodes.pm `version` (proxyto node): the named node's, not the answering one's.
   { path: /^\/nodes\/([^/]+)\/version$/, get: (ctx, m) => (requireNode(ctx, m[1]), nodePveVersion(ctx.model, m[1])) },
 ];

@@ -7,6 +7,7 @@ import { parseConf, type VmConf } from '../state/vmconf';
 import { readIfExists } from '../state/files';
 import { usedBytes } from './storage';
 import { bootDisk } from '../state/boot';
+import { poolOf } from '../state/pools';
 import { parseDrive, parseSize } from './qm/vm';
 
 /**
@@ -53,7 +54,9 @@ function mtimeMs(file: string): number {
  * `statusLagMs` is how long that lasts after a create.
  */
 export function clusterGuestResource(ctx: Ctx, g: GuestInfo): Record<string, unknown> {
-  if (Date.now() - g.createdAt >= (ctx.model.statusLagMs ?? 0)) return guestResource(g);
+  // A member of a pool names it (pve-manager Cluster.pm `resources`: `pool` from user.cfg).
+  const pool = poolOf(ctx.dir, ctx.model, g.vmid);
+  if (Date.now() - g.createdAt >= (ctx.model.statusLagMs ?? 0)) return { ...guestResource(g), ...(pool ? { pool } : {}) };
   const r: Record<string, unknown> = { id: `qemu/${g.vmid}`, node: g.node, status: 'unknown', type: 'qemu', vmid: g.vmid };
   if (g.conf.props.tags) r.tags = g.conf.props.tags;
   if (g.conf.props.lock) r.lock = g.conf.props.lock;

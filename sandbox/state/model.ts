@@ -89,6 +89,13 @@ export interface ClusterModel {
   bootedAt: number;
   nodes: NodeDef[];
   storages: StorageDef[];
+  /** Resource pools (user.cfg `pool:` lines), with their comments; absent: none, as on a fresh install. */
+  pools?: PoolDef[];
+}
+
+export interface PoolDef {
+  poolid: string;
+  comment?: string;
 }
 
 export type GuestKind = 'process' | 'qemu';

@@ -21,6 +21,8 @@ export function clusterPaths(dir: string) {
     vmlistDir: path.join(side, 'vmlist'),
     vmlistEntry: (vmid: number) => path.join(side, 'vmlist', String(vmid)),
     locksDir: path.join(side, 'locks'),
+    /** Pool membership, as user.cfg's `pool:` lines hold it: one file per member VMID. */
+    poolDir: (pool: string) => path.join(side, 'pools', encodeURIComponent(pool)),
     volumesDir: (node: string, storage: string) => path.join(side, 'storage', node, storage),
     /** Files of a file-based storage's non-disk content (`import/`, `iso/`): real bytes. */
     contentDir: (node: string, storage: string, content: string) => path.join(side, 'content', node, storage, content),

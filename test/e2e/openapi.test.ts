@@ -78,6 +78,13 @@ test('the document is OpenAPI 3.1 and every registered route is in it, and nothi
     additionalProperties: false,
     properties: { os: { enum: ['debian', 'ubuntu', 'rockylinux'] }, id: { type: 'integer', minimum: 100, maximum: 254 } },
   });
+  // Placement (issue 24): typed as the API checks them; `storage` is a storage id now, no longer any value.
+  expect(doc.components.schemas.InstallBody.properties).toMatchObject({
+    tags: { type: 'array', maxItems: 32, items: { type: 'string' } },
+    description: { type: 'string' },
+    pool: { type: 'string', pattern: expect.any(String) },
+    storage: { type: 'string', pattern: expect.any(String) },
+  });
 });
 
 test('the answers of a real install, its status, the list and errors validate against the document', async () => {

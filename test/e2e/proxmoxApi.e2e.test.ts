@@ -79,7 +79,7 @@ describe('a token without VM.Allocate', () => {
           privs: [
             'VM.Audit', 'VM.Config.CDROM', 'VM.Config.CPU', 'VM.Config.Cloudinit', 'VM.Config.Disk', 'VM.Config.HWType', 'VM.Config.Memory',
             'VM.Config.Network', 'VM.Config.Options', 'VM.Migrate', 'VM.Monitor', 'VM.PowerMgmt', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate',
-            'Datastore.Audit', 'Sys.Audit', 'Sys.AccessNetwork', 'SDN.Use',
+            'Datastore.Audit', 'Pool.Audit', 'Sys.Audit', 'Sys.AccessNetwork', 'SDN.Use',
           ],
         },
       ],

@@ -18,7 +18,7 @@ let mirror: ImageMirror;
 
 beforeAll(async () => {
   // `import` on `local`, as docs/proxmox-api.md configures it; the rest as installed.
-  t = await startTestCluster({ api: { authFailureDelayMs: 0 }, storageContent: { local: ['backup', 'import', 'iso', 'vztmpl'] } });
+  t = await startTestCluster({ api: { authFailureDelayMs: 0 }, storageContent: { local: ['backup', 'import', 'iso', 'vztmpl'] }, pools: ['lab', { poolid: 'prod', comment: 'production' }] });
   api = t.cluster.api!;
   // The tokens below are privilege-separated: their own ACL, within what their user has.
   t.cluster.createApiUser({ userid: 'qemurun@pve', acl: [{ path: '/', privs: ['Administrator'] }] });
@@ -148,6 +148,49 @@ describe('creating and reading VMs', () => {
     expect((await call('PUT', '/nodes/pve1/qemu/151/config', { name: 'first', digest })).status).toBe(200);
     const stale = await call('PUT', '/nodes/pve1/qemu/151/config', { name: 'second', digest });
     expect([stale.status, stale.statusMessage]).toEqual([500, 'detected modified configuration - file changed by other user? Try again.']);
+  });
+
+  test("tags and description as qemu-server checks and stores them: pve-tag's rule, 8192 characters, Proxmox's texts", async () => {
+    expect((await task(await call('POST', '/nodes/pve1/qemu', { vmid: 170, name: 'tagged', tags: 'Web,prod;web debian' }))).status.exitstatus).toBe('OK');
+    expect((await qm('pve1', 'config', '170')).stdout).toMatch(/^tags: debian;prod;web$/m);
+    const badTag = await call('POST', '/nodes/pve1/qemu', { vmid: 171, tags: 'web,-x' });
+    expect([badTag.status, badTag.body!.errors]).toEqual([400, { tags: 'invalid format - invalid characters in tag\n' }]);
+    const cliTag = await qm('pve1', 'set', '170', '--tags', 'a!b');
+    expect(cliTag.exitCode).toBe(255);
+    expect(cliTag.stderr).toMatch(/^400 Parameter verification failed\.\ntags: invalid format - invalid characters in tag\n/);
+    const long = await call('PUT', '/nodes/pve1/qemu/170/config', { description: 'x'.repeat(8193) });
+    expect([long.status, long.body!.errors]).toEqual([400, { description: 'value may only be 8192 characters long' }]);
+    expect((await call('PUT', '/nodes/pve1/qemu/170/config', { description: 'x'.repeat(8192) })).status).toBe(200);
+    expect((await qm('pve1', 'destroy', '170', '--purge')).exitCode).toBe(0);
+  });
+
+  test('pools: create --pool adds the VM (user.cfg, not its config), a missing pool is refused first, destroy --purge removes it', async () => {
+    expect(data(await call('GET', '/pools'))).toEqual([{ poolid: 'lab' }, { poolid: 'prod', comment: 'production' }]);
+    // check_pool_exist is create_vm's first check after parameter validation.
+    const missing = await call('POST', '/nodes/pve1/qemu', { vmid: 163, pool: 'nope' });
+    expect([missing.status, missing.statusMessage]).toEqual([403, "Permission check failed (pool 'nope' does not exist)"]);
+    const cliMissing = await qm('pve1', 'create', '161', '--pool', 'nope');
+    expect([cliMissing.exitCode, cliMissing.stderr]).toEqual([255, "403 Permission check failed (pool 'nope' does not exist)"]);
+    expect((await qm('pve1', 'config', '161')).exitCode).not.toBe(0);
+
+    expect((await task(await call('POST', '/nodes/pve1/qemu', { vmid: 160, ...BASIC, pool: 'lab' }))).status.exitstatus).toBe('OK');
+    expect((await qm('pve2', 'create', '162', '--pool', 'lab')).exitCode).toBe(0);
+    expect((await qm('pve1', 'config', '160')).stdout).not.toMatch(/pool/);
+    const members = data<{ members: Array<Record<string, unknown>> }>(await call('GET', '/pools/lab')).members;
+    expect(members.map((m) => [m.vmid, m.node, m.pool])).toEqual([[160, 'pve1', 'lab'], [162, 'pve2', 'lab']]);
+    const vms = data<Array<Record<string, unknown>>>(await call('GET', '/cluster/resources', { type: 'vm' }));
+    expect(vms.find((v) => v.vmid === 160)).toMatchObject({ pool: 'lab' });
+    expect(data(await call('GET', '/cluster/resources', { type: 'pool' }))).toEqual([
+      { id: '/pool/lab', pool: 'lab', type: 'pool' },
+      { id: '/pool/prod', pool: 'prod', type: 'pool', comment: 'production' },
+    ]);
+
+    // Without --purge the VM stays listed in its pool, as on Proxmox; with it, it leaves.
+    expect((await qm('pve2', 'destroy', '162')).exitCode).toBe(0);
+    expect((await task(await call('DELETE', '/nodes/pve1/qemu/160', { purge: 1 }))).status.exitstatus).toBe('OK');
+    expect(data<{ members: unknown[] }>(await call('GET', '/pools/lab')).members).toEqual([]);
+    const unknown = await call('GET', '/pools/nope');
+    expect([unknown.status, unknown.statusMessage]).toEqual([500, "pool 'nope' does not exist"]);
   });
 });
 

@@ -137,6 +137,17 @@ describe('errors map to the CLI mode failure types', () => {
     expect((err as Error).message).toContain('403 Permission check failed; the token lacks VM.Allocate on /vms/150');
   });
 
+  test("create_vm with a pool: `pool` in the request; a missing pool (check_pool_exist's 403) fails for good", async () => {
+    stub.route('POST /nodes/pve1/qemu', (req) =>
+      req.form.get('pool') === 'lab' ? { data: null } : { status: 403, message: `Permission check failed (pool '${req.form.get('pool')}' does not exist)` },
+    );
+    const err = await node().createVm(120, { name: 'x', pool: 'nope' }).catch((e: Error) => e);
+    expect(err).toBeInstanceOf(PermissionDeniedError);
+    expect((err as PermissionDeniedError).retryable).toBe(false);
+    expect((err as Error).message).toContain("pool 'nope' does not exist");
+    expect(stub.requests.at(-1)?.form.get('pool')).toBe('nope');
+  });
+
   test('401: a bad token is PermissionDeniedError too', async () => {
     stub.route('GET /cluster/nextid', () => ({ status: 401, message: 'authentication failure' }));
     await expect(node().nextId()).rejects.toBeInstanceOf(PermissionDeniedError);

@@ -11,6 +11,7 @@ import {
   type StorageStatus,
   type TransferProgress,
   type VmRunState,
+  poolIdsOf,
 } from '../parse';
 import {
   agentFileOf,
@@ -249,6 +250,11 @@ export class ApiNode implements ProxmoxNode {
 
   async nextId(call: CallOptions = {}): Promise<number> {
     return nextIdOf(await this.get('/cluster/nextid', {}, call));
+  }
+
+  /** `GET /pools`: the pools' ids (only those the token may see, as Proxmox filters them). */
+  async pools(call: CallOptions = {}): Promise<string[]> {
+    return poolIdsOf(await this.get('/pools', {}, call));
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { Route } from '../http';
-import { clusterResources, nextId, nodeStatus } from '../../cli/pvesh';
+import { clusterResources, nextId, nodeStatus, poolIndex, poolRead } from '../../cli/pvesh';
+import { fromCli } from '../errors';
 import { nodePveVersion } from '../../state/model';
 import { nodeResource } from '../../cli/resources';
 import { CPU_MODELS } from '../../cli/formats';
@@ -35,6 +36,7 @@ export const clusterRoutes: Route[] = [
           return [rest];
         }
         if (e.type === 'storage') return r.can(`/storage/${String(e.storage)}`, ['Datastore.Audit']) ? [e] : [];
+        if (e.type === 'pool') return r.can(`/pool/${String(e.pool)}`, ['Pool.Audit']) ? [e] : [];
         return [e];
       }),
   },
@@ -43,6 +45,21 @@ export const clusterRoutes: Route[] = [
     path: '/cluster/nextid',
     props: { vmid: { type: 'integer', optional: true, format: f.vmidFormat } },
     handle: (r) => nextId(r.ctx(), r.params.vmid),
+  },
+  // pve-manager PVE/API2/Pool.pm: `index` lists the pools the caller has Pool.Audit on;
+  // `read_pool` needs it on the pool (an unknown pool: 500 `pool '$pool' does not exist`).
+  { method: 'GET', path: '/pools', handle: (r) => poolIndex(r.ctx()).filter((p) => r.can(`/pool/${p.poolid}`, ['Pool.Audit'])) },
+  {
+    method: 'GET',
+    path: '/pools/{poolid}',
+    handle: (r) => {
+      r.check(`/pool/${r.params.poolid}`, ['Pool.Audit']);
+      try {
+        return poolRead(r.ctx(), r.params.poolid);
+      } catch (e) {
+        throw fromCli(e);
+      }
+    },
   },
   { method: 'GET', path: '/nodes', handle: (r) => r.ctx().model.nodes.map((n) => nodeResource(r.ctx(), n, true)) },
   {

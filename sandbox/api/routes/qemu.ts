@@ -10,6 +10,7 @@ import { loadVm, parseDrive } from '../../cli/qm/vm';
 import { guestResource, guests } from '../../cli/resources';
 import { vmConfigView, vmStatusCurrent } from '../../cli/pvesh';
 import { vmOwner } from '../../state/vmlist';
+import { poolExists, poolMissingText } from '../../state/pools';
 import { vmProcess } from '../../state/runtime';
 import { nodeOf } from '../../state/model';
 import { validateSshKeys } from '../../cli/qm/sshkeys';
@@ -249,6 +250,8 @@ export const qemuRoutes: Route[] = [
     handle: (r) => {
       const p = r.params;
       const vmid = p.vmid;
+      // check_pool_exist comes first in create_vm (qemu-server API2/Qemu.pm).
+      if (p.pool !== undefined && !poolExists(r.ctx().model, p.pool)) throw new ApiError(403, `${poolMissingText(p.pool)}\n`);
       checkSshKeys(p);
       if (p.archive !== undefined) throw new ApiError(501, 'sandbox: restore (archive) is not implemented\n');
       if (p.storage !== undefined) r.check(`/storage/${p.storage}`, ['Datastore.AllocateSpace']);

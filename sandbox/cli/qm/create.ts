@@ -12,6 +12,7 @@ import { applyVmOptions } from './apply';
 import { sshkeysFromFile, validateSshKeys } from './sshkeys';
 import { createVmExclusive, defaultBootOrder, withVmLock, writeVm } from './vm';
 import { startVm } from './power';
+import { addVmToPool, poolExists, poolMissingText } from '../../state/pools';
 
 export const CREATE_DEF: CommandDef = {
   name: 'qm create',
@@ -47,15 +48,20 @@ export function createVm(ctx: Ctx, validated: Params): void {
   const vmid = Number(params.vmid);
   delete params.vmid;
   const start = params.start === '1';
+  const pool = params.pool;
   for (const k of ['start', 'unique', 'pool', 'storage']) delete params[k];
   if (params.sshkeys !== undefined) validateSshKeys(params.sshkeys);
 
+  // create_vm checks the pool before anything else (qemu-server API2/Qemu.pm, check_pool_exist).
+  if (pool !== undefined && !poolExists(ctx.model, pool)) throw new CliError(`403 ${poolMissingText(pool)}`);
   const fail = (why: string) => new CliError(`unable to create VM ${vmid} - ${why}`);
   const owner = vmOwner(ctx.dir, vmid);
   if (owner) throw fail(`VM ${vmid} already exists on node '${owner}'`);
   // create_vm builds the VM under its config lock, waiting 1 s for it (qemu-server
   // API2/Qemu.pm, `lock_config_full($vmid, 1, $realcmd)`); a timeout has no prefix.
   withVmLock(ctx, vmid, () => createLocked(ctx, vmid, params, fail), 1000);
+  // add_vm_to_pool: user.cfg, once the config is written; never in the VM's config.
+  if (pool !== undefined) addVmToPool(ctx.dir, pool, vmid);
   if (start) {
     ctx.out('Execute autostart');
     startVm(ctx, vmid);

@@ -5,6 +5,7 @@ import type { Ctx } from '../context';
 import { VMID } from '../vmOptions';
 import { freeVolume, getVolume } from '../../state/volumes';
 import { releaseVmid } from '../../state/vmlist';
+import { removeVmFromPools } from '../../state/pools';
 import { clearVmProcess, vmProcess } from '../../state/runtime';
 import { checkLock, diskEntries, isCdrom, loadVm, withVmLock, writeVm } from './vm';
 
@@ -42,7 +43,11 @@ export function qmDestroy(ctx: Ctx, argv: string[]): number {
       if (storage?.type === 'lvmthin') ctx.out(`  Logical volume "${vol.volname}" successfully removed.`);
       freeVolume(ctx.dir, ctx.node, vol.volid);
     }
-    if (p.purge === '1') ctx.out(`purging VM ${vmid} from related configurations..`);
+    if (p.purge === '1') {
+      ctx.out(`purging VM ${vmid} from related configurations..`);
+      // remove_vm_access: ACLs and pool membership (without --purge the VM stays listed in its pool).
+      removeVmFromPools(ctx.dir, ctx.model, vmid);
+    }
     fs.rmSync(ctx.paths.conf(ctx.node, vmid), { force: true });
     releaseVmid(ctx.dir, vmid);
     clearVmProcess(ctx.dir, vmid);

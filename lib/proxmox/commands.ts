@@ -44,6 +44,9 @@ export interface QmSetOptions {
   boot?: string;
   bootdisk?: string;
   ipconfig0?: string;
+  /** Cloud-init DNS: addresses separated by spaces (Proxmox's address-list), and the search domain. */
+  nameserver?: string;
+  searchdomain?: string;
   cores?: number;
   memory?: number;
   balloon?: number;

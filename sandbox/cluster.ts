@@ -73,6 +73,11 @@ export interface SandboxClusterOptions {
    * Applied at every start: a storage not named here has its stock content.
    */
   storageContent?: Record<string, string[]>;
+  /**
+   * The Linux bridges of nodes that have more than the installer's `vmbr0`, e.g.
+   * `{ pve1: ['vmbr0', 'vmbr1'] }`. Applied at every start, as storageContent is.
+   */
+  bridges?: Record<string, string[]>;
   /** How long a call waits for a VM's config lock (PVE's `lock_config`: 10 s, the default). */
   lockTimeoutMs?: number;
   /**
@@ -204,6 +209,9 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     const version = opts.pveVersions?.[n.name];
     if (version) n.pveVersion = version;
     else delete n.pveVersion;
+    const bridges = opts.bridges?.[n.name];
+    if (bridges) n.bridges = [...bridges];
+    else delete n.bridges;
   }
   saveModel(dir, model);
   for (const n of model.nodes) fs.mkdirSync(paths.qemuDir(n.name), { recursive: true });

@@ -54,6 +54,8 @@ export async function startHarness(
     readerTiming?: ReaderTiming;
     /** Storage content other than the stock install's (SandboxClusterOptions.storageContent). */
     storageContent?: Record<string, string[]>;
+    /** Bridges beyond vmbr0 (SandboxClusterOptions.bridges). */
+    bridges?: Record<string, string[]>;
   } = {},
 ): Promise<Harness> {
   const temporalAddress = sandboxOptions.temporalAddress ?? process.env.TEST_TEMPORAL_ADDRESS;
@@ -118,6 +120,7 @@ export async function startHarness(
     accel: guests?.accel,
     // API mode downloads images as `import` content to `local`, as docs/proxmox-api.md configures it.
     storageContent: { local: ['backup', 'import', 'iso', 'vztmpl'], ...sandboxOptions.storageContent },
+    bridges: sandboxOptions.bridges,
   });
   const api = apiMode ? sandbox.api! : undefined;
   // The service talks to the sandbox's nodes, and in API mode through its REST API only.

@@ -121,7 +121,8 @@ export class BridgeNotFoundError extends ProxmoxError {
     from: 'setting' | 'request' = 'setting',
   ) {
     super(failure);
-    this.bridge = /bridge '([^']+)' does not exist/.exec(failure.stderr)?.[1];
+    // qm prints the ifup script's line on stdout, and its own error on stderr.
+    this.bridge = /bridge '([^']+)' does not exist/.exec(`${failure.stderr}\n${failure.stdout ?? ''}`)?.[1];
     const change =
       from === 'setting'
         ? `set VM_BRIDGE to a bridge node '${failure.node}' has`

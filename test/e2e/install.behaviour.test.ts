@@ -177,7 +177,7 @@ test('a bridge the main node lacks fails the install at its start step and leave
     expect(last.message).toMatch(/^\[-\] .*start failed: QEMU exited with code 1/);
     expect(res.events.some((e) => /^\[\*\] VM \d+ removed$/.test(e.message))).toBe(true);
     expect(await vmIds()).toEqual(before);
-    expect(last.message).toMatch(/to fix: set VM_BRIDGE/);
+    expect(last.message).toMatch(/to fix: set VM_BRIDGE to a bridge node 'pve1' has, or create 'vmbr0' there/);
     const ops = await operations(h, mark);
     // Not retried: the node's network does not heal by itself (BridgeNotFoundError).
     expect(ops.filter((o) => o.op === 'start' && !o.ok)).toHaveLength(1);
@@ -185,6 +185,23 @@ test('a bridge the main node lacks fails the install at its start step and leave
   } finally {
     fs.writeFileSync(file, saved);
   }
+});
+
+test.each([
+  ['a bridge the node lacks', { bridge: 'vmbr7' }, /start failed: QEMU exited with code 1; to fix: name a bridge node 'pve1' has in the install's `bridge` field.*create 'vmbr7' there/],
+  ['an mtu above the bridge\'s', { mtu: 9000 }, /MTU '9000' is bigger than the bridge MTU '1500'.*to fix: install with an `mtu` no larger than the bridge's MTU/],
+])('%s from the request fails the start once, its hint naming the field, and leaves no VM', async (_name, fields, says) => {
+  const before = await vmIds();
+  const mark = await operationsMark(h);
+  const res = await install({ os: 'debian', version: '12', ...fields });
+  const last = res.events.at(-1)!;
+  expect([last.status, last.step]).toEqual(['error', 'VM initialization > start']);
+  expect(last.message).toMatch(says);
+  expect(last.message).not.toMatch(/VM_BRIDGE/);
+  expect(await vmIds()).toEqual(before);
+  const ops = await operations(h, mark);
+  expect(ops.filter((o) => o.op === 'start' && !o.ok)).toHaveLength(1);
+  expectOwnVmRemoved(ops);
 });
 
 test('an explicit id that is taken fails clearly and leaves that VM alone', async () => {

@@ -124,6 +124,18 @@ describe('the hint of a missing bridge names where the bridge came from', () => 
     expect(fromRequest.retryable).toBe(false);
   });
 
+  test('the bridge is read where qm prints it: the ifup script\'s line is on stdout', () => {
+    const err = classifyFailure({
+      node: 'pve1',
+      command: 'qm start 120',
+      exitCode: 255,
+      stderr: 'start failed: QEMU exited with code 1\n',
+      stdout: "bridge 'vmbr7' does not exist\nkvm: -netdev type=tap,id=net0,ifname=tap120i0: network script /usr/libexec/qemu-server/pve-bridge failed with status 512\n",
+    }) as BridgeNotFoundError;
+    expect(err.bridge).toBe('vmbr7');
+    expect(err.message).toMatch(/or create 'vmbr7' there/);
+  });
+
   test('an mtu above the bridge\'s names the `mtu` field', () => {
     const err = classifyFailure({ node: 'pve1', command: 'qm start 120', exitCode: 255, stderr: "netdev net0: MTU '9000' is bigger than the bridge MTU '1500' - adjust the MTU for the network device in the VM configuration, while ensuring that the bridge is configured as desired.\n" });
     expect(err.message).toMatch(/to fix: install with an `mtu` no larger than the bridge's MTU on node 'pve1'/);

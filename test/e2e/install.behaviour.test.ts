@@ -188,7 +188,7 @@ test('a bridge the main node lacks fails the install at its start step and leave
 });
 
 test.each([
-  ['a bridge the node lacks', { bridge: 'vmbr7' }, /start failed: QEMU exited with code 1; to fix: name a bridge node 'pve1' has in the install's `bridge` field.*create 'vmbr7' there/],
+  ['a bridge the node lacks', { bridge: 'vmbr7' }, /start failed: QEMU exited with code 1;.*to fix: name a bridge node 'pve1' has in the install's `bridge` field.*create 'vmbr7' there/],
   ['an mtu above the bridge\'s', { mtu: 9000 }, /MTU '9000' is bigger than the bridge MTU '1500'.*to fix: install with an `mtu` no larger than the bridge's MTU/],
 ])('%s from the request fails the start once, its hint naming the field, and leaves no VM', async (_name, fields, says) => {
   const before = await vmIds();

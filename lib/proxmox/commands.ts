@@ -159,6 +159,8 @@ export const pveshNodes = (): Argv => pveshGet('/nodes');
 export const pveshNodeStatus = (node: string): Argv => pveshGet(`/nodes/${encodeURIComponent(node)}/status`);
 export const pveshClusterResources = (type?: 'vm' | 'storage' | 'node'): Argv => pveshGet('/cluster/resources', { type });
 export const pveshNextId = (): Argv => pveshGet('/cluster/nextid');
+/** The node's bridges, Linux and OVS (pve-manager PVE/API2/Network.pm `index`; any user may list them). */
+export const pveshNodeBridges = (node: string): Argv => pveshGet(`/nodes/${encodeURIComponent(node)}/network`, { type: 'any_bridge' });
 export const pveshVersion = (): Argv => pveshGet('/version');
 /** qemu-server's API2/Qemu/Agent.pm `file-read` (`qm` has no such subcommand): a file of the guest, through its agent. */
 export const pveshAgentFileRead = (node: string, vmid: number, file: string): Argv =>

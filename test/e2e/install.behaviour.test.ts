@@ -187,8 +187,17 @@ test('a bridge the main node lacks fails the install at its start step and leave
   }
 });
 
+test('a bridge the node the VM would start on lacks is a 400 naming it, before anything starts', async () => {
+  const before = await vmIds();
+  for (const [fields, node] of [[{}, 'pve1'], [{ node: 'pve2' }, 'pve2']] as const) {
+    const res = await install({ os: 'debian', version: '12', bridge: 'vmbr7', ...fields });
+    expect(res.status).toBe(400);
+    expect(JSON.parse(res.body).message).toBe(`please check your input: bridge: node '${node}' has no bridge 'vmbr7' (it has vmbr0)`);
+  }
+  expect(await vmIds()).toEqual(before);
+});
+
 test.each([
-  ['a bridge the node lacks', { bridge: 'vmbr7' }, /start failed: QEMU exited with code 1;.*to fix: name a bridge node 'pve1' has in the install's `bridge` field.*create 'vmbr7' there/],
   ['an mtu above the bridge\'s', { mtu: 9000 }, /MTU '9000' is bigger than the bridge MTU '1500'.*to fix: install with an `mtu` no larger than the bridge's MTU/],
 ])('%s from the request fails the start once, its hint naming the field, and leaves no VM', async (_name, fields, says) => {
   const before = await vmIds();

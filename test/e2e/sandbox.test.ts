@@ -338,6 +338,17 @@ describe('NIC tag, mtu and bridge; nameserver', () => {
     expect((await qm('pve1', 'config', '245')).stdout).toMatch(/^net0: virtio=BC:24:11(:[0-9A-F]{2}){3},bridge=vmbr0,mtu=1400,tag=4094$/m);
   });
 
+  test('pvesh lists the node\'s interfaces as Network.pm does, the bridges with --type bridge or any_bridge', async () => {
+    const all = JSON.parse((await run('pve1', ['pvesh', 'get', '/nodes/pve1/network', '--output-format', 'json'])).stdout) as Array<{ iface: string; type: string }>;
+    expect(all.map((i) => [i.iface, i.type])).toEqual([['eno1', 'eth'], ['vmbr0', 'bridge']]);
+    for (const type of ['bridge', 'any_bridge']) {
+      const bridges = JSON.parse((await run('pve1', ['pvesh', 'get', '/nodes/pve2/network', '--type', type, '--output-format', 'json'])).stdout);
+      expect(bridges).toEqual([expect.objectContaining({ iface: 'vmbr0', type: 'bridge', active: 1, bridge_ports: 'eno1' })]);
+    }
+    const bad = await run('pve1', ['pvesh', 'get', '/nodes/pve1/network', '--type', 'wifi', '--output-format', 'json']);
+    expect(bad.stderr).toMatch(/^400 Parameter verification failed\.\ntype: value 'wifi' does not have a value in the enumeration 'bridge, bond, eth, alias, vlan, OVSBridge, OVSBond, OVSPort, OVSIntPort, any_bridge'/);
+  });
+
   test('start dies in config_to_command on an MTU the bridge (1500) cannot carry, or below 576', async () => {
     expect((await qm('pve1', 'set', '245', '--net0', 'virtio,bridge=vmbr0,mtu=9000')).exitCode).toBe(0);
     const big = await qm('pve1', 'start', '245');

@@ -301,6 +301,16 @@ describe('NIC tag and mtu over HTTP', () => {
   });
 });
 
+describe('a node\'s network over HTTP', () => {
+  test('GET /nodes/{node}/network lists its interfaces, `type` keeps the bridges', async () => {
+    const all = data<Array<{ iface: string; type: string }>>(await call('GET', '/nodes/pve2/network'));
+    expect(all.map((i) => [i.iface, i.type])).toEqual([['eno1', 'eth'], ['vmbr0', 'bridge']]);
+    expect(data<Array<{ iface: string }>>(await call('GET', '/nodes/pve1/network', { type: 'any_bridge' })).map((i) => i.iface)).toEqual(['vmbr0']);
+    const bad = await call('GET', '/nodes/pve1/network', { type: 'wifi' });
+    expect([bad.status, bad.statusMessage]).toEqual([400, 'Parameter verification failed.']);
+  });
+});
+
 describe('images by the node: download-url and import-from', () => {
   test('downloads into <storage>:import/, verifies the checksum, and a disk is imported from it', async () => {
     const img = mirror.image('debian', '12');

@@ -3,6 +3,7 @@ import type { ProxmoxCluster } from '../lib/proxmox';
 import { failure } from '../contract';
 import { markerSealFor } from '../lib/vm/markerSeal';
 import { managedNodeOf } from './managedSet';
+import { BridgeNotFoundError } from '../lib/proxmox/errors';
 
 export interface PowerDeps {
   config: Config;
@@ -15,18 +16,30 @@ export interface PowerDeps {
  */
 export function powerActivities({ config, proxmox }: PowerDeps) {
   const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);
+  /**
+   * A start whose missing bridge is not VM_BRIDGE: the VM's bridge came from its install's
+   * request (or its own net0), so the hint names that instead of the setting.
+   */
+  const start = async (node: Awaited<ReturnType<typeof managedNode>>, vmid: number) => {
+    try {
+      await node.start(vmid);
+    } catch (err) {
+      if (err instanceof BridgeNotFoundError && err.bridge !== undefined && err.bridge !== config.bridge) throw err.fromRequest();
+      throw err;
+    }
+  };
 
   return {
     async startVm(input: { vmid: number }): Promise<void> {
       const node = await managedNode(input.vmid);
       if ((await node.status(input.vmid)) === 'running') return;
-      await node.start(input.vmid);
+      await start(node, input.vmid);
     },
 
     async rebootVm(input: { vmid: number }): Promise<void> {
       const node = await managedNode(input.vmid);
       if ((await node.status(input.vmid)) !== 'running') {
-        await node.start(input.vmid);
+        await start(node, input.vmid);
         return;
       }
       await node.reboot(input.vmid);

@@ -71,7 +71,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
           memory: spec.ramMb,
           ostype: 'l26',
           agent: '1',
-          net0: `virtio,bridge=${config.bridge}`,
+          net0: net0Of(spec, config.bridge),
           serial0: 'socket',
           description: installedDescription(markers, markerSealFor(config).seal({ vmid, ...markers }), spec.description),
           ...(balloon ? { numa: 1, balloon } : {}),
@@ -121,7 +121,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       // Absolute, so a retry is harmless; never below the image (Proxmox refuses to shrink).
       const scsi0 = (await node.config(vmid)).disks.find((d) => d.key === 'scsi0');
       if (!scsi0?.sizeBytes || scsi0.sizeBytes < spec.diskGb * 1024 ** 3) await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
-      await node.setVmOptions(vmid, { ipconfig0: `ip=${input.ip}/24,gw=${config.gateway}` });
+      await node.setVmOptions(vmid, { ipconfig0: `ip=${input.ip}/24,gw=${config.gateway}`, ...dnsOptionsOf(spec) });
     },
 
     async setCpu(input: { vmid: number; cores: number }): Promise<void> {
@@ -193,6 +193,27 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       await node.destroy(input.vmid, { purge: true, skiplock: true });
       return true;
     },
+  };
+}
+
+/**
+ * net0 as the spec asks for it: VirtIO on the spec's bridge (VM_BRIDGE without one), with
+ * its VLAN `tag` and `mtu` when given. A spec without them gives the seed's
+ * `virtio,bridge=<VM_BRIDGE>`; Proxmox adds the MAC address and sorts the keys.
+ */
+export function net0Of(spec: Pick<InstallSpec, 'bridge' | 'vlan' | 'mtu'>, defaultBridge: string): string {
+  return [`virtio`, `bridge=${spec.bridge ?? defaultBridge}`, ...(spec.mtu !== undefined ? [`mtu=${spec.mtu}`] : []), ...(spec.vlan !== undefined ? [`tag=${spec.vlan}`] : [])].join(',');
+}
+
+/**
+ * The spec's DNS as Proxmox's cloud-init options: `nameserver` (addresses separated by
+ * spaces, as qemu-server's address-list splits them) and `searchdomain`. Neither is set
+ * without the spec asking, so the VM keeps taking the node's, as before.
+ */
+export function dnsOptionsOf(spec: Pick<InstallSpec, 'dns'>): { nameserver?: string; searchdomain?: string } {
+  return {
+    ...(spec.dns?.servers?.length ? { nameserver: spec.dns.servers.join(' ') } : {}),
+    ...(spec.dns?.search !== undefined ? { searchdomain: spec.dns.search } : {}),
   };
 }
 

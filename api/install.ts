@@ -20,7 +20,7 @@ export interface InstallRouteDeps {
   config: Config;
   client: Client;
   knownNodes: string[];
-  /** The main node reads the target storage's free space before anything starts. */
+  /** The main node reads the target storage's free space (and a requested bridge) before anything starts. */
   proxmox?: ProxmoxCluster;
 }
 
@@ -52,6 +52,22 @@ async function placementProblem(config: Config, proxmox: ProxmoxCluster | undefi
   return storage ? `storage: ${storage}` : undefined;
 }
 
+/**
+ * A `bridge` the node the VM starts on does not have, as the 400 message. Proxmox's create
+ * does not check it and the start would fail (BridgeNotFoundError, after the image is
+ * copied); its network configuration says so now. Undefined when the request names no
+ * bridge (VM_BRIDGE is the operator's, checked at start as before), the bridge is there, or
+ * the nodes cannot be asked now (the start checks again).
+ */
+async function bridgeProblem(config: Config, proxmox: ProxmoxCluster | undefined, bridge: string | undefined, node: string | undefined): Promise<string | undefined> {
+  const main = proxmox?.node(config.mainNode);
+  if (!main || bridge === undefined) return undefined;
+  const target = node ?? config.mainNode;
+  const bridges = await main.bridges(target).catch(() => undefined);
+  if (!bridges || bridges.includes(bridge)) return undefined;
+  return `bridge: node '${target}' has no bridge '${bridge}' (it has ${bridges.length ? bridges.join(', ') : 'none'})`;
+}
+
 /** A client-chosen key becomes a stable workflow id without trusting its characters. */
 function workflowIdFor(req: Request): string {
   const key = req.get('Idempotency-Key');
@@ -72,6 +88,8 @@ export function installRoutes({ config, client, knownNodes, proxmox, streams }: 
     if (noRoom) throw new InvalidRequestError(noRoom);
     const misplaced = await placementProblem(config, proxmox, spec);
     if (misplaced) throw new InvalidRequestError(misplaced);
+    const noBridge = await bridgeProblem(config, proxmox, spec.bridge, spec.node);
+    if (noBridge) throw new InvalidRequestError(noBridge);
     const workflowId = workflowIdFor(req);
     let handle;
     try {

@@ -22,6 +22,8 @@ export const FAILURE_TYPES = {
   NoSuchNodeError: { retryable: false, status: 400 },
   VmStateError: { retryable: false, status: 400 },
   BridgeNotFoundError: { retryable: false },
+  // A NIC's mtu the bridge cannot carry: the start fails until the VM or the bridge changes.
+  NicMtuError: { retryable: false },
   // The API token lacks a privilege, or is not valid (API mode).
   PermissionDeniedError: { retryable: false, status: 403 },
   // Images (lib/images/errors.ts).

@@ -33,6 +33,17 @@ export const LIMITS = {
   tags: 32,
   tagChars: 64,
   descriptionBytes: 8192,
+  /** net0's `tag`, as Proxmox's net format bounds it (the 802.1Q VLAN ids). */
+  vlan: { min: 1, max: 4094 },
+  /**
+   * net0's `mtu`. Proxmox's format allows 1..65520, but `qm start` refuses a virtio NIC's
+   * MTU below 576 (the IP minimum; 1 means the bridge's, which leaving the field out does
+   * already) and above its bridge's MTU, which only the node knows: what cannot start is
+   * refused here, what can only be judged on the node is Proxmox's to refuse at start.
+   */
+  mtu: { min: 576, max: 65520 },
+  /** `nameserver`: the resolv.conf limit (glibc's MAXNS) cloud-init writes into. */
+  dnsServers: { min: 1, max: 3 },
 } as const;
 
 interface Range {
@@ -55,6 +66,21 @@ export function int(name: string, { min, max }: Range, rule: { what?: string; un
 }
 
 const OS_NAMES = Object.keys(OS_VERSIONS) as [OsName, ...OsName[]];
+
+/** A dotted quad without leading zeros (which some parsers read as octal). */
+const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+const ipv6 = z.ipv6();
+export const isIpAddress = (v: string): boolean => IPV4.test(v) || ipv6.safeParse(v).success;
+
+/** A DNS name: dot-separated labels of letters, digits and inner hyphens, 253 characters at most. */
+const DNS_NAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+/**
+ * zod 4 runs an array's length checks on any value with a length, so a string in place of
+ * a list would also be told it is too long. Its checks take `when` (zod's $ZodCheckDef),
+ * which the typings of .min/.max leave out: spread in, it limits them to lists.
+ */
+const onlyLists: object = { when: (p: { value: unknown }) => Array.isArray(p.value) };
 
 /** One OpenSSH public key a line; `lines` says how the text is split (a request's is trimmed first). */
 const pubkeyOf = (lines: (text: string) => string[]) =>
@@ -94,6 +120,34 @@ export const field = {
   requestPubkey: pubkeyOf(keyLines).refine((v) => v.trim() !== '', 'pubkey must not be empty: send an OpenSSH public key, or leave the field out'),
   disk: z.string().regex(/^(scsi|virtio|sata|ide)\d{1,2}$/, 'disk must be a disk name like scsi0'),
   ...placementFields(),
+  /**
+   * net0's bridge: Proxmox's `pve-bridge-id` (`^[-_.\w\d]+$`, in ASCII) within Linux's
+   * 15 characters of an interface name, so no name is taken that no node can have.
+   */
+  bridge: z
+    .string({ error: 'bridge must be a string' })
+    .regex(/^[-_.A-Za-z0-9]{1,15}$/, 'bridge must be a Proxmox bridge name like vmbr0: letters, digits, -, _ and ., at most 15 characters'),
+  vlan: int('vlan', LIMITS.vlan, { what: `an integer VLAN tag from ${LIMITS.vlan.min} to ${LIMITS.vlan.max}` }),
+  mtu: int('mtu', LIMITS.mtu, { what: `an integer from ${LIMITS.mtu.min} to ${LIMITS.mtu.max}` }),
+  /** The VM's resolver, written as Proxmox's `nameserver` and `searchdomain`. */
+  dns: z
+    .object(
+      {
+        servers: z
+          .array(z.string({ error: 'must be an IPv4 or IPv6 address' }).refine(isIpAddress, 'must be an IPv4 or IPv6 address'), {
+            error: 'dns.servers must be a list of IPv4 or IPv6 addresses',
+          })
+          .min(LIMITS.dnsServers.min, { message: `dns.servers must list at least ${LIMITS.dnsServers.min} address`, ...onlyLists })
+          .max(LIMITS.dnsServers.max, { message: `dns.servers must list at most ${LIMITS.dnsServers.max} addresses`, ...onlyLists })
+          .optional(),
+        search: z
+          .string({ error: 'dns.search must be a string' })
+          .regex(DNS_NAME, 'dns.search must be one domain name, like example.com')
+          .optional(),
+      },
+      { error: 'dns must be an object like {"servers": ["192.0.2.53"], "search": "example.com"}' },
+    )
+    .strict(),
 };
 
 /**
@@ -193,6 +247,10 @@ const installSpecObject = z
     description: field.description.optional(),
     pool: field.pool.optional(),
     storage: field.storage.optional(),
+    bridge: field.bridge.optional(),
+    vlan: field.vlan.optional(),
+    mtu: field.mtu.optional(),
+    dns: field.dns.optional(),
   })
   .strict()
   .superRefine(versionOfOs);

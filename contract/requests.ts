@@ -36,6 +36,14 @@ export const installBodySchema = z
     user: field.user.optional(),
     passwd: field.passwd.optional(),
     pubkey: field.requestPubkey.optional(),
+    /** net0's bridge; without it the VM_BRIDGE setting. */
+    bridge: field.bridge.optional(),
+    /** net0's VLAN tag; without it untagged. */
+    vlan: field.vlan.optional(),
+    /** net0's MTU; without it the bridge's. */
+    mtu: field.mtu.optional(),
+    /** The VM's DNS servers and search domain; without them the node's (Proxmox's default). */
+    dns: field.dns.optional(),
     // The seed ignored these: the server derives them from the VMID and GATEWAY.
     ip: z.unknown().optional(),
     gateway: z.unknown().optional(),
@@ -81,6 +89,11 @@ export function installSpecFromBody(b: InstallBody, caps: SizeCaps): InstallSpec
     diskGb,
     user: b.user ?? DEFAULT_USER[b.os],
     pubkey: pubkey || undefined,
+    bridge: b.bridge,
+    vlan: b.vlan,
+    mtu: b.mtu,
+    // `{}` asks for nothing: the spec says so by leaving dns out.
+    dns: b.dns && (b.dns.servers !== undefined || b.dns.search !== undefined) ? { servers: b.dns.servers, search: b.dns.search } : undefined,
     ...placementOf(b),
   };
 }

@@ -48,6 +48,22 @@ export interface InstallSpec {
   pool?: string;
   /** The storage of the boot disk and the cloud-init drive; absent: ASSIGN_STORAGE. */
   storage?: string;
+  /** The Proxmox bridge of net0; undefined means the VM_BRIDGE setting. */
+  bridge?: string;
+  /** net0's VLAN `tag`; undefined means untagged. */
+  vlan?: number;
+  /** net0's `mtu`; undefined means the bridge's MTU (Proxmox's default). */
+  mtu?: number;
+  /** The VM's own `nameserver` / `searchdomain` (cloud-init); undefined means the node's. */
+  dns?: InstallDns;
+}
+
+/** The DNS an install writes as Proxmox's `nameserver` and `searchdomain` options. */
+export interface InstallDns {
+  /** One to three IPv4 or IPv6 addresses. */
+  servers?: string[];
+  /** One search domain. */
+  search?: string;
 }
 
 /** Secrets that travel with an install; the payload codec keeps them out of history. */

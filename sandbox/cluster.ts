@@ -78,6 +78,11 @@ export interface SandboxClusterOptions {
    * a fresh install. Applied at every start; VMs created with `--pool` become members.
    */
   pools?: Array<string | PoolDef>;
+  /**
+   * The Linux bridges of nodes that have more than the installer's `vmbr0`, e.g.
+   * `{ pve1: ['vmbr0', 'vmbr1'] }`. Applied at every start, as storageContent is.
+   */
+  bridges?: Record<string, string[]>;
   /** How long a call waits for a VM's config lock (PVE's `lock_config`: 10 s, the default). */
   lockTimeoutMs?: number;
   /**
@@ -210,6 +215,9 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     const version = opts.pveVersions?.[n.name];
     if (version) n.pveVersion = version;
     else delete n.pveVersion;
+    const bridges = opts.bridges?.[n.name];
+    if (bridges) n.bridges = [...bridges];
+    else delete n.bridges;
   }
   saveModel(dir, model);
   for (const n of model.nodes) fs.mkdirSync(paths.qemuDir(n.name), { recursive: true });

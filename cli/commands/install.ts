@@ -17,7 +17,7 @@ type IgnoredField = 'ip' | 'gateway';
  * so a field added to the body and not here does not compile. Integers are checked here,
  * every rule by the API, which answers 400 naming the field.
  */
-const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string; help: string; int?: boolean; list?: boolean } } = {
+const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string; help: string; int?: boolean; parse?: (v: string) => unknown } } = {
   os: { flag: '--os <os>', help: 'debian, ubuntu or rockylinux' },
   version: { flag: '--version <version>', help: 'debian 11 12 13; ubuntu 20.04 22.04 24.04; rockylinux 8 9 10' },
   id: { flag: '--id <vmid>', help: 'VMID 100..254 (default: the next free one)', int: true },
@@ -29,16 +29,22 @@ const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string
   user: { flag: '--user <user>', help: 'cloud-init user' },
   passwd: { flag: '--passwd <password>', help: "the user's password (visible to other local users in ps; prefer -f)" },
   pubkey: { flag: '--pubkey <key>', help: 'SSH public key(s) to log in with' },
-  tags: { flag: '--tags <tags>', help: 'Proxmox tags besides the OS tag, separated by , ; or spaces', list: true },
+  tags: { flag: '--tags <tags>', help: 'Proxmox tags besides the OS tag, separated by , ; or spaces', parse: tagList },
   description: { flag: '--description <text>', help: "the VM's notes, kept beside QemuRun's markers" },
   pool: { flag: '--pool <pool>', help: 'the Proxmox resource pool to create the VM in' },
   storage: { flag: '--storage <storage>', help: 'the storage of the boot disk and cloud-init drive (default: ASSIGN_STORAGE)' },
+  bridge: { flag: '--bridge <bridge>', help: "the Proxmox bridge of the VM's NIC (default: VM_BRIDGE)" },
+  vlan: { flag: '--vlan <tag>', help: 'VLAN tag of the NIC, 1..4094 (default: untagged)', int: true },
+  mtu: { flag: '--mtu <mtu>', help: "MTU of the NIC, 576..65520, at most the bridge's (default: the bridge's)", int: true },
+  // The servers; --dns-search adds the search domain to the same field.
+  dns: { flag: '--dns <ip,...>', help: 'DNS servers, comma-separated, up to 3 (default: the node\'s)', parse: (v) => ({ servers: v.split(',').map((s) => s.trim()) }) },
 };
 const FIELDS = Object.entries(FLAGS).map(([field, f]) => ({ field, ...f }));
 
 export interface InstallFlags {
   file?: string;
   pubkeyFile?: string;
+  dnsSearch?: string;
   async?: boolean;
   idempotencyKey?: string;
   cancelOnInterrupt?: boolean;
@@ -57,7 +63,12 @@ function installBody(flags: InstallFlags): Record<string, unknown> {
     }
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw new CliError(`${flags.file}: must hold a JSON object`, EXIT.usage);
   }
+  // --dns and --dns-search each set their part of the file's `dns`, leaving the other.
+  const fileDns = body.dns && typeof body.dns === 'object' && !Array.isArray(body.dns) ? body.dns : {};
   for (const { field } of FIELDS) if (flags[field] !== undefined) body[field] = flags[field];
+  if (flags.dns !== undefined || flags.dnsSearch !== undefined) {
+    body.dns = { ...fileDns, ...(flags.dns as object | undefined), ...(flags.dnsSearch !== undefined ? { search: flags.dnsSearch } : {}) };
+  }
   if (flags.pubkeyFile) body.pubkey = readFile(flags.pubkeyFile).trim();
   return body;
 }
@@ -94,10 +105,11 @@ export function installCommand(run: Runner): Command {
   const cmd = new Command('install').description('install a VM from an official cloud image and follow its progress');
   cmd.option('-f, --file <spec.json>', 'the install body as a JSON file (- for stdin); flags override its fields');
   for (const f of FIELDS) {
-    const option = new Option(f.flag, f.help);
-    cmd.addOption(f.int ? option.argParser(integer) : f.list ? option.argParser(tagList) : option);
+    const parse = f.int ? integer : f.parse;
+    cmd.addOption(parse ? new Option(f.flag, f.help).argParser(parse) : new Option(f.flag, f.help));
   }
   cmd
+    .option('--dns-search <domain>', "the VM's DNS search domain (with --dns or alone; default: the node's)")
     .option('--pubkey-file <path>', 'read pubkey from a file (e.g. ~/.ssh/id_ed25519.pub)')
     .option('--async', 'start the install and print its workflow id, without following it (Prefer: respond-async)')
     .option('--idempotency-key <key>', 'a repeat with the same key attaches to the install the first one started')

@@ -18,6 +18,8 @@ import {
 } from './parse';
 import {
   parseAgentFileRead,
+  bridgesOf,
+  parsePveshJson,
   parseClusterResources,
   parseNextId,
   parseNodeStatus,
@@ -256,6 +258,11 @@ export class CliNode implements ProxmoxNode {
   /** `pvesh get /cluster/resources`, read once and split by type. */
   async resources(call: CallOptions = {}): Promise<{ [T in keyof ClusterResourceByType]: ClusterResourceByType[T][] }> {
     return parseResources((await this.read(cmd.pveshClusterResources(), call)).stdout);
+  }
+
+  /** `pvesh get /nodes/<node>/network --type any_bridge`: the node's bridges. */
+  async bridges(node: string, call: CallOptions = {}): Promise<string[]> {
+    return bridgesOf(parsePveshJson((await this.read(cmd.pveshNodeBridges(node), call)).stdout));
   }
 
   /** `pvesh get /cluster/nextid`: the lowest free VMID. It reserves nothing. */

@@ -44,6 +44,9 @@ export interface QmSetOptions {
   boot?: string;
   bootdisk?: string;
   ipconfig0?: string;
+  /** Cloud-init DNS: addresses separated by spaces (Proxmox's address-list), and the search domain. */
+  nameserver?: string;
+  searchdomain?: string;
   cores?: number;
   memory?: number;
   balloon?: number;
@@ -156,6 +159,8 @@ export const pveshNodes = (): Argv => pveshGet('/nodes');
 export const pveshNodeStatus = (node: string): Argv => pveshGet(`/nodes/${encodeURIComponent(node)}/status`);
 export const pveshClusterResources = (type?: 'vm' | 'storage' | 'node'): Argv => pveshGet('/cluster/resources', { type });
 export const pveshNextId = (): Argv => pveshGet('/cluster/nextid');
+/** The node's bridges, Linux and OVS (pve-manager PVE/API2/Network.pm `index`; any user may list them). */
+export const pveshNodeBridges = (node: string): Argv => pveshGet(`/nodes/${encodeURIComponent(node)}/network`, { type: 'any_bridge' });
 export const pveshVersion = (): Argv => pveshGet('/version');
 /** pve-manager PVE/API2/Pool.pm `index`: `[{ poolid, comment? }]`. */
 export const pveshPools = (): Argv => pveshGet('/pools');

@@ -109,11 +109,44 @@ export class NoSuchNodeError extends ProxmoxError {
  */
 export class BridgeNotFoundError extends ProxmoxError {
   override readonly name: string = 'BridgeNotFoundError';
+  /** The bridge the node lacks. */
+  readonly bridge: string | undefined;
+
+  /**
+   * `from` is where the VM's bridge came from: the VM_BRIDGE setting (the default), or the
+   * `bridge` field of the install's request, which is what to change then.
+   */
+  constructor(
+    private readonly failure: CommandFailure,
+    from: 'setting' | 'request' = 'setting',
+  ) {
+    super(failure);
+    // qm prints the ifup script's line on stdout, and its own error on stderr.
+    this.bridge = /bridge '([^']+)' does not exist/.exec(`${failure.stderr}\n${failure.stdout ?? ''}`)?.[1];
+    const change =
+      from === 'setting'
+        ? `set VM_BRIDGE to a bridge node '${failure.node}' has`
+        : `name a bridge node '${failure.node}' has in the install's \`bridge\` field (or in the VM's net0)`;
+    this.message += `; to fix: ${change}, or create '${this.bridge}' there (System → Network)`;
+  }
+
+  /** The same failure, its hint naming the request's `bridge` field instead of VM_BRIDGE. */
+  fromRequest(): BridgeNotFoundError {
+    return new BridgeNotFoundError(this.failure, 'request');
+  }
+}
+
+/**
+ * `netdev net0: MTU '9000' is bigger than the bridge MTU '1500' - adjust ...` (or smaller
+ * than the IP minimum 576): qemu-server's print_netdevice_full refuses the start. The VM's
+ * `mtu` came from the install's request; the node's bridge does not change by itself.
+ */
+export class NicMtuError extends ProxmoxError {
+  override readonly name: string = 'NicMtuError';
 
   constructor(failure: CommandFailure) {
     super(failure);
-    const bridge = /bridge '([^']+)' does not exist/.exec(failure.stderr)?.[1];
-    this.message += `; to fix: set VM_BRIDGE to a bridge node '${failure.node}' has, or create '${bridge}' there (System → Network)`;
+    this.message += `; to fix: install with an \`mtu\` no larger than the bridge's MTU on node '${failure.node}' (or leave it out: the bridge's), or raise the bridge's MTU there`;
   }
 }
 
@@ -171,6 +204,7 @@ const RULES: ReadonlyArray<readonly [RegExp, ErrorClass]> = [
   [/can't lock file '[^']*' - got timeout/, LockTimeoutError],
   [/no such cluster node '[^']*'/, NoSuchNodeError],
   [/^bridge '[^']*' does not exist$/m, BridgeNotFoundError],
+  [/^netdev net\d+: MTU '\d+' is (?:bigger than the bridge MTU|smaller than the IP minimum MTU)/m, NicMtuError],
   [
     // download_url's content check and read_status' unknown storage (pve-storage
     // PVE/API2/Storage/Status.pm): a storage's configuration does not heal by itself.

@@ -108,6 +108,8 @@ export interface ProxmoxNode {
   resources(call?: CallOptions): Promise<{ [T in keyof ClusterResourceByType]: ClusterResourceByType[T][] }>;
   /** The lowest free VMID. It reserves nothing. */
   nextId(call?: CallOptions): Promise<number>;
+  /** The bridges (Linux and OVS) a node's network configuration has. */
+  bridges(node: string, call?: CallOptions): Promise<string[]>;
   /** Storages as this node sees them. */
   storageStatus(opts?: CallOptions & { storage?: string; content?: string; enabled?: boolean }): Promise<StorageStatus[]>;
   /** The Proxmox VE release of this node: `{ release: '8.4', version: '8.4.1' }`. */

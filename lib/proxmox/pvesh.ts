@@ -52,6 +52,16 @@ export interface ClusterNode {
   uptime?: number;
 }
 
+/**
+ * `GET /nodes/{node}/network?type=any_bridge` (pve-manager PVE/API2/Network.pm `index`):
+ * the names of the node's bridges, from its /etc/network/interfaces.
+ */
+export function bridgesOf(data: unknown): string[] {
+  return objects(data, '/nodes/{node}/network')
+    .map((i) => str(i.iface))
+    .filter((i): i is string => i !== undefined);
+}
+
 /** `pvesh get /nodes`. */
 export function parseNodes(stdout: string): ClusterNode[] {
   return nodesOf(parsePveshJson(stdout));

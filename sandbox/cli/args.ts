@@ -16,8 +16,10 @@ export interface Prop {
   maxLength?: number;
   /**
    * Returns an error text (without the `invalid format - ` prefix), or per-sub-key errors
-   * of a property string (reported as `opt: invalid format - format error` plus
-   * `opt.key: invalid format - ...`), or undefined when the value is fine.
+   * of a property string, each as check_prop words it (`value must have a maximum value of
+   * 4094`, or `invalid format - ...` for a key's own format), reported as
+   * `opt: invalid format - format error` plus `opt.key: <error>`; or undefined when the
+   * value is fine.
    */
   format?: (value: string) => string | Record<string, string> | undefined;
   /** Option accepts several `--opt a --opt b`. */
@@ -156,7 +158,7 @@ export function parseArgs(def: CommandDef, argv: readonly string[]): Params {
         errors[name] = err;
       } else if (err) {
         errors[name] = 'invalid format - format error';
-        for (const [k, v] of Object.entries(err)) errors[`${name}.${k}`] = `invalid format - ${v}`;
+        for (const [k, v] of Object.entries(err)) errors[`${name}.${k}`] = v;
       }
     }
   }

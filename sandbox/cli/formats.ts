@@ -36,11 +36,11 @@ export function ipconfig(v: string): Record<string, string> | undefined {
   const errors: Record<string, string> = {};
   const props = parsePropertyString(v);
   for (const [k, val] of Object.entries(props)) {
-    if (k === 'ip' && val !== 'dhcp' && !isIpv4Cidr(val)) errors.ip = 'value does not look like a valid ipv4 network configuration';
-    else if (k === 'gw' && !isIpv4(val)) errors.gw = 'value does not look like a valid IPv4 address';
-    else if (k === 'ip6' && !['auto', 'dhcp'].includes(val) && !isIpv6(val)) errors.ip6 = 'value does not look like a valid ipv6 network configuration';
-    else if (k === 'gw6' && !isIpv6(val)) errors.gw6 = 'value does not look like a valid IPv6 address';
-    else if (!['ip', 'gw', 'ip6', 'gw6'].includes(k)) errors[k] = `property is not defined in schema and the schema does not allow additional properties`;
+    if (k === 'ip' && val !== 'dhcp' && !isIpv4Cidr(val)) errors.ip = 'invalid format - value does not look like a valid ipv4 network configuration';
+    else if (k === 'gw' && !isIpv4(val)) errors.gw = 'invalid format - value does not look like a valid IPv4 address';
+    else if (k === 'ip6' && !['auto', 'dhcp'].includes(val) && !isIpv6(val)) errors.ip6 = 'invalid format - value does not look like a valid ipv6 network configuration';
+    else if (k === 'gw6' && !isIpv6(val)) errors.gw6 = 'invalid format - value does not look like a valid IPv6 address';
+    else if (!['ip', 'gw', 'ip6', 'gw6'].includes(k)) errors[k] = `invalid format - property is not defined in schema and the schema does not allow additional properties`;
   }
   return Object.keys(errors).length ? errors : undefined;
 }
@@ -76,11 +76,11 @@ export function agent(v: string): Record<string, string> | undefined {
   for (const [k, val] of Object.entries(parsePropertyString(v, 'enabled'))) {
     if (['enabled', 'fstrim_cloned_disks', 'freeze-fs-on-backup', 'freeze-fs'].includes(k)) {
       const parsed = k === 'enabled' && bare ? val : (parseBoolean(val) ?? val);
-      if (!['0', '1'].includes(parsed)) errors[k] = `type check ('boolean') failed - got '${val}'`;
+      if (!['0', '1'].includes(parsed)) errors[k] = `invalid format - type check ('boolean') failed - got '${val}'`;
     } else if (k === 'type') {
-      if (!['virtio', 'isa'].includes(val)) errors[k] = `value '${val}' does not have a value in the enumeration 'virtio, isa'`;
+      if (!['virtio', 'isa'].includes(val)) errors[k] = `invalid format - value '${val}' does not have a value in the enumeration 'virtio, isa'`;
     } else {
-      errors[k] = 'property is not defined in schema and the schema does not allow additional properties';
+      errors[k] = 'invalid format - property is not defined in schema and the schema does not allow additional properties';
     }
   }
   return Object.keys(errors).length ? errors : undefined;
@@ -88,13 +88,58 @@ export function agent(v: string): Record<string, string> | undefined {
 
 const NIC_MODELS = ['e1000', 'e1000-82540em', 'e1000-82544gc', 'e1000-82545em', 'e1000e', 'i82551', 'i82557b', 'i82559er', 'ne2k_isa', 'ne2k_pci', 'pcnet', 'rtl8139', 'virtio', 'vmxnet3'];
 
-/** `pve-qm-net`: `<model>[=<mac>],bridge=<br>[,firewall=1][,tag=N]...`. */
-export function net(v: string): string | undefined {
+/** The keys of qemu-server's `$net_fmt` (QemuServer/Network.pm) besides the model aliases. */
+const NET_KEYS = ['model', 'macaddr', 'bridge', 'tag', 'trunks', 'queues', 'rate', 'firewall', 'link_down', 'mtu'];
+
+/** check_prop's integer checks, in its words. */
+function integerIn(val: string, min: number, max: number): string | undefined {
+  if (!/^-?\d+$/.test(val)) return `type check ('integer') failed - got '${val}'`;
+  if (Number(val) > max) return `value must have a maximum value of ${max}`;
+  if (Number(val) < min) return `value must have a minimum value of ${min}`;
+  return undefined;
+}
+
+/**
+ * `pve-qm-net`: `<model>[=<mac>],bridge=<br>[,firewall=1][,tag=N][,mtu=N]...`, as
+ * parse_property_string and check_object judge it: an unknown key ends the parse
+ * (`invalid key in comma-separated list property: k`); then each key is checked, `bridge`
+ * by pve-bridge-id (`^[-_.\w\d]+$`), `tag` 1..4094 and `mtu` 1..65520, their errors under
+ * `net0.<key>`. Whether the bridge exists is not checked (create and set do not).
+ */
+export function net(v: string): string | Record<string, string> | undefined {
   const first = v.split(',')[0];
   const [model, mac] = first.split('=');
   const knownModel = NIC_MODELS.includes(model) || model === 'model';
   if (!knownModel) return 'format error';
   if (model !== 'model' && mac !== undefined && !/^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$/.test(mac)) return 'format error';
+  const props: Record<string, string> = {};
+  for (const part of v.split(',').slice(1)) {
+    if (part === '') continue;
+    const eq = part.indexOf('=');
+    if (eq <= 0 || eq === part.length - 1) return 'missing key in comma-separated list property';
+    const k = part.slice(0, eq);
+    if (props[k] !== undefined) return `duplicate key in comma-separated list property: ${k}`;
+    if (!NET_KEYS.includes(k) && !NIC_MODELS.includes(k)) return `invalid key in comma-separated list property: ${k}`;
+    props[k] = part.slice(eq + 1);
+  }
+  const errors: Record<string, string> = {};
+  if (props.bridge !== undefined && !/^[-_.\w\d]+$/.test(props.bridge)) errors.bridge = `invalid format - invalid bridge ID '${props.bridge}'`;
+  const tag = props.tag === undefined ? undefined : integerIn(props.tag, 1, 4094);
+  if (tag) errors.tag = tag;
+  const mtu = props.mtu === undefined ? undefined : integerIn(props.mtu, 1, 65520);
+  if (mtu) errors.mtu = mtu;
+  return Object.keys(errors).length ? errors : undefined;
+}
+
+/**
+ * `address-list` (pve-common pve_verify_address_list): split_list's items (on `,`, `;` and
+ * spaces), each an IP address or a DNS name.
+ */
+export function addressList(v: string): string | undefined {
+  for (const addr of v.replace(/[,;]/g, ' ').trim().split(/\s+/)) {
+    if (isIpv4(addr) || isIpv6(addr) || DNS_NAME.test(addr)) continue;
+    return `value does not look like a valid address: ${addr}`;
+  }
   return undefined;
 }
 

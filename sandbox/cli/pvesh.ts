@@ -4,7 +4,7 @@ import { parseArgs, type Prop } from './args';
 import { CliError, paramError } from './errors';
 import type { Ctx } from './context';
 import * as f from './formats';
-import { nodeOf, nodePveVersion, storagesOn } from '../state/model';
+import { nodeBridges, nodeOf, nodePveVersion, storagesOn } from '../state/model';
 import { listVms } from '../state/vmlist';
 import { parseConf } from '../state/vmconf';
 import { readIfExists } from '../state/files';
@@ -103,6 +103,38 @@ export function poolRead(ctx: Ctx, poolid: string): { comment?: string; members:
   return { ...(pool.comment !== undefined ? { comment: pool.comment } : {}), members: vms };
 }
 
+/** The interface types of pve-manager's PVE/API2/Network.pm `index` (its `type` filter). */
+export const NETWORK_TYPES = ['bridge', 'bond', 'eth', 'alias', 'vlan', 'OVSBridge', 'OVSBond', 'OVSPort', 'OVSIntPort', 'any_bridge'];
+
+/**
+ * `GET /nodes/{node}/network` (pve-manager PVE/API2/Network.pm `index`, proxied to the
+ * node, any user may list): the interfaces of the node's /etc/network/interfaces, `lo`
+ * left out, as `hash_to_array(..., 'iface')`: the installer's `eno1` and the node's Linux
+ * bridges on it, each up. `type` keeps one type (`any_bridge`: Linux and OVS bridges).
+ */
+export function nodeNetwork(ctx: Ctx, node: string, type: string | undefined): unknown[] {
+  const n = requireNode(ctx, node);
+  if (!n.online) throw new CliError(`500 Can't connect to ${n.ip}:8006 (No route to host)`);
+  const bridges = nodeBridges(ctx.model, node);
+  const ifaces = [
+    { iface: 'eno1', type: 'eth', active: 1, autostart: 1, exists: 1, families: ['inet'], method: 'manual', method6: 'manual', priority: 3 },
+    ...bridges.map((b, i) => ({
+      iface: b,
+      type: 'bridge',
+      active: 1,
+      autostart: 1,
+      bridge_fd: '0',
+      bridge_ports: i === 0 ? 'eno1' : '',
+      bridge_stp: 'off',
+      families: ['inet'],
+      method: i === 0 ? 'static' : 'manual',
+      method6: 'manual',
+      priority: 4 + i,
+    })),
+  ];
+  return ifaces.filter((i) => !type || i.type === type || (type === 'any_bridge' && i.type === 'bridge'));
+}
+
 export function nextId(ctx: Ctx, vmid: string | undefined): string {
   const used = new Set(listVms(ctx.dir).map((v) => v.vmid));
   if (vmid !== undefined) {
@@ -172,6 +204,7 @@ export function nodeStorages(ctx: Ctx, node: string) {
 const ROUTES: Route[] = [
   { path: /^\/nodes$/, get: (ctx) => ctx.model.nodes.map((n) => nodeResource(ctx, n, true)) },
   { path: /^\/nodes\/([^/]+)\/status$/, get: (ctx, m) => nodeStatus(ctx, m[1]) },
+  { path: /^\/nodes\/([^/]+)\/network$/, props: { type: { type: 'string', optional: true, enum: NETWORK_TYPES } }, get: (ctx, m, p) => nodeNetwork(ctx, m[1], p.type) },
   {
     path: /^\/nodes\/([^/]+)\/qemu$/,
     get: (ctx, m) => {

@@ -62,7 +62,7 @@ export const VM_OPTIONS: Record<string, Prop> = {
   citype: { ...str, enum: ['configdrive2', 'nocloud', 'opennebula'] },
   cicustom: str,
   sshkeys: str,
-  nameserver: str,
+  nameserver: { ...str, format: f.addressList },
   searchdomain: str,
   ...Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`net${i}`, { ...str, format: f.net }])),
   ...Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`ipconfig${i}`, { ...str, format: f.ipconfig }])),

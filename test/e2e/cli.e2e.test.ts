@@ -153,6 +153,16 @@ describe('in a pipe', () => {
     const refused = await runCli(url, ['install', '--os', 'debian', '--version', '99']);
     expect(refused.exitCode).toBe(1);
     expect(refused.stderr).toMatch(/^qemurun: 400: please check your input: version/);
+    // The network flags reach the body's fields, which the API judges.
+    for (const [flags, says] of [
+      [['--vlan', '5000'], 'vlan: must be at most 4094'],
+      [['--mtu', '9000', '--bridge', 'vmbr/1'], 'bridge: must be a Proxmox bridge name'],
+      [['--dns', '192.0.2.53,resolver.example'], 'dns.servers.1: must be an IPv4 or IPv6 address'],
+      [['--dns', '192.0.2.53', '--dns-search', 'a b'], 'dns.search: must be one domain name'],
+    ] as const) {
+      const bad = await runCli(url, ['install', '--os', 'debian', '--version', '12', ...flags]);
+      expect([bad.exitCode, bad.stderr]).toEqual([1, expect.stringContaining(`qemurun: 400: please check your input: ${says}`)]);
+    }
 
     const usage = await runCli(url, ['install', '--os', 'debian', '--version', '12', '--cpu', 'two']);
     expect(usage.exitCode).toBe(2);

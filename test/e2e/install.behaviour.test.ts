@@ -193,7 +193,7 @@ test('a bridge the main node lacks fails the install at its start step and leave
     expect(last.message).toMatch(/^\[-\] .*start failed: QEMU exited with code 1/);
     expect(res.events.some((e) => /^\[\*\] VM \d+ removed$/.test(e.message))).toBe(true);
     expect(await vmIds()).toEqual(before);
-    expect(last.message).toMatch(/to fix: set VM_BRIDGE/);
+    expect(last.message).toMatch(/to fix: set VM_BRIDGE to a bridge node 'pve1' has, or create 'vmbr0' there/);
     const ops = await operations(h, mark);
     // Not retried: the node's network does not heal by itself (BridgeNotFoundError).
     expect(ops.filter((o) => o.op === 'start' && !o.ok)).toHaveLength(1);
@@ -201,6 +201,32 @@ test('a bridge the main node lacks fails the install at its start step and leave
   } finally {
     fs.writeFileSync(file, saved);
   }
+});
+
+test('a bridge the node the VM would start on lacks is a 400 naming it, before anything starts', async () => {
+  const before = await vmIds();
+  for (const [fields, node] of [[{}, 'pve1'], [{ node: 'pve2' }, 'pve2']] as const) {
+    const res = await install({ os: 'debian', version: '12', bridge: 'vmbr7', ...fields });
+    expect(res.status).toBe(400);
+    expect(JSON.parse(res.body).message).toBe(`please check your input: bridge: node '${node}' has no bridge 'vmbr7' (it has vmbr0)`);
+  }
+  expect(await vmIds()).toEqual(before);
+});
+
+test.each([
+  ['an mtu above the bridge\'s', { mtu: 9000 }, /MTU '9000' is bigger than the bridge MTU '1500'.*to fix: install with an `mtu` no larger than the bridge's MTU/],
+])('%s from the request fails the start once, its hint naming the field, and leaves no VM', async (_name, fields, says) => {
+  const before = await vmIds();
+  const mark = await operationsMark(h);
+  const res = await install({ os: 'debian', version: '12', ...fields });
+  const last = res.events.at(-1)!;
+  expect([last.status, last.step]).toEqual(['error', 'VM initialization > start']);
+  expect(last.message).toMatch(says);
+  expect(last.message).not.toMatch(/VM_BRIDGE/);
+  expect(await vmIds()).toEqual(before);
+  const ops = await operations(h, mark);
+  expect(ops.filter((o) => o.op === 'start' && !o.ok)).toHaveLength(1);
+  expectOwnVmRemoved(ops);
 });
 
 test('an explicit id that is taken fails clearly and leaves that VM alone', async () => {
@@ -330,6 +356,19 @@ test('a name with quotes and newlines is refused with a 400 naming the field; no
   const body = JSON.parse(res.body);
   expect(body).toMatchObject({ success: false });
   expect(body.message).toMatch(/^please check your input: name: /);
+  expect(await vmIds()).toEqual(before);
+});
+
+test.each<[string, unknown, string]>([
+  ['bridge', 'vmbr/0', 'bridge: must be a Proxmox bridge name like vmbr0: letters, digits, -, _ and ., at most 15 characters'],
+  ['vlan', 4095, 'vlan: must be at most 4094'],
+  ['mtu', 9001.5, 'mtu: must be an integer from 576 to 65520'],
+  ['dns', { servers: ['192.0.2.53', 'resolver.example'] }, 'dns.servers.1: must be an IPv4 or IPv6 address'],
+])('a bad %s is refused with a 400 naming it; nothing starts', async (field, value, says) => {
+  const before = await vmIds();
+  const res = await install({ os: 'debian', version: '12', [field]: value });
+  expect(res.status).toBe(400);
+  expect(JSON.parse(res.body)).toMatchObject({ success: false, message: `please check your input: ${says}` });
   expect(await vmIds()).toEqual(before);
 });
 

@@ -76,7 +76,18 @@ test('the document is OpenAPI 3.1 and every registered route is in it, and nothi
     type: 'object',
     required: ['os', 'version'],
     additionalProperties: false,
-    properties: { os: { enum: ['debian', 'ubuntu', 'rockylinux'] }, id: { type: 'integer', minimum: 100, maximum: 254 } },
+    properties: {
+      os: { enum: ['debian', 'ubuntu', 'rockylinux'] },
+      id: { type: 'integer', minimum: 100, maximum: 254 },
+      bridge: { type: 'string', pattern: '^[-_.A-Za-z0-9]{1,15}$' },
+      vlan: { type: 'integer', minimum: 1, maximum: 4094 },
+      mtu: { type: 'integer', minimum: 576, maximum: 65520 },
+      dns: {
+        type: 'object',
+        additionalProperties: false,
+        properties: { servers: { type: 'array', minItems: 1, maxItems: 3, items: { type: 'string' } }, search: { type: 'string' } },
+      },
+    },
   });
   // Placement (issue 24): typed as the API checks them; `storage` is a storage id now, no longer any value.
   expect(doc.components.schemas.InstallBody.properties).toMatchObject({

@@ -22,11 +22,18 @@ import { injectFaultOn, isMutating, operations, operationsMark } from '../suppor
 let h: Harness;
 const VMID = 131;
 const userKey = userKeyPair('owner@laptop');
+const NETWORK = { bridge: 'vmbr1', vlan: 42, mtu: 1400, dns: { servers: ['192.0.2.53', '2001:db8::53'], search: 'lab.example' } };
+const NETWORK_LINES = [
+  /^net0: virtio=BC:24:11(:[0-9A-F]{2}){3},bridge=vmbr1,mtu=1400,tag=42$/m,
+  /^nameserver: 192\.0\.2\.53 2001:db8::53$/m,
+  /^searchdomain: lab\.example$/m,
+];
 
 beforeAll(async () => {
-  h = await startHarness();
+  h = await startHarness({}, { bridges: { pve1: ['vmbr0', 'vmbr1'], pve2: ['vmbr0', 'vmbr1'] } });
+  // The network fields too: the rebuild must keep them from the spec marker.
   const res = await requestSse(`${h.api}/vm/install`, {
-    body: { os: 'debian', version: '12', id: VMID, name: 'web', cpu: 2, ram: 1024, disk: '20G', pubkey: userKey.publicKey },
+    body: { os: 'debian', version: '12', id: VMID, name: 'web', cpu: 2, ram: 1024, disk: '20G', pubkey: userKey.publicKey, ...NETWORK },
   });
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
 });
@@ -99,7 +106,7 @@ describe('rebuild through the API', () => {
     await expect(inGuest(VMID, 'true', 'debian', stranger)).rejects.toThrow();
 
     const confAfter = (await h.sandbox.readConfig(VMID))!;
-    for (const line of [/^name: web-131$/m, /^cores: 2$/m, /^memory: 1024$/m, /^scsi0: .*size=20G/m, /^ipconfig0: ip=127\.0\.0\.131\/24,gw=127\.0\.0\.1$/m, /^tags: debian$/m]) {
+    for (const line of [/^name: web-131$/m, /^cores: 2$/m, /^memory: 1024$/m, /^scsi0: .*size=20G/m, /^ipconfig0: ip=127\.0\.0\.131\/24,gw=127\.0\.0\.1$/m, /^tags: debian$/m, ...NETWORK_LINES]) {
       expect(confBefore).toMatch(line);
       expect(confAfter).toMatch(line);
     }
@@ -110,6 +117,10 @@ describe('rebuild through the API', () => {
     expect(ownerOf(descOf(confBefore))).toMatch(/^install-/);
     const { vmid: _ignored, ...specBefore } = specOf(descOf(confBefore))!;
     expect(specOf(descOf(confAfter))).toMatchObject(specBefore);
+    expect(specOf(descOf(confAfter))).toMatchObject(NETWORK);
+    // The DNS reaches the guest's network-config as qemu-server writes it (nocloud_network).
+    const network = (await qm(['cloudinit', 'dump', String(VMID), 'network'])).stdout;
+    expect(network).toContain("    - type: nameserver\n      address:\n      - '192.0.2.53'\n      - '2001:db8::53'\n      search:\n      - 'lab.example'");
     // The password of the request, not the default, went to cloud-init.
     expect(cipasswordMatches(confAfter, 'n3w-Passw0rd')).toBe(true);
     // The install named no passwd: cloud-init got none (keys only), not a well-known default.

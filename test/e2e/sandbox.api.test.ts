@@ -321,6 +321,39 @@ describe('privileges as qemu-server and pve-manager check them', () => {
   });
 });
 
+describe('NIC tag and mtu over HTTP', () => {
+  test('a bad tag is a 400 naming net0.tag; an mtu above the bridge\'s fails the start task in qemu-server\'s words', async () => {
+    expect((await task(await call('POST', '/nodes/pve1/qemu', { vmid: 185, ...BASIC }))).status.exitstatus).toBe('OK');
+    const bad = await call('PUT', '/nodes/pve1/qemu/185/config', { net0: 'virtio,bridge=vmbr0,tag=5000', nameserver: 'a,b_c' });
+    expect([bad.status, bad.statusMessage]).toEqual([400, 'Parameter verification failed.']);
+    expect(bad.body!.errors).toEqual({
+      net0: 'invalid format - format error\n',
+      'net0.tag': 'value must have a maximum value of 4094',
+      nameserver: 'invalid format - value does not look like a valid address: b_c\n',
+    });
+    expect((await call('PUT', '/nodes/pve1/qemu/185/config', { net0: 'virtio,bridge=vmbr0,mtu=9000,tag=20', nameserver: '192.0.2.53', searchdomain: 'lab.example' })).status).toBe(200);
+    expect(data<Record<string, string>>(await call('GET', '/nodes/pve1/qemu/185/config'))).toMatchObject({
+      net0: expect.stringMatching(/^virtio=BC:24:11(:[0-9A-F]{2}){3},bridge=vmbr0,mtu=9000,tag=20$/),
+      nameserver: '192.0.2.53',
+      searchdomain: 'lab.example',
+    });
+    const start = await task(await call('POST', '/nodes/pve1/qemu/185/status/start'));
+    const mtuError = "netdev net0: MTU '9000' is bigger than the bridge MTU '1500' - adjust the MTU for the network device in the VM configuration, while ensuring that the bridge is configured as desired.";
+    expect([start.status.exitstatus, start.log.at(-1)]).toEqual([mtuError, `TASK ERROR: ${mtuError}`]);
+    expect((await qm('pve1', 'status', '185')).stdout).toBe('status: stopped');
+  });
+});
+
+describe('a node\'s network over HTTP', () => {
+  test('GET /nodes/{node}/network lists its interfaces, `type` keeps the bridges', async () => {
+    const all = data<Array<{ iface: string; type: string }>>(await call('GET', '/nodes/pve2/network'));
+    expect(all.map((i) => [i.iface, i.type])).toEqual([['eno1', 'eth'], ['vmbr0', 'bridge']]);
+    expect(data<Array<{ iface: string }>>(await call('GET', '/nodes/pve1/network', { type: 'any_bridge' })).map((i) => i.iface)).toEqual(['vmbr0']);
+    const bad = await call('GET', '/nodes/pve1/network', { type: 'wifi' });
+    expect([bad.status, bad.statusMessage]).toEqual([400, 'Parameter verification failed.']);
+  });
+});
+
 describe('images by the node: download-url and import-from', () => {
   test('downloads into <storage>:import/, verifies the checksum, and a disk is imported from it', async () => {
     const img = mirror.image('debian', '12');

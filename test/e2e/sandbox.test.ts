@@ -315,6 +315,61 @@ describe('bridges', () => {
   });
 });
 
+describe('NIC tag, mtu and bridge; nameserver', () => {
+  const usage = 'qm set <vmid> [OPTIONS]';
+  test('set refuses what qemu-server\'s net format refuses, in its words', async () => {
+    expect((await qm('pve1', 'create', '245', ...CREATE)).exitCode).toBe(0);
+    const cases: Array<[string, string[]]> = [
+      ['virtio,bridge=vmbr0,tag=5000', ['net0: invalid format - format error', 'net0.tag: value must have a maximum value of 4094']],
+      ['virtio,bridge=vmbr0,tag=0', ['net0: invalid format - format error', 'net0.tag: value must have a minimum value of 1']],
+      ['virtio,bridge=vmbr0,tag=x', ['net0: invalid format - format error', "net0.tag: type check ('integer') failed - got 'x'"]],
+      ['virtio,bridge=vmbr0,mtu=65521', ['net0: invalid format - format error', 'net0.mtu: value must have a maximum value of 65520']],
+      ['virtio,bridge=vmbr/0', ['net0: invalid format - format error', "net0.bridge: invalid format - invalid bridge ID 'vmbr/0'"]],
+      ['virtio,bridge=vmbr0,vlan=5', ['net0: invalid format - invalid key in comma-separated list property: vlan']],
+    ];
+    for (const [net0, lines] of cases) {
+      const set = await qm('pve1', 'set', '245', '--net0', net0);
+      expect([set.exitCode, set.stderr]).toEqual([255, ['400 Parameter verification failed.', ...lines, usage].join('\n')]);
+    }
+    const ns = await qm('pve1', 'set', '245', '--nameserver', '192.0.2.53 bad_name');
+    expect(ns.stderr).toBe(['400 Parameter verification failed.', 'nameserver: invalid format - value does not look like a valid address: bad_name', usage].join('\n'));
+    expect((await qm('pve1', 'set', '245', '--nameserver', '192.0.2.53 2001:db8::53', '--searchdomain', 'lab.example')).exitCode).toBe(0);
+    expect((await qm('pve1', 'set', '245', '--net0', 'virtio,bridge=vmbr0,tag=4094,mtu=1400')).exitCode).toBe(0);
+    expect((await qm('pve1', 'config', '245')).stdout).toMatch(/^net0: virtio=BC:24:11(:[0-9A-F]{2}){3},bridge=vmbr0,mtu=1400,tag=4094$/m);
+  });
+
+  test('pvesh lists the node\'s interfaces as Network.pm does, the bridges with --type bridge or any_bridge', async () => {
+    const all = JSON.parse((await run('pve1', ['pvesh', 'get', '/nodes/pve1/network', '--output-format', 'json'])).stdout) as Array<{ iface: string; type: string }>;
+    expect(all.map((i) => [i.iface, i.type])).toEqual([['eno1', 'eth'], ['vmbr0', 'bridge']]);
+    for (const type of ['bridge', 'any_bridge']) {
+      const bridges = JSON.parse((await run('pve1', ['pvesh', 'get', '/nodes/pve2/network', '--type', type, '--output-format', 'json'])).stdout);
+      expect(bridges).toEqual([expect.objectContaining({ iface: 'vmbr0', type: 'bridge', active: 1, bridge_ports: 'eno1' })]);
+    }
+    const bad = await run('pve1', ['pvesh', 'get', '/nodes/pve1/network', '--type', 'wifi', '--output-format', 'json']);
+    expect(bad.stderr).toMatch(/^400 Parameter verification failed\.\ntype: value 'wifi' does not have a value in the enumeration 'bridge, bond, eth, alias, vlan, OVSBridge, OVSBond, OVSPort, OVSIntPort, any_bridge'/);
+  });
+
+  test('start dies in config_to_command on an MTU the bridge (1500) cannot carry, or below 576', async () => {
+    expect((await qm('pve1', 'set', '245', '--net0', 'virtio,bridge=vmbr0,mtu=9000')).exitCode).toBe(0);
+    const big = await qm('pve1', 'start', '245');
+    expect([big.exitCode, big.stdout, big.stderr]).toEqual([
+      255,
+      '',
+      "netdev net0: MTU '9000' is bigger than the bridge MTU '1500' - adjust the MTU for the network device in the VM configuration, while ensuring that the bridge is configured as desired.",
+    ]);
+    expect((await qm('pve1', 'set', '245', '--net0', 'virtio,bridge=vmbr0,mtu=575')).exitCode).toBe(0);
+    expect((await qm('pve1', 'start', '245')).stderr).toBe("netdev net0: MTU '575' is smaller than the IP minimum MTU '576'");
+    // With an mtu, a missing bridge is found here too, before QEMU runs.
+    expect((await qm('pve1', 'set', '245', '--net0', 'virtio,bridge=vmbr9,mtu=1400')).exitCode).toBe(0);
+    const missing = await qm('pve1', 'start', '245');
+    expect([missing.stdout, missing.stderr]).toEqual(['', "bridge 'vmbr9' does not exist"]);
+    expect((await qm('pve1', 'status', '245')).stdout).toBe('status: stopped');
+    expect((await qm('pve1', 'set', '245', '--net0', 'virtio,bridge=vmbr0,mtu=1500,tag=7')).exitCode).toBe(0);
+    expect((await qm('pve1', 'start', '245')).exitCode).toBe(0);
+    expect((await qm('pve1', 'stop', '245')).exitCode).toBe(0);
+  });
+});
+
 describe('time and concurrency', () => {
   test('a VM\'s config lock held elsewhere: set, create and migrate time out with PVE::Tools::lock_file\'s text', async () => {
     expect((await qm('pve1', 'create', '242', ...CREATE)).exitCode).toBe(0);

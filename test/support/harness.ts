@@ -56,6 +56,8 @@ export async function startHarness(
     storageContent?: Record<string, string[]>;
     /** Resource pools the cluster has (SandboxClusterOptions.pools). */
     pools?: string[];
+    /** Bridges beyond vmbr0 (SandboxClusterOptions.bridges). */
+    bridges?: Record<string, string[]>;
   } = {},
 ): Promise<Harness> {
   const temporalAddress = sandboxOptions.temporalAddress ?? process.env.TEST_TEMPORAL_ADDRESS;
@@ -121,6 +123,7 @@ export async function startHarness(
     // API mode downloads images as `import` content to `local`, as docs/proxmox-api.md configures it.
     storageContent: { local: ['backup', 'import', 'iso', 'vztmpl'], ...sandboxOptions.storageContent },
     pools: sandboxOptions.pools ?? [...loaded.sandboxOptions.pools],
+    bridges: sandboxOptions.bridges,
   });
   const api = apiMode ? sandbox.api! : undefined;
   // The service talks to the sandbox's nodes, and in API mode through its REST API only.

@@ -84,6 +84,27 @@ describe("the API's 400s", () => {
     ['pubkey empty', { pubkey: '' }, 'pubkey: must not be empty: send an OpenSSH public key, or leave the field out'],
     ['pubkey of a wrong type inside', { pubkey: WRONG_TYPE }, 'pubkey: must be one or more OpenSSH public keys, one per line'],
     ['an unknown field', { cores: 2 }, 'unknown field(s): cores'],
+    ['bridge with a slash', { bridge: 'vmbr/0' }, 'bridge: must be a Proxmox bridge name like vmbr0: letters, digits, -, _ and ., at most 15 characters'],
+    ['bridge longer than a Linux interface name', { bridge: 'vmbr0123456789ab' }, 'bridge: must be a Proxmox bridge name like vmbr0: letters, digits, -, _ and ., at most 15 characters'],
+    ['bridge empty', { bridge: '' }, 'bridge: must be a Proxmox bridge name like vmbr0: letters, digits, -, _ and ., at most 15 characters'],
+    ['bridge a number', { bridge: 0 }, 'bridge: must be a string'],
+    ['vlan 0', { vlan: 0 }, 'vlan: must be at least 1'],
+    ['vlan 4095', { vlan: 4095 }, 'vlan: must be at most 4094'],
+    ['vlan a string', { vlan: '10' }, 'vlan: must be an integer VLAN tag from 1 to 4094'],
+    ['mtu below the IP minimum', { mtu: 575 }, 'mtu: must be at least 576'],
+    ['mtu 1 (the bridge\'s: leave mtu out)', { mtu: 1 }, 'mtu: must be at least 576'],
+    ['mtu above Proxmox\'s', { mtu: 65521 }, 'mtu: must be at most 65520'],
+    ['mtu a float', { mtu: 1500.5 }, 'mtu: must be an integer from 576 to 65520'],
+    ['dns a string', { dns: '1.1.1.1' }, 'dns: must be an object like {"servers": ["192.0.2.53"], "search": "example.com"}'],
+    ['dns with an unknown key', { dns: { server: ['1.1.1.1'] } }, 'unknown field(s): server'],
+    ['dns.servers a string', { dns: { servers: '1.1.1.1' } }, 'dns.servers: must be a list of IPv4 or IPv6 addresses'],
+    ['dns.servers empty', { dns: { servers: [] } }, 'dns.servers: must list at least 1 address'],
+    ['dns.servers four', { dns: { servers: ['192.0.2.1', '192.0.2.2', '192.0.2.3', '192.0.2.4'] } }, 'dns.servers: must list at most 3 addresses'],
+    ['dns.servers a name', { dns: { servers: ['192.0.2.1', 'dns.example'] } }, 'dns.servers.1: must be an IPv4 or IPv6 address'],
+    ['dns.servers an octet too big', { dns: { servers: ['192.0.2.256'] } }, 'dns.servers.0: must be an IPv4 or IPv6 address'],
+    ['dns.servers a number', { dns: { servers: [8] } }, 'dns.servers.0: must be an IPv4 or IPv6 address'],
+    ['dns.search two domains', { dns: { search: 'a.example b.example' } }, 'dns.search: must be one domain name, like example.com'],
+    ['dns.search with a newline', { dns: { search: 'example.com\nfqdn: x' } }, 'dns.search: must be one domain name, like example.com'],
   ])('install, %s', (_name, fields, problem) => {
     expect(apiAnswer({ ...base, ...fields })).toBe(problem);
   });
@@ -118,9 +139,15 @@ describe('the worker refuses what the API refuses', () => {
     ['pubkey', `command="rm -rf /" ${ED25519}`, 'pubkey', `command="rm -rf /" ${ED25519}`],
     ['pubkey', keyLine('ssh-dss'), 'pubkey', keyLine('ssh-dss')],
     ['pubkey', `${ED25519}\nnot a key`, 'pubkey', `${ED25519}\nnot a key`],
+    ['bridge', 'vmbr/0', 'bridge', 'vmbr/0'],
+    ['vlan', 4095, 'vlan', 4095],
+    ['mtu', 9001.5, 'mtu', 9001.5],
+    ['mtu', 100, 'mtu', 100],
+    ['dns', { servers: ['x'] }, 'dns', { servers: ['x'] }],
+    ['dns', { search: 'a b' }, 'dns', { search: 'a b' }],
   ])('%s %j', (bodyField, bodyValue, specField, specValue) => {
-    expect(apiAnswer({ ...base, [bodyField]: bodyValue })).toMatch(new RegExp(`^${bodyField}: `));
-    expect(workerAnswer({ ...spec, [specField]: specValue })).toMatch(new RegExp(`: ${specField}: `));
+    expect(apiAnswer({ ...base, [bodyField]: bodyValue })).toMatch(new RegExp(`^${bodyField}[.:]`));
+    expect(workerAnswer({ ...spec, [specField]: specValue })).toMatch(new RegExp(`: ${specField}[.:]`));
   });
 
   test('and the VM operations: what set/cpu, set/memory and set/disk refuse, their workflows refuse', () => {
@@ -133,6 +160,22 @@ describe('the worker refuses what the API refuses', () => {
     for (const gb of [0, 1, 4096, 4097]) {
       expect(workflowInputs.setDisk.safeParse({ vmid: 120, disk: 'scsi0', incrementGb: gb }).success).toBe(diskBody.safeParse({ disk: `${gb}G` }).success);
     }
+  });
+});
+
+describe('the network fields', () => {
+  test('reach the spec as given, and the worker accepts it', () => {
+    const body = { ...base, bridge: 'vmbr1', vlan: 42, mtu: 9000, dns: { servers: ['192.0.2.53', '2001:db8::53'], search: 'lab.example' } };
+    const made = apiAnswer(body) as InstallSpec;
+    expect(made).toMatchObject({ bridge: 'vmbr1', vlan: 42, mtu: 9000, dns: { servers: ['192.0.2.53', '2001:db8::53'], search: 'lab.example' } });
+    expect(workerAnswer(made)).toEqual(made);
+    expect(apiAnswer({ ...base, dns: { search: 'lab.example' } })).toMatchObject({ dns: { search: 'lab.example' } });
+  });
+
+  test('a body without them (the seed\'s shape) makes the spec it made before, and `dns: {}` asks for nothing', () => {
+    const seed = JSON.stringify(apiAnswer({ ...base, cpu: 2, ip: '10.0.0.5', gateway: '10.0.0.1' }));
+    expect(JSON.parse(seed)).toEqual({ os: 'debian', version: '12', cores: 2, ramMb: 512, diskGb: 16, user: 'debian' });
+    expect(JSON.stringify(apiAnswer({ ...base, cpu: 2, dns: {} }))).toBe(seed);
   });
 });
 

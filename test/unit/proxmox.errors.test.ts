@@ -2,6 +2,7 @@ import { FAILURE_TYPES, NON_RETRYABLE_ERRORS } from '../../contract';
 import {
   BridgeNotFoundError,
   LockTimeoutError,
+  NicMtuError,
   NoSuchNodeError,
   ParameterError,
   ProxmoxCommandError,
@@ -58,6 +59,13 @@ describe('classifyFailure (the texts Proxmox prints)', () => {
       false,
     ],
     ["start failed: QEMU exited with code 1\nbridge 'vmbr9' does not exist\n", BridgeNotFoundError, false],
+    // qemu-server's print_netdevice_full, before QEMU runs: an mtu the bridge cannot carry.
+    [
+      "netdev net0: MTU '9000' is bigger than the bridge MTU '1500' - adjust the MTU for the network device in the VM configuration, while ensuring that the bridge is configured as desired.\n",
+      NicMtuError,
+      false,
+    ],
+    ["netdev net0: MTU '575' is smaller than the IP minimum MTU '576'\n", NicMtuError, false],
     ['cluster not ready - no quorum?\n', ProxmoxCommandError, true],
     ['', ProxmoxCommandError, true],
   ] as const)('%j → %p', (stderr, ErrorType, retryable) => {
@@ -98,5 +106,38 @@ describe('classifyFailure (the texts Proxmox prints)', () => {
       expect(Object.keys(FAILURE_TYPES)).toContain(err.name);
       expect(NON_RETRYABLE_ERRORS.includes(err.name)).toBe(!err.retryable);
     }
+  });
+});
+
+describe('the hint of a missing bridge names where the bridge came from', () => {
+  const missing = classifyFailure({ node: 'pve1', command: 'qm start 120', exitCode: 255, stderr: "bridge 'vmbr7' does not exist\n" });
+
+  test('VM_BRIDGE by default; the install\'s `bridge` field when the VM\'s bridge came from the request', () => {
+    expect(missing).toBeInstanceOf(BridgeNotFoundError);
+    const err = missing as BridgeNotFoundError;
+    expect(err.bridge).toBe('vmbr7');
+    expect(err.message).toMatch(/; to fix: set VM_BRIDGE to a bridge node 'pve1' has, or create 'vmbr7' there \(System → Network\)$/);
+    const fromRequest = err.fromRequest();
+    expect(fromRequest).toBeInstanceOf(BridgeNotFoundError);
+    expect(fromRequest.message).toMatch(/; to fix: name a bridge node 'pve1' has in the install's `bridge` field \(or in the VM's net0\), or create 'vmbr7' there \(System → Network\)$/);
+    expect(fromRequest.message).not.toMatch(/VM_BRIDGE/);
+    expect(fromRequest.retryable).toBe(false);
+  });
+
+  test('the bridge is read where qm prints it: the ifup script\'s line is on stdout', () => {
+    const err = classifyFailure({
+      node: 'pve1',
+      command: 'qm start 120',
+      exitCode: 255,
+      stderr: 'start failed: QEMU exited with code 1\n',
+      stdout: "bridge 'vmbr7' does not exist\nkvm: -netdev type=tap,id=net0,ifname=tap120i0: network script /usr/libexec/qemu-server/pve-bridge failed with status 512\n",
+    }) as BridgeNotFoundError;
+    expect(err.bridge).toBe('vmbr7');
+    expect(err.message).toMatch(/or create 'vmbr7' there/);
+  });
+
+  test('an mtu above the bridge\'s names the `mtu` field', () => {
+    const err = classifyFailure({ node: 'pve1', command: 'qm start 120', exitCode: 255, stderr: "netdev net0: MTU '9000' is bigger than the bridge MTU '1500' - adjust the MTU for the network device in the VM configuration, while ensuring that the bridge is configured as desired.\n" });
+    expect(err.message).toMatch(/to fix: install with an `mtu` no larger than the bridge's MTU on node 'pve1'/);
   });
 });

@@ -15,6 +15,7 @@ import {
 } from '../parse';
 import {
   agentFileOf,
+  bridgesOf,
   clusterResourcesOf,
   nextIdOf,
   nodeStatusOf,
@@ -246,6 +247,11 @@ export class ApiNode implements ProxmoxNode {
 
   async resources(call: CallOptions = {}): Promise<{ [T in keyof ClusterResourceByType]: ClusterResourceByType[T][] }> {
     return resourcesOf(await this.get('/cluster/resources', {}, call));
+  }
+
+  /** `GET /nodes/{node}/network?type=any_bridge`: the node's bridges. */
+  async bridges(node: string, call: CallOptions = {}): Promise<string[]> {
+    return bridgesOf(await this.get(`/nodes/${encodeURIComponent(node)}/network`, { type: 'any_bridge' }, call));
   }
 
   async nextId(call: CallOptions = {}): Promise<number> {

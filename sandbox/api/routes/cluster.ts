@@ -1,5 +1,5 @@
 import type { Route } from '../http';
-import { clusterResources, nextId, nodeStatus, poolIndex, poolRead } from '../../cli/pvesh';
+import { clusterResources, NETWORK_TYPES, nextId, nodeNetwork, nodeStatus, poolIndex, poolRead } from '../../cli/pvesh';
 import { fromCli } from '../errors';
 import { nodePveVersion } from '../../state/model';
 import { nodeResource } from '../../cli/resources';
@@ -69,6 +69,13 @@ export const clusterRoutes: Route[] = [
       r.check(`/nodes/${r.params.node}`, ['Sys.Audit']);
       return nodeStatus(r.ctx(), r.params.node);
     },
+  },
+  {
+    method: 'GET',
+    path: '/nodes/{node}/network',
+    props: { type: { type: 'string', optional: true, enum: NETWORK_TYPES } },
+    // `permissions => { user => 'all' }`: any authenticated user may list them.
+    handle: (r) => nodeNetwork(r.ctx(), r.params.node, r.params.type),
   },
   {
     method: 'GET',

@@ -10,7 +10,7 @@ import { bootDisk } from '../../state/boot';
 import { getVolume } from '../../state/volumes';
 import { holdsData, keepsContents, volumeFile } from '../../state/volumeData';
 import { writeCloudinitDrive } from '../../qemu/cloudinitDrive';
-import { plugNetworks } from './bridges';
+import { checkNetdevMtus, plugNetworks } from './bridges';
 import { restartAfterReboot } from '../qmeventd';
 
 /**
@@ -48,6 +48,8 @@ export function startVm(ctx: Ctx, vmid: number, skiplock = false): void {
       const vol = real ? getVolume(ctx.dir, ctx.node, drive.volid) : undefined;
       if (vol) writeCloudinitDrive(conf, vmid, { file: volumeFile(ctx.dir, ctx.node, vol.storage, vol.volname), format: vol.format, sizeBytes: vol.sizeBytes });
     }
+    // config_to_command (its NICs' MTUs) before QEMU runs the NICs' ifup scripts.
+    checkNetdevMtus(ctx, conf);
     plugNetworks(ctx, vmid, conf);
     spawnVm(ctx.dir, vmid, real ? 'qemu/supervisor.ts' : 'vm/main.ts');
   });

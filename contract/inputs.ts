@@ -33,6 +33,9 @@ export const LIMITS = {
   tags: 32,
   tagChars: 64,
   descriptionBytes: 8192,
+  /** Extra data disks (issue 24): scsi1..scsi8, each 1..99999 GiB. */
+  extraDisks: 8,
+  extraDiskGb: { min: 1, max: 99_999 },
 } as const;
 
 interface Range {
@@ -94,6 +97,7 @@ export const field = {
   requestPubkey: pubkeyOf(keyLines).refine((v) => v.trim() !== '', 'pubkey must not be empty: send an OpenSSH public key, or leave the field out'),
   disk: z.string().regex(/^(scsi|virtio|sata|ide)\d{1,2}$/, 'disk must be a disk name like scsi0'),
   ...placementFields(),
+  ...diskFields(),
 };
 
 /**
@@ -130,6 +134,44 @@ function placementFields() {
     storage: z
       .string({ error: 'storage must be a string' })
       .regex(/^[a-z][a-z0-9\-_.]*[a-z0-9]$/i, 'storage must be a Proxmox storage id: a letter first, then letters, digits, - _ and ., not ending in - _ or .'),
+  };
+}
+
+/**
+ * The VM's hardware beyond the boot disk (issue 24, "disks"): extra data disks (scsi1..),
+ * the machine type and the firmware, each as Proxmox takes it (qemu-server Drive.pm
+ * `$NEW_DISK_RE`, Machine.pm `$machine_fmt`, the `bios` enum). Only the values QemuRun
+ * builds for are offered: `q35`/`pc`, `seabios`/`ovmf` (ovmf with its EFI disk).
+ */
+function diskFields() {
+  const sizeRule = new RegExp(`^\\d{1,${String(LIMITS.extraDiskGb.max).length}}G$`);
+  const extraDisk = (sizeMessage: string, storageMessage: string) =>
+    z
+      .object(
+        {
+          size: z.string({ error: sizeMessage }).regex(sizeRule, sizeMessage).refine((v) => Number(v.slice(0, -1)) >= LIMITS.extraDiskGb.min, sizeMessage),
+          storage: z.string({ error: storageMessage }).regex(/^[a-z][a-z0-9\-_.]*[a-z0-9]$/i, storageMessage).optional(),
+        },
+        { error: 'disks must be objects like { "size": "32G", "storage": "local-lvm" }' },
+      )
+      .strict();
+  const sizeMessage = `must be a whole number of GiB (${LIMITS.extraDiskGb.min} or more) followed by G, like "32G"`;
+  const storageMessage = 'must be a Proxmox storage id: a letter first, then letters, digits, - _ and ., not ending in - _ or .';
+  return {
+    /** As a request gives them; the spec keeps `sizeGb` (./requests.ts `disksOf`). */
+    disks: z
+      .array(extraDisk(sizeMessage, storageMessage), { error: 'disks must be an array of { size, storage? }' })
+      .max(LIMITS.extraDisks, `disks must be at most ${LIMITS.extraDisks} disks`)
+      .describe('extra data disks, created empty as scsi1, scsi2, … after the boot disk; storage defaults to the install\'s storage'),
+    specDisks: z
+      .array(
+        z.object({ sizeGb: z.number().int().min(LIMITS.extraDiskGb.min).max(LIMITS.extraDiskGb.max), storage: z.string().regex(/^[a-z][a-z0-9\-_.]*[a-z0-9]$/i).optional() }).strict(),
+      )
+      .max(LIMITS.extraDisks, `disks must be at most ${LIMITS.extraDisks} disks`),
+    machine: z.enum(['q35', 'pc'], { error: 'machine must be "q35" or "pc"' }).describe("the VM's machine type (Proxmox's default: pc, i.e. i440fx)"),
+    bios: z
+      .enum(['seabios', 'ovmf'], { error: 'bios must be "seabios" or "ovmf"' })
+      .describe('the firmware; ovmf (UEFI) comes with an EFI disk on the install\'s storage, without pre-enrolled Secure Boot keys'),
   };
 }
 
@@ -193,6 +235,10 @@ const installSpecObject = z
     description: field.description.optional(),
     pool: field.pool.optional(),
     storage: field.storage.optional(),
+    // Disks, machine and firmware (issue 24): absent in specs written before, which meant none, Proxmox's defaults.
+    disks: field.specDisks.optional(),
+    machine: field.machine.optional(),
+    bios: field.bios.optional(),
   })
   .strict()
   .superRefine(versionOfOs);

@@ -48,6 +48,17 @@ export interface InstallSpec {
   pool?: string;
   /** The storage of the boot disk and the cloud-init drive; absent: ASSIGN_STORAGE. */
   storage?: string;
+  // Disks, machine, firmware (issue 24). Absent: none, Proxmox's defaults, as before them.
+  /** Extra empty data disks, scsi1.. in order; storage absent: the install's storage. */
+  disks?: ExtraDisk[];
+  machine?: 'q35' | 'pc';
+  /** `ovmf` comes with an EFI disk (efidisk0) on the install's storage. */
+  bios?: 'seabios' | 'ovmf';
+}
+
+export interface ExtraDisk {
+  sizeGb: number;
+  storage?: string;
 }
 
 /** Secrets that travel with an install; the payload codec keeps them out of history. */

@@ -17,7 +17,7 @@ type IgnoredField = 'ip' | 'gateway';
  * so a field added to the body and not here does not compile. Integers are checked here,
  * every rule by the API, which answers 400 naming the field.
  */
-const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string; help: string; int?: boolean; list?: boolean } } = {
+const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string; help: string; int?: boolean; list?: boolean; parse?: (value: string) => unknown } } = {
   os: { flag: '--os <os>', help: 'debian, ubuntu or rockylinux' },
   version: { flag: '--version <version>', help: 'debian 11 12 13; ubuntu 20.04 22.04 24.04; rockylinux 8 9 10' },
   id: { flag: '--id <vmid>', help: 'VMID 100..254 (default: the next free one)', int: true },
@@ -33,6 +33,9 @@ const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string
   description: { flag: '--description <text>', help: "the VM's notes, kept beside QemuRun's markers" },
   pool: { flag: '--pool <pool>', help: 'the Proxmox resource pool to create the VM in' },
   storage: { flag: '--storage <storage>', help: 'the storage of the boot disk and cloud-init drive (default: ASSIGN_STORAGE)' },
+  disks: { flag: '--disks <disks>', help: 'extra data disks scsi1.., comma-separated SIZE[:STORAGE], e.g. 32G,100G:local-lvm (default storage: --storage)', parse: diskList },
+  machine: { flag: '--machine <type>', help: 'q35 or pc (Proxmox default: pc)' },
+  bios: { flag: '--bios <bios>', help: 'seabios or ovmf (ovmf adds an EFI disk, no pre-enrolled Secure Boot keys)' },
 };
 const FIELDS = Object.entries(FLAGS).map(([field, f]) => ({ field, ...f }));
 
@@ -85,6 +88,17 @@ async function install(ctx: Context, flags: InstallFlags): Promise<number> {
   });
 }
 
+/** `--disks 32G,100G:local-lvm` as the body's `disks` (the API checks sizes and storages). */
+function diskList(value: string): Array<{ size: string; storage?: string }> {
+  return value
+    .split(',')
+    .filter(Boolean)
+    .map((d) => {
+      const [size, storage] = d.split(':', 2);
+      return storage ? { size, storage } : { size };
+    });
+}
+
 /** A list as Proxmox splits `--tags` (pve-common `split_list`): on , ; and white space. */
 function tagList(value: string): string[] {
   return value.split(/[,;\s]+/).filter(Boolean);
@@ -95,7 +109,7 @@ export function installCommand(run: Runner): Command {
   cmd.option('-f, --file <spec.json>', 'the install body as a JSON file (- for stdin); flags override its fields');
   for (const f of FIELDS) {
     const option = new Option(f.flag, f.help);
-    cmd.addOption(f.int ? option.argParser(integer) : f.list ? option.argParser(tagList) : option);
+    cmd.addOption(f.int ? option.argParser(integer) : f.list ? option.argParser(tagList) : f.parse ? option.argParser(f.parse) : option);
   }
   cmd
     .option('--pubkey-file <path>', 'read pubkey from a file (e.g. ~/.ssh/id_ed25519.pub)')

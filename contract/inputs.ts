@@ -152,7 +152,7 @@ function diskFields() {
           size: z.string({ error: sizeMessage }).regex(sizeRule, sizeMessage).refine((v) => Number(v.slice(0, -1)) >= LIMITS.extraDiskGb.min, sizeMessage),
           storage: z.string({ error: storageMessage }).regex(/^[a-z][a-z0-9\-_.]*[a-z0-9]$/i, storageMessage).optional(),
         },
-        { error: 'disks must be objects like { "size": "32G", "storage": "local-lvm" }' },
+        { error: 'must be an object like { "size": "32G", "storage": "local-lvm" }' },
       )
       .strict();
   const sizeMessage = `must be a whole number of GiB (${LIMITS.extraDiskGb.min} or more) followed by G, like "32G"`;

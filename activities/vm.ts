@@ -31,6 +31,23 @@ export interface VmDeps {
  * it. Each finds the node the VM lives on now and is safe to run twice: a retry after a
  * lost completion finds the goal reached and does nothing more.
  */
+/**
+ * The drives an install adds after its boot disk and cloud-init drive (issue 24), in order,
+ * as `qm set` options with Proxmox's new-disk syntax `<storage>:<GiB>` (qemu-server Drive.pm
+ * `$NEW_DISK_RE`): the EFI disk when the firmware is OVMF, then the extra data disks as
+ * scsi1, scsi2, …. configureVm sets only those the VM lacks, so a retry creates none twice.
+ * The EFI disk's size is Proxmox's (the "1" is ignored: it copies the 4m vars template);
+ * `pre-enrolled-keys=0`: no Secure Boot keys, so the firmware boots any EFI loader (Debian's
+ * shim and GRUB included) and nothing depends on Microsoft's certificates being current.
+ */
+export function extraDriveOptions(spec: InstallSpec, assignStorage: string): Array<[string, string]> {
+  const storage = spec.storage ?? assignStorage;
+  return [
+    ...(spec.bios === 'ovmf' ? [['efidisk0', `${storage}:1,efitype=4m,pre-enrolled-keys=0`] as [string, string]] : []),
+    ...(spec.disks ?? []).map((d, i): [string, string] => [`scsi${i + 1}`, `${d.storage ?? storage}:${d.sizeGb}`]),
+  ];
+}
+
 export function vmActivities({ config, proxmox }: VmDeps) {
   const main = () => proxmox.main();
   const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);
@@ -77,6 +94,9 @@ export function vmActivities({ config, proxmox }: VmDeps) {
           ...(balloon ? { numa: 1, balloon } : {}),
           // Proxmox refuses a pool that does not exist (403, PermissionDeniedError: not retried).
           ...(spec.pool !== undefined ? { pool: spec.pool } : {}),
+          // Machine and firmware (issue 24): only when asked for, so an older spec creates what it did.
+          ...(spec.machine !== undefined ? { machine: spec.machine } : {}),
+          ...(spec.bios !== undefined ? { bios: spec.bios } : {}),
         });
       } catch (err) {
         if (err instanceof VmidTakenError) {
@@ -117,6 +137,9 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       });
       if (!conf.disks.some((d) => d.key === 'scsi0')) await node.setVmOptions(vmid, { scsi0: input.volid });
       if (!conf.disks.some((d) => d.key === 'ide2')) await node.setVmOptions(vmid, { ide2: `${spec.storage ?? config.storage}:cloudinit` });
+      for (const [key, value] of extraDriveOptions(spec, config.storage)) {
+        if (!conf.disks.some((d) => d.key === key)) await node.setVmOptions(vmid, { [key]: value });
+      }
       await node.setVmOptions(vmid, { boot: 'order=scsi0' });
       // Absolute, so a retry is harmless; never below the image (Proxmox refuses to shrink).
       const scsi0 = (await node.config(vmid)).disks.find((d) => d.key === 'scsi0');

@@ -11,7 +11,7 @@ import { requireRole } from './guard';
 import { startedByMemo } from './startedBy';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { diskTooBig } from '../lib/vm/diskSpace';
-import { poolProblem, storageProblem } from '../lib/vm/placement';
+import { disksProblem, poolProblem, storageProblem } from '../lib/vm/placement';
 import { checkSameRequest } from './idempotency';
 import { prefersAsync } from './prefer';
 
@@ -49,7 +49,8 @@ async function placementProblem(config: Config, proxmox: ProxmoxCluster | undefi
   const pool = spec.pool === undefined ? undefined : await poolProblem(main, spec.pool).catch(() => undefined);
   if (pool) return `pool: ${pool}`;
   const storage = spec.storage === undefined ? undefined : await storageProblem(main, spec.storage, spec.diskGb).catch(() => undefined);
-  return storage ? `storage: ${storage}` : undefined;
+  if (storage) return `storage: ${storage}`;
+  return disksProblem(main, spec, config.storage).catch(() => undefined);
 }
 
 /**

@@ -19,7 +19,7 @@ export function describeIssues(error: z.ZodError, body?: unknown): string {
     .map((i) => {
       if (i.code === 'unrecognized_keys') return `unknown field(s): ${i.keys.join(', ')}`;
       if (i.path.length === 0 && i.code === 'invalid_type') return 'body: must be a JSON object';
-      const field = i.path.join('.');
+      const field = i.path.map((k, n) => (typeof k === 'number' ? `[${k}]` : `${n > 0 ? '.' : ''}${String(k)}`)).join('');
       if (i.code === 'invalid_type' && body !== undefined && valueAt(body, i.path) === undefined) return `${field}: is required`;
       const rule = i.message.startsWith(`${field} `) ? i.message.slice(field.length + 1) : i.message;
       return `${field}: ${rule}`;

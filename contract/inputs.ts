@@ -44,6 +44,9 @@ export const LIMITS = {
   mtu: { min: 576, max: 65520 },
   /** `nameserver`: the resolv.conf limit (glibc's MAXNS) cloud-init writes into. */
   dnsServers: { min: 1, max: 3 },
+  /** Extra data disks (issue 24): scsi1..scsi8, each 1..99999 GiB. */
+  extraDisks: 8,
+  extraDiskGb: { min: 1, max: 99_999 },
 } as const;
 
 interface Range {
@@ -148,6 +151,7 @@ export const field = {
       { error: 'dns must be an object like {"servers": ["192.0.2.53"], "search": "example.com"}' },
     )
     .strict(),
+  ...diskFields(),
 };
 
 /**
@@ -184,6 +188,44 @@ function placementFields() {
     storage: z
       .string({ error: 'storage must be a string' })
       .regex(/^[a-z][a-z0-9\-_.]*[a-z0-9]$/i, 'storage must be a Proxmox storage id: a letter first, then letters, digits, - _ and ., not ending in - _ or .'),
+  };
+}
+
+/**
+ * The VM's hardware beyond the boot disk (issue 24, "disks"): extra data disks (scsi1..),
+ * the machine type and the firmware, each as Proxmox takes it (qemu-server Drive.pm
+ * `$NEW_DISK_RE`, Machine.pm `$machine_fmt`, the `bios` enum). Only the values QemuRun
+ * builds for are offered: `q35`/`pc`, `seabios`/`ovmf` (ovmf with its EFI disk).
+ */
+function diskFields() {
+  const sizeRule = new RegExp(`^\\d{1,${String(LIMITS.extraDiskGb.max).length}}G$`);
+  const extraDisk = (sizeMessage: string, storageMessage: string) =>
+    z
+      .object(
+        {
+          size: z.string({ error: sizeMessage }).regex(sizeRule, sizeMessage).refine((v) => Number(v.slice(0, -1)) >= LIMITS.extraDiskGb.min, sizeMessage),
+          storage: z.string({ error: storageMessage }).regex(/^[a-z][a-z0-9\-_.]*[a-z0-9]$/i, storageMessage).optional(),
+        },
+        { error: 'must be an object like { "size": "32G", "storage": "local-lvm" }' },
+      )
+      .strict();
+  const sizeMessage = `must be a whole number of GiB (${LIMITS.extraDiskGb.min} or more) followed by G, like "32G"`;
+  const storageMessage = 'must be a Proxmox storage id: a letter first, then letters, digits, - _ and ., not ending in - _ or .';
+  return {
+    /** As a request gives them; the spec keeps `sizeGb` (./requests.ts `disksOf`). */
+    disks: z
+      .array(extraDisk(sizeMessage, storageMessage), { error: 'disks must be an array of { size, storage? }' })
+      .max(LIMITS.extraDisks, `disks must be at most ${LIMITS.extraDisks} disks`)
+      .describe('extra data disks, created empty as scsi1, scsi2, … after the boot disk; storage defaults to the install\'s storage'),
+    specDisks: z
+      .array(
+        z.object({ sizeGb: z.number().int().min(LIMITS.extraDiskGb.min).max(LIMITS.extraDiskGb.max), storage: z.string().regex(/^[a-z][a-z0-9\-_.]*[a-z0-9]$/i).optional() }).strict(),
+      )
+      .max(LIMITS.extraDisks, `disks must be at most ${LIMITS.extraDisks} disks`),
+    machine: z.enum(['q35', 'pc'], { error: 'machine must be "q35" or "pc"' }).describe("the VM's machine type (Proxmox's default: pc, i.e. i440fx)"),
+    bios: z
+      .enum(['seabios', 'ovmf'], { error: 'bios must be "seabios" or "ovmf"' })
+      .describe('the firmware; ovmf (UEFI) comes with an EFI disk on the install\'s storage, without pre-enrolled Secure Boot keys'),
   };
 }
 
@@ -251,6 +293,10 @@ const installSpecObject = z
     vlan: field.vlan.optional(),
     mtu: field.mtu.optional(),
     dns: field.dns.optional(),
+    // Disks, machine and firmware (issue 24): absent in specs written before, which meant none, Proxmox's defaults.
+    disks: field.specDisks.optional(),
+    machine: field.machine.optional(),
+    bios: field.bios.optional(),
   })
   .strict()
   .superRefine(versionOfOs);

@@ -52,6 +52,10 @@ export const installBodySchema = z
     description: field.description.optional(),
     pool: field.pool.optional(),
     storage: field.storage.optional(),
+    // Disks, machine, firmware (issue 24).
+    disks: field.disks.optional(),
+    machine: field.machine.optional(),
+    bios: field.bios.optional(),
   })
   .strict()
   .superRefine(versionOfOs);
@@ -95,6 +99,18 @@ export function installSpecFromBody(b: InstallBody, caps: SizeCaps): InstallSpec
     // `{}` asks for nothing: the spec says so by leaving dns out.
     dns: b.dns && (b.dns.servers !== undefined || b.dns.search !== undefined) ? { servers: b.dns.servers, search: b.dns.search } : undefined,
     ...placementOf(b),
+    ...disksOf(b),
+  };
+}
+
+/** The disks, machine and firmware a body gave (none: the spec has none, as before). */
+function disksOf(b: InstallBody): Pick<InstallSpec, 'disks' | 'machine' | 'bios'> {
+  return {
+    ...(b.disks !== undefined && b.disks.length > 0
+      ? { disks: b.disks.map((d) => ({ sizeGb: Number(d.size.slice(0, -1)), ...(d.storage !== undefined ? { storage: d.storage } : {}) })) }
+      : {}),
+    ...(b.machine !== undefined ? { machine: b.machine } : {}),
+    ...(b.bios !== undefined ? { bios: b.bios } : {}),
   };
 }
 

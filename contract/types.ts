@@ -56,6 +56,12 @@ export interface InstallSpec {
   mtu?: number;
   /** The VM's own `nameserver` / `searchdomain` (cloud-init); undefined means the node's. */
   dns?: InstallDns;
+  // Disks, machine, firmware (issue 24). Absent: none, Proxmox's defaults, as before them.
+  /** Extra empty data disks, scsi1.. in order; storage absent: the install's storage. */
+  disks?: ExtraDisk[];
+  machine?: 'q35' | 'pc';
+  /** `ovmf` comes with an EFI disk (efidisk0) on the install's storage. */
+  bios?: 'seabios' | 'ovmf';
 }
 
 /** The DNS an install writes as Proxmox's `nameserver` and `searchdomain` options. */
@@ -64,6 +70,11 @@ export interface InstallDns {
   servers?: string[];
   /** One search domain. */
   search?: string;
+}
+
+export interface ExtraDisk {
+  sizeGb: number;
+  storage?: string;
 }
 
 /** Secrets that travel with an install; the payload codec keeps them out of history. */

@@ -38,6 +38,9 @@ const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string
   mtu: { flag: '--mtu <mtu>', help: "MTU of the NIC, 576..65520, at most the bridge's (default: the bridge's)", int: true },
   // The servers; --dns-search adds the search domain to the same field.
   dns: { flag: '--dns <ip,...>', help: 'DNS servers, comma-separated, up to 3 (default: the node\'s)', parse: (v) => ({ servers: v.split(',').map((s) => s.trim()) }) },
+  disks: { flag: '--disks <disks>', help: 'extra data disks scsi1.., comma-separated SIZE[:STORAGE], e.g. 32G,100G:local-lvm (default storage: --storage)', parse: diskList },
+  machine: { flag: '--machine <type>', help: 'q35 or pc (Proxmox default: pc)' },
+  bios: { flag: '--bios <bios>', help: 'seabios or ovmf (ovmf adds an EFI disk, no pre-enrolled Secure Boot keys)' },
 };
 const FIELDS = Object.entries(FLAGS).map(([field, f]) => ({ field, ...f }));
 
@@ -94,6 +97,17 @@ async function install(ctx: Context, flags: InstallFlags): Promise<number> {
         [`install started: workflow ${b.workflowId}`, `follow it:   qemurun attach ${b.workflowId}`, `its status:  qemurun status ${b.workflowId}`].join('\n'),
       ),
   });
+}
+
+/** `--disks 32G,100G:local-lvm` as the body's `disks` (the API checks sizes and storages). */
+function diskList(value: string): Array<{ size: string; storage?: string }> {
+  return value
+    .split(',')
+    .filter(Boolean)
+    .map((d) => {
+      const [size, storage] = d.split(':', 2);
+      return storage ? { size, storage } : { size };
+    });
 }
 
 /** A list as Proxmox splits `--tags` (pve-common `split_list`): on , ; and white space. */

@@ -39,3 +39,36 @@ export async function poolProblem(node: ProxmoxNode, pool: string): Promise<stri
   if (pools.includes(pool)) return undefined;
   return `pool '${pool}' does not exist${pools.length ? ` (the pools: ${pools.join(', ')})` : ' (the cluster has no pools the API token may see)'}`;
 }
+
+/**
+ * An install's extra data disks (issue 24): each one's storage (its own, else the install's,
+ * else ASSIGN_STORAGE) passes storageProblem, and each storage has room for everything the
+ * install puts on it (the boot disk too when it lands there), as `disks[i].storage: …` or
+ * `disks[i].size: …` for the first disk that does not fit.
+ */
+export async function disksProblem(
+  node: ProxmoxNode,
+  spec: { diskGb: number; storage?: string; disks?: Array<{ sizeGb: number; storage?: string }> },
+  assignStorage: string,
+): Promise<string | undefined> {
+  const disks = spec.disks ?? [];
+  if (disks.length === 0) return undefined;
+  const boot = spec.storage ?? assignStorage;
+  const all = await node.storageStatus().catch((err: unknown) => {
+    if (err instanceof StorageError) return [];
+    throw err;
+  });
+  const planned = new Map<string, number>([[boot, spec.diskGb]]);
+  for (const [i, d] of disks.entries()) {
+    const id = d.storage ?? boot;
+    const problem = await storageProblem(node, id, undefined);
+    if (problem) return `disks[${i}].storage: ${problem}`;
+    const total = (planned.get(id) ?? 0) + d.sizeGb;
+    planned.set(id, total);
+    const free = all.find((x) => x.name === id)?.availableBytes;
+    if (free !== undefined && total * 1024 ** 3 > free) {
+      return `disks[${i}].size: storage '${id}' has ${Math.floor(free / 1024 ** 3)}G free, less than the ${total}G this install puts there`;
+    }
+  }
+  return undefined;
+}

@@ -112,7 +112,9 @@ async function checkSpec(config: Config, proxmox: ProxmoxCluster, recorded: unkn
   if (!storage) return spec; // the install's storage step says why, before it creates anything
   const freed = disks.filter((d) => d.volid.startsWith(`${storageId}:`));
   const freedBytes = freed.reduce((sum, d) => sum + (d.sizeBytes ?? 0), 0);
-  const tooBig = diskTooBig(spec.diskGb, { ...storage, availableBytes: storage.availableBytes + freedBytes });
+  // The extra data disks the spec puts on the same storage (issue 24) need room too, as the freed ones count.
+  const extraGb = (spec.disks ?? []).filter((d) => (d.storage ?? storageId) === storageId).reduce((sum, d) => sum + d.sizeGb, 0);
+  const tooBig = diskTooBig(spec.diskGb + extraGb, { ...storage, availableBytes: storage.availableBytes + freedBytes });
   if (tooBig) throw new RebuildRefusal('StorageError', `${what}: ${tooBig}; refusing to rebuild`);
   return spec;
 }

@@ -36,10 +36,14 @@ async function run(input: { dir: string; node: string; upid: string; job: TaskJo
     process.exit(0);
   };
   if (interrupted) return interrupt();
-  const ctx = makeCtx(input.dir, input.node, { out: write, err: write });
-  const { job } = input;
   // PVE::RESTEnvironment counts log_warn's lines; a task with any ends `TASK WARNINGS: n`.
   let warnings = 0;
+  const logged = (line: string) => {
+    if (line.startsWith('WARN: ')) warnings++;
+    write(line);
+  };
+  const ctx = makeCtx(input.dir, input.node, { out: logged, err: logged });
+  const { job } = input;
   try {
     for (const fault of takeFaults(input.dir, input.node, job.faultArgv)) {
       await sleep(fault.latencyMs ?? 0);

@@ -156,3 +156,26 @@ export function tagList(v: string): string | undefined {
 
 /** `qm resize` sizes: `\+?\d+(\.\d+)?[KMGT]?`. */
 export const DISK_SIZE = /^\+?\d+(\.\d+)?[KMGT]?$/;
+
+const MACHINE_TYPE = /^(pc|pc(-i440fx)?-\d+(\.\d+)+(\+pve\d+)?(\.pxe)?|q35|pc-q35-\d+(\.\d+)+(\+pve\d+)?(\.pxe)?|virt(?:-\d+(\.\d+)+)?(\+pve\d+)?)$/;
+
+/**
+ * `machine` (qemu-server QemuServer/Machine.pm `$machine_fmt`): `[type=]<type>` plus
+ * `viommu`, `aw-bits`, `enable-s3`, `enable-s4`, with JSONSchema.pm's texts.
+ */
+export function machine(v: string): Record<string, string> | undefined {
+  const errors: Record<string, string> = {};
+  for (const [k, val] of Object.entries(parsePropertyString(v, 'type'))) {
+    if (k === 'type') {
+      if (val.length > 40) errors.type = 'value may only be 40 characters long';
+      else if (!MACHINE_TYPE.test(val)) errors.type = 'value does not match the regex pattern';
+    } else if (k === 'viommu') {
+      if (!['intel', 'virtio'].includes(val)) errors.viommu = `value '${val}' does not have a value in the enumeration 'intel, virtio'`;
+    } else if (k === 'aw-bits') {
+      if (!/^\d+$/.test(val)) errors['aw-bits'] = `type check ('integer') failed - got '${val}'`;
+    } else if (k === 'enable-s3' || k === 'enable-s4') {
+      if (parseBoolean(val) === undefined) errors[k] = `type check ('boolean') failed - got '${val}'`;
+    } else errors[k] = `invalid key in comma-separated list property: ${k}`;
+  }
+  return Object.keys(errors).length ? errors : undefined;
+}

@@ -44,7 +44,7 @@ export const VM_OPTIONS: Record<string, Prop> = {
   serial1: { ...str, format: f.serial },
   vga: str,
   bios: { ...str, enum: ['seabios', 'ovmf'] },
-  machine: str,
+  machine: { ...str, format: f.machine },
   boot: str,
   bootdisk: { ...str, enum: DRIVE_NAMES },
   onboot: bool,

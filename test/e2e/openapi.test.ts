@@ -96,6 +96,16 @@ test('the document is OpenAPI 3.1 and every registered route is in it, and nothi
     pool: { type: 'string', pattern: expect.any(String) },
     storage: { type: 'string', pattern: expect.any(String) },
   });
+  // Disks, machine, firmware (issue 24).
+  expect(doc.components.schemas.InstallBody.properties).toMatchObject({
+    disks: {
+      type: 'array',
+      maxItems: 8,
+      items: { type: 'object', additionalProperties: false, required: ['size'], properties: { size: { type: 'string', pattern: expect.any(String) }, storage: { type: 'string' } } },
+    },
+    machine: { enum: ['q35', 'pc'] },
+    bios: { enum: ['seabios', 'ovmf'] },
+  });
 });
 
 test('the answers of a real install, its status, the list and errors validate against the document', async () => {

@@ -515,6 +515,13 @@ describe('lifecycle tasks on the CLIs\' state', () => {
     expect((await task(await call('POST', '/nodes/pve2/qemu/180/status/start'))).status.exitstatus).toBe('VM is locked (backup)');
     expect((await qm('pve2', 'unlock', '180')).exitCode).toBe(0);
 
+    // OVMF without an EFI disk: the start's log_warn makes the task end WARNINGS, no error.
+    expect((await call('PUT', '/nodes/pve2/qemu/180/config', { bios: 'ovmf' })).status).toBe(200);
+    const ovmf = await task(await call('POST', '/nodes/pve2/qemu/180/status/start'));
+    expect(ovmf.status.exitstatus).toBe('WARNINGS: 1');
+    expect(ovmf.log).toEqual(expect.arrayContaining(['WARN: no efidisk configured! Using temporary efivars disk.', 'TASK WARNINGS: 1']));
+    expect((await task(await call('POST', '/nodes/pve2/qemu/180/status/stop'))).status.exitstatus).toBe('OK');
+
     const destroyed = await task(await call('DELETE', '/nodes/pve2/qemu/180', { purge: 1, 'destroy-unreferenced-disks': 1 }));
     expect(destroyed.status).toMatchObject({ type: 'qmdestroy', exitstatus: 'OK' });
     expect(destroyed.log).toContain('purging VM 180 from related configurations..');

@@ -205,6 +205,42 @@ describe('disks', () => {
     expect(await usedKiB('local')).toBe(before);
   });
 
+  test('new data disks and an EFI disk: next free vm-<vmid>-disk-N, Proxmox texts, the vars size, purge frees them', async () => {
+    await qm('pve1', 'create', '226', ...CREATE, '--machine', 'q35', '--bios', 'ovmf');
+    const scsi1 = await qm('pve1', 'set', '226', '--scsi1', 'local-lvm:32');
+    expect(scsi1.stdout).toContain("scsi1: successfully created disk 'local-lvm:vm-226-disk-0,size=32G'");
+    const efi = await qm('pve1', 'set', '226', '--efidisk0', 'local-lvm:1,efitype=4m,pre-enrolled-keys=0');
+    // The "1" is ignored: the 4m vars template (540672 bytes) rounded to LVM-thin's 4M extent.
+    expect(efi.stdout).toContain("efidisk0: successfully created disk 'local-lvm:vm-226-disk-1,efitype=4m,pre-enrolled-keys=0,size=4M'");
+    const onDir = await qm('pve1', 'set', '226', '--scsi2', 'local:8', '--efidisk0', 'local:1,efitype=4m');
+    expect(onDir.stdout).toContain("efidisk0: successfully created disk 'local:226/vm-226-disk-0.raw,efitype=4m,size=528K'");
+    expect(onDir.stdout).toContain("scsi2: successfully created disk 'local:226/vm-226-disk-1.raw,size=8G'");
+    const conf = (await t.cluster.readConfig(226))!;
+    expect(conf).toContain('\nmachine: q35\n');
+    expect(conf).toContain('\nbios: ovmf\n');
+    expect(conf).toContain('\nunused0: local-lvm:vm-226-disk-1\n'); // the replaced EFI disk, as Proxmox keeps it
+
+    const nosuch = await qm('pve1', 'set', '226', '--scsi3', 'nosuch:4');
+    expect([nosuch.exitCode, nosuch.stderr]).toEqual([255, "storage 'nosuch' does not exist"]);
+    const badMachine = await qm('pve1', 'set', '226', '--machine', 'q36');
+    expect(badMachine.stderr).toMatch(/^400 Parameter verification failed\.\nmachine: invalid format - format error\nmachine\.type: /);
+    expect((await qm('pve1', 'set', '226', '--machine', 'pc-q35-8.1+pve0')).exitCode).toBe(0);
+    expect((await qm('pve1', 'set', '226', '--machine', 'pc,viommu=intel')).stderr).toBe('to use Intel vIOMMU please set the machine type to q35');
+
+    expect((await run('pve1', ['pvesm', 'list', 'local-lvm', '--vmid', '226'])).stdout.split('\n').filter((l) => l.startsWith('local-lvm:')).length).toBe(2);
+    expect((await qm('pve1', 'destroy', '226', '--purge', '1')).exitCode).toBe(0);
+    expect((await run('pve1', ['pvesm', 'list', 'local-lvm', '--vmid', '226'])).stdout).not.toContain('vm-226');
+    expect((await run('pve1', ['pvesm', 'list', 'local', '--vmid', '226'])).stdout).not.toContain('vm-226');
+  });
+
+  test('bios ovmf without an EFI disk starts with a warning, as Proxmox does', async () => {
+    await qm('pve1', 'create', '227', ...CREATE, '--bios', 'ovmf');
+    const start = await qm('pve1', 'start', '227');
+    expect([start.exitCode, start.stderr]).toEqual([0, 'WARN: no efidisk configured! Using temporary efivars disk.']);
+    expect((await qm('pve1', 'stop', '227')).exitCode).toBe(0);
+    expect((await qm('pve1', 'destroy', '227', '--purge', '1')).exitCode).toBe(0);
+  });
+
   test('qm disk import: raw files, --target-disk, file storage naming, errors', async () => {
     await qm('pve1', 'create', '221', ...CREATE);
     const raw = path.join(t.tmp, 'disk.raw');

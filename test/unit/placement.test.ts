@@ -32,7 +32,7 @@ describe("the API's 400s name the field", () => {
     ['tags not an array', { tags: 'web' }, /^tags: must be an array of strings$/],
     ['a tag with a space', { tags: ['web server'] }, /^tags: must be Proxmox tags: tag 1 is not a Proxmox tag/],
     ['a tag starting with -', { tags: ['ok', '-web'] }, /^tags: must be Proxmox tags: tag 2 is not/],
-    ['a tag with ;', { tags: ['a;b'] }, /^tags: must be Proxmox tags: tag 1/], ['a tag not a string', { tags: [1] }, /^tags.0: must be a string$/],
+    ['a tag with ;', { tags: ['a;b'] }, /^tags: must be Proxmox tags: tag 1/], ['a tag not a string', { tags: [1] }, /^tags\[0\]: must be a string$/],
     ['too many tags', { tags: Array.from({ length: 33 }, (_, i) => `t${i}`) }, /^tags: must be at most 32 tags$/],
     ['description not a string', { description: 5 }, /^description: must be a string$/],
     ['description over 8192 bytes', { description: 'é'.repeat(4097) }, /^description: must be at most 8192 bytes$/],

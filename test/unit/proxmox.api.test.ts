@@ -319,6 +319,18 @@ describe('tasks', () => {
 });
 
 describe('secrets and shapes', () => {
+  test('new disks (scsi1, efidisk0) go in the config PUT in the new-disk syntax, machine and bios in create_vm', async () => {
+    stub.route('PUT /nodes/pve1/qemu/120/config', () => ({ data: null }));
+    stub.route('POST /nodes/pve1/qemu', () => ({ data: null }));
+    await node().createVm(120, { name: 'x', machine: 'q35', bios: 'ovmf' });
+    await node().setVmOptions(120, { efidisk0: 'local-lvm:1,efitype=4m,pre-enrolled-keys=0' });
+    await node().setVmOptions(120, { scsi1: 'local-lvm:32' });
+    const [create, efi, scsi1] = stub.requests.filter((r) => r.method !== 'GET');
+    expect([create.form.get('machine'), create.form.get('bios')]).toEqual(['q35', 'ovmf']);
+    expect(efi.form.get('efidisk0')).toBe('local-lvm:1,efitype=4m,pre-enrolled-keys=0');
+    expect(scsi1.form.get('scsi1')).toBe('local-lvm:32');
+  });
+
   test('sshkeys travel URI-encoded, the password only as its crypt hash', async () => {
     stub.route('PUT /nodes/pve1/qemu/120/config', () => ({ data: null }));
     await node().setVmOptions(120, { sshkeys: 'ssh-ed25519 AAAA a@b\nssh-rsa BBBB c@d\n', cipassword: 'hunter2 hunter2', ciuser: 'debian' });

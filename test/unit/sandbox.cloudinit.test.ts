@@ -94,6 +94,7 @@ test("the QEMU command uses qemu-server's device names, forwards the VM's addres
     disks: [
       { key: 'scsi0', file: '/d/vm-120-disk-0', format: 'raw', cdrom: false },
       { key: 'ide2', file: '/d/vm-120-cloudinit', format: 'raw', cdrom: true },
+      { key: 'scsi1', file: '/d/vm-120-disk-1', format: 'raw', cdrom: false },
     ],
     accel: 'tcg',
     qmpSocket: '/r/120.qmp',
@@ -107,6 +108,8 @@ test("the QEMU command uses qemu-server's device names, forwards the VM's addres
   expect(line).toContain('-device virtio-scsi-pci,id=scsihw0');
   expect(line).toContain('-device scsi-hd,bus=scsihw0.0,channel=0,scsi-id=0,lun=0,drive=drive-scsi0,id=scsi0,bootindex=100');
   expect(line).toContain('-device ide-cd,bus=ide.1,unit=0,drive=drive-ide2,id=ide2');
+  // An extra data disk (issue 24) is the guest's next SCSI disk, not a boot device.
+  expect(line).toContain('-device scsi-hd,bus=scsihw0.0,channel=0,scsi-id=0,lun=1,drive=drive-scsi1,id=scsi1 ');
   expect(line).toContain('-device virtserialport,chardev=qga0,name=org.qemu.guest_agent.0');
   expect(line).toContain('-device virtio-net-pci,mac=BC:24:11:AA:0B:1C,netdev=net0,id=net0');
   expect(line).toContain('-netdev user,id=net0,restrict=on,net=10.0.2.0/24,hostfwd=tcp:127.0.0.120:22-:22,guestfwd=tcp:10.0.2.100:80-cmd:socat STDIO UNIX-CONNECT:/r/archive.sock');

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { CliError, paramError } from '../errors';
 import type { Ctx } from '../context';
 import type { Params } from '../args';
-import type { VmConf } from '../../state/vmconf';
+import { parsePropertyString, type VmConf } from '../../state/vmconf';
 import { allocVolume, freeVolume, getVolume, splitVolid, supportsFormat, defaultFormat, type Volume } from '../../state/volumes';
 import { looksHashed, newSalt, sha256Crypt } from '../../state/sha256crypt';
 import { isDriveName } from '../vmOptions';
@@ -28,6 +28,7 @@ export function applyVmOptions(ctx: Ctx, vmid: number, conf: VmConf, params: Par
     else conf.props[key] = value;
   }
   checkBalloon(conf);
+  if (params.machine !== undefined) checkMachine(conf);
   if (params.boot !== undefined) checkBootOrder(conf, usage);
 }
 
@@ -63,6 +64,25 @@ function checkBalloon(conf: VmConf): void {
   if (balloon !== undefined && Number(balloon) > memory) {
     throw new CliError('balloon value too large (must be smaller than assigned memory)');
   }
+}
+
+/** qemu-server Machine.pm: an Intel vIOMMU needs the q35 machine. */
+function checkMachine(conf: VmConf): void {
+  const m = parsePropertyString(conf.props.machine ?? '', 'type');
+  if (m.viommu === 'intel' && !/q35/.test(m.type ?? '')) throw new CliError('to use Intel vIOMMU please set the machine type to q35');
+}
+
+/**
+ * The size of a new EFI disk (qemu-server OVMF.pm `create_efidisk`): the OVMF vars template
+ * it is copied from, whatever size the command gave (`local-lvm:1`): 540672 bytes for
+ * `efitype=4m` (OVMF_VARS_4M.fd), 131072 for the default 2m (OVMF_VARS.fd).
+ */
+function efiVarsBytes(opts: Record<string, string>, key: string): number {
+  const type = opts.efitype ?? '2m';
+  if (type !== '2m' && type !== '4m') {
+    throw paramError({ [key]: 'invalid format - format error', [`${key}.efitype`]: `value '${type}' does not have a value in the enumeration '2m, 4m'` }, 'qm set <vmid> [OPTIONS]');
+  }
+  return type === '4m' ? 540672 : 131072;
 }
 
 function checkBootOrder(conf: VmConf, usage: string): void {
@@ -104,7 +124,7 @@ function applyDrive(ctx: Ctx, vmid: number, conf: VmConf, key: string, value: st
     requireActive(s);
     const importFrom = drive.opts['import-from'];
     delete drive.opts['import-from'];
-    let size = Math.round(Number(fresh[2]) * 1024 ** 3);
+    let size = key === 'efidisk0' ? efiVarsBytes(drive.opts, key) : Math.round(Number(fresh[2]) * 1024 ** 3);
     let source: string | undefined;
     if (importFrom !== undefined) {
       if (Number(fresh[2]) !== 0) {

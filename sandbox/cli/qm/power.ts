@@ -48,6 +48,8 @@ export function startVm(ctx: Ctx, vmid: number, skiplock = false): void {
       const vol = real ? getVolume(ctx.dir, ctx.node, drive.volid) : undefined;
       if (vol) writeCloudinitDrive(conf, vmid, { file: volumeFile(ctx.dir, ctx.node, vol.storage, vol.volname), format: vol.format, sizeBytes: vol.sizeBytes });
     }
+    // qemu-server OVMF.pm: OVMF without efidisk0 boots with a throw-away copy of the vars (log_warn).
+    if (conf.props.bios === 'ovmf' && conf.props.efidisk0 === undefined) ctx.err('WARN: no efidisk configured! Using temporary efivars disk.');
     // config_to_command (its NICs' MTUs) before QEMU runs the NICs' ifup scripts.
     checkNetdevMtus(ctx, conf);
     plugNetworks(ctx, vmid, conf);

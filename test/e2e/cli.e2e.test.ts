@@ -157,7 +157,7 @@ describe('in a pipe', () => {
     for (const [flags, says] of [
       [['--vlan', '5000'], 'vlan: must be at most 4094'],
       [['--mtu', '9000', '--bridge', 'vmbr/1'], 'bridge: must be a Proxmox bridge name'],
-      [['--dns', '192.0.2.53,resolver.example'], 'dns.servers.1: must be an IPv4 or IPv6 address'],
+      [['--dns', '192.0.2.53,resolver.example'], 'dns.servers[1]: must be an IPv4 or IPv6 address'],
       [['--dns', '192.0.2.53', '--dns-search', 'a b'], 'dns.search: must be one domain name'],
     ] as const) {
       const bad = await runCli(url, ['install', '--os', 'debian', '--version', '12', ...flags]);

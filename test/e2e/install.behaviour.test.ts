@@ -363,7 +363,7 @@ test.each<[string, unknown, string]>([
   ['bridge', 'vmbr/0', 'bridge: must be a Proxmox bridge name like vmbr0: letters, digits, -, _ and ., at most 15 characters'],
   ['vlan', 4095, 'vlan: must be at most 4094'],
   ['mtu', 9001.5, 'mtu: must be an integer from 576 to 65520'],
-  ['dns', { servers: ['192.0.2.53', 'resolver.example'] }, 'dns.servers.1: must be an IPv4 or IPv6 address'],
+  ['dns', { servers: ['192.0.2.53', 'resolver.example'] }, 'dns.servers[1]: must be an IPv4 or IPv6 address'],
 ])('a bad %s is refused with a 400 naming it; nothing starts', async (field, value, says) => {
   const before = await vmIds();
   const res = await install({ os: 'debian', version: '12', [field]: value });

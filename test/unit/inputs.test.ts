@@ -100,9 +100,9 @@ describe("the API's 400s", () => {
     ['dns.servers a string', { dns: { servers: '1.1.1.1' } }, 'dns.servers: must be a list of IPv4 or IPv6 addresses'],
     ['dns.servers empty', { dns: { servers: [] } }, 'dns.servers: must list at least 1 address'],
     ['dns.servers four', { dns: { servers: ['192.0.2.1', '192.0.2.2', '192.0.2.3', '192.0.2.4'] } }, 'dns.servers: must list at most 3 addresses'],
-    ['dns.servers a name', { dns: { servers: ['192.0.2.1', 'dns.example'] } }, 'dns.servers.1: must be an IPv4 or IPv6 address'],
-    ['dns.servers an octet too big', { dns: { servers: ['192.0.2.256'] } }, 'dns.servers.0: must be an IPv4 or IPv6 address'],
-    ['dns.servers a number', { dns: { servers: [8] } }, 'dns.servers.0: must be an IPv4 or IPv6 address'],
+    ['dns.servers a name', { dns: { servers: ['192.0.2.1', 'dns.example'] } }, 'dns.servers[1]: must be an IPv4 or IPv6 address'],
+    ['dns.servers an octet too big', { dns: { servers: ['192.0.2.256'] } }, 'dns.servers[0]: must be an IPv4 or IPv6 address'],
+    ['dns.servers a number', { dns: { servers: [8] } }, 'dns.servers[0]: must be an IPv4 or IPv6 address'],
     ['dns.search two domains', { dns: { search: 'a.example b.example' } }, 'dns.search: must be one domain name, like example.com'],
     ['dns.search with a newline', { dns: { search: 'example.com\nfqdn: x' } }, 'dns.search: must be one domain name, like example.com'],
   ])('install, %s', (_name, fields, problem) => {

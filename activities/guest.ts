@@ -59,6 +59,17 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
     }
   }
 
+  /** The install's connection to its guest as its user, with the host key waitForSsh pinned. */
+  const connectPinned = (input: { ip: string; user: string; hostKey?: string; vmid?: number }) =>
+    connectWhenAnswering({
+      host: input.ip,
+      port: config.vmSshPort,
+      username: input.user,
+      privateKey: key(),
+      hostKey: input.hostKey,
+      hostKeySource: `pinned for VM ${input.vmid ?? '?'}`,
+    });
+
   return {
     /**
      * Polls until the guest accepts the service's key; cloud-init may take minutes.
@@ -143,14 +154,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
     async waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void> {
       checkedInput(field.user, input.user, 'waitForCloudInit');
       const ctx = Context.current();
-      const conn = await connectWhenAnswering({
-        host: input.ip,
-        port: config.vmSshPort,
-        username: input.user,
-        privateKey: key(),
-        hostKey: input.hostKey,
-        hostKeySource: `pinned for VM ${input.vmid ?? '?'}`,
-      });
+      const conn = await connectPinned(input);
       const out = outputStream(client);
       let status = '';
       try {
@@ -202,14 +206,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
         .join('\n');
       const script = `${exports}\n${initScriptFor(input.os, input.version)}`;
       const out = outputStream(client, [input.rootPassword ?? '', config.rootPassword ?? '']);
-      const conn = await connectWhenAnswering({
-        host: input.ip,
-        port: config.vmSshPort,
-        username: input.user,
-        privateKey: key(),
-        hostKey: input.hostKey,
-        hostKeySource: `pinned for VM ${input.vmid ?? '?'}`,
-      });
+      const conn = await connectPinned(input);
       try {
         const code = await keepAlive(() =>
           execOnGuest(conn, 'sudo bash -s', {

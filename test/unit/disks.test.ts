@@ -1,8 +1,6 @@
 import { installSpecSchema, checkInput, specMarkerValue, specOf, type InstallSpec } from '../../contract';
-import { toInstallSpec } from '../../api/installRequest';
-import { InvalidRequestError } from '../../api/errors';
+import { installAnswer } from '../support/installAnswer';
 import { qmCreate, qmSet } from '../../lib/proxmox/commands';
-import type { Config } from '../../lib/config';
 import type { ProxmoxNode } from '../../lib/proxmox/node';
 import type { StorageStatus } from '../../lib/proxmox/parse';
 import { disksProblem } from '../../lib/vm/placement';
@@ -14,17 +12,9 @@ import { extraDriveOptions } from '../../activities/vm';
  * seed-shaped body means what it meant.
  */
 
-const config = { limits: {}, defaultCiPassword: undefined, rootPassword: undefined } as unknown as Config;
 const base = { os: 'debian', version: '12' } as const;
 
-function apiAnswer(body: unknown): InstallSpec | string {
-  try {
-    return toInstallSpec(body, config, ['pve1']).spec;
-  } catch (err) {
-    if (err instanceof InvalidRequestError) return err.problem;
-    throw err;
-  }
-}
+const apiAnswer = (body: unknown) => installAnswer(body, { nodes: ['pve1'] });
 
 describe("the API's 400s name the field", () => {
   test.each<[string, Record<string, unknown>, RegExp]>([

@@ -12,12 +12,10 @@ import {
   type SizeCaps,
   workflowInputs,
 } from '../../contract';
-import { toInstallSpec } from '../../api/installRequest';
-import { InvalidRequestError } from '../../api/errors';
+import { installAnswer } from '../support/installAnswer';
 import { describeIssues } from '../../api/issues';
 import { fingerprint } from '../../api/idempotency';
 import { keyBlobType } from '../../lib/sshKey';
-import type { Config } from '../../lib/config';
 
 /**
  * One set of input rules (contract/inputs.ts, contract/requests.ts) for the API and the
@@ -26,18 +24,10 @@ import type { Config } from '../../lib/config';
  * (`cpu`) still read.
  */
 
-const configWith = (limits: SizeCaps = {}) => ({ limits, defaultCiPassword: undefined, rootPassword: undefined }) as unknown as Config;
 const NODES = ['pve1', 'pve2'];
 
 /** The API's answer to an install body: its spec, or the problem of its 400. */
-function apiAnswer(body: unknown, limits: SizeCaps = {}): InstallSpec | string {
-  try {
-    return toInstallSpec(body, configWith(limits), NODES).spec;
-  } catch (err) {
-    if (err instanceof InvalidRequestError) return err.problem;
-    throw err;
-  }
-}
+const apiAnswer = (body: unknown, limits: SizeCaps = {}) => installAnswer(body, { limits, nodes: NODES });
 
 /** The worker's answer to a spec, as qmCreate and the install workflow check it: the spec, or the problem. */
 function workerAnswer(spec: unknown): InstallSpec | string {

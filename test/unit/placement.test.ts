@@ -1,7 +1,6 @@
 import crypto from 'node:crypto';
 import { installedDescription, installSpecSchema, checkInput, proxmoxTags, specMarkerValue, specOf, type InstallSpec } from '../../contract';
-import { toInstallSpec } from '../../api/installRequest';
-import { InvalidRequestError } from '../../api/errors';
+import { installAnswer } from '../support/installAnswer';
 import { qmCreate, qmSet } from '../../lib/proxmox/commands';
 import { classifyFailure, PermissionDeniedError } from '../../lib/proxmox/errors';
 import { MarkerSeal, sealedSpec } from '../../lib/vm/markerSeal';
@@ -15,17 +14,9 @@ import { poolProblem, storageProblem } from '../../lib/vm/placement';
  * the VM's markers and in what is sent to Proxmox; a seed-shaped body means what it meant.
  */
 
-const config = { limits: {}, defaultCiPassword: undefined, rootPassword: undefined } as unknown as Config;
 const base = { os: 'debian', version: '12' } as const;
 
-function apiAnswer(body: unknown): InstallSpec | string {
-  try {
-    return toInstallSpec(body, config, ['pve1']).spec;
-  } catch (err) {
-    if (err instanceof InvalidRequestError) return err.problem;
-    throw err;
-  }
-}
+const apiAnswer = (body: unknown) => installAnswer(body, { nodes: ['pve1'] });
 
 describe("the API's 400s name the field", () => {
   test.each<[string, Record<string, unknown>, RegExp]>([

@@ -59,10 +59,12 @@ function parse(buf: Buffer): string[] | undefined {
 }
 
 /**
- * Commands that wait for a guest to go (up to a minute for an ACPI shutdown) run as their
- * own process: here, one slow guest would hold up every other call of the cluster.
+ * Commands that wait for a guest to go (up to a minute for an ACPI shutdown), or for a
+ * storage (a clone or template holds the storage's lock while it works, and parallel
+ * clones queue on it), run as their own process: here, one slow call would hold up every
+ * other call of the cluster, and no two could contend for a lock.
  */
-const WAITING = new Set(['stop', 'shutdown', 'reboot']);
+const WAITING = new Set(['stop', 'shutdown', 'reboot', 'clone', 'template']);
 
 /** Faults injected and not all consumed yet (the file stays behind as `[]`). */
 function faultsPending(): boolean {

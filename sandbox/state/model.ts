@@ -72,6 +72,10 @@ export interface ClusterModel {
    * make it short, so contention costs them little.
    */
   lockTimeoutMs?: number;
+  /** How long a call waits for a storage lock (./storageLock.ts; PVE: 10 s). */
+  storageLockTimeoutMs?: number;
+  /** How long a linked clone or a create_base holds its storage lock (default 500 ms). */
+  storageOpMs?: number;
   /**
    * How long a new VM is `unknown` in `/cluster/resources` (pvestatd reports a node's guests
    * every 10 s); 0 = at once.

@@ -66,3 +66,18 @@ export function holdsData(file: string, format: string): boolean {
     return false;
   }
 }
+
+/** A volume's contents copied into a new one (a clone), sparse; nothing when none are kept. */
+export function copyVolumeFile(from: string, to: string, fromFormat: string, toFormat: string): void {
+  if (!fs.existsSync(from)) return;
+  fs.mkdirSync(path.dirname(to), { recursive: true });
+  const tmp = `${to}.part-${process.pid}`;
+  try {
+    if (fromFormat === toFormat) execFileSync('cp', ['--sparse=always', '--reflink=auto', from, tmp], { stdio: ['ignore', 'ignore', 'pipe'] });
+    else qemuImg(['convert', '-f', fromFormat, '-O', toFormat, from, tmp]);
+    fs.renameSync(tmp, to);
+  } catch (err) {
+    fs.rmSync(tmp, { force: true });
+    throw err;
+  }
+}

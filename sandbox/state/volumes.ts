@@ -3,7 +3,7 @@ import path from 'node:path';
 import { clusterPaths } from './paths';
 import { createExclusive, readIfExists, writeFileAtomic } from './files';
 import type { StorageDef } from './model';
-import { keepsContents, moveVolumeFile, removeVolume, volumeFile, writeVolume } from './volumeData';
+import { copyVolumeFile, keepsContents, moveVolumeFile, removeVolume, volumeFile, writeVolume } from './volumeData';
 
 /**
  * Disk volumes on a node's storage: the metadata a storage plugin would answer for
@@ -142,4 +142,52 @@ export function moveVolume(dir: string, from: string, to: string, volid: string)
   saveVolume(dir, to, vol);
   moveVolumeFile(volumeFile(dir, from, vol.storage, vol.volname), volumeFile(dir, to, vol.storage, vol.volname));
   freeVolume(dir, from, volid);
+}
+
+/**
+ * Whether a volume is a base volume (a template's disk): `base-<vmid>-…`, in a file
+ * storage's `<vmid>/` folder. A linked clone's volname names its base first
+ * (`100/base-100-disk-0.qcow2/101/vm-101-disk-0.qcow2`) and is no base itself.
+ */
+export function isBaseVolname(volname: string): boolean {
+  return /^(?:\d+\/)?base-\d+-[^/]+$/.test(volname);
+}
+
+/**
+ * create_base: `vm-<vmid>-disk-N` becomes `base-<vmid>-disk-N` (LvmThinPlugin lvrename,
+ * Plugin.pm rename in the VM's folder), contents and all.
+ */
+export function renameToBase(dir: string, node: string, vol: Volume): Volume {
+  const volname = vol.volname.replace(/(^|\/)vm-(\d+-[^/]+)$/, '$1base-$2');
+  const base: Volume = { ...vol, volname, volid: `${vol.storage}:${volname}` };
+  saveVolume(dir, node, base);
+  moveVolumeFile(volumeFile(dir, node, vol.storage, vol.volname), volumeFile(dir, node, vol.storage, volname));
+  fs.rmSync(recordPath(dir, node, vol.storage, vol.volname), { force: true });
+  return base;
+}
+
+/**
+ * clone_image: a new volume of `vmid` that shares `base`'s blocks. Its name is the first
+ * free `vm-<vmid>-disk-N` (find_free_diskname looks at every volume of the VM), on a file
+ * storage a qcow2 under the base's path (its backing file), on ZFS `<base>/<name>`, on
+ * LVM-thin a thin snapshot with a name of its own. It takes no space until written.
+ */
+export function cloneVolume(dir: string, node: string, storage: StorageDef, base: Volume, vmid: number): Volume {
+  const taken = new Set(listVolumes(dir, node, storage.id).map((v) => /(?:^|\/)(vm-\d+-disk-\d+)(?:\.\w+)?$/.exec(v.volname)?.[1]));
+  for (let n = 0; ; n++) {
+    const name = `vm-${vmid}-disk-${n}`;
+    if (taken.has(name)) continue;
+    const format: Volume['format'] = isFileStorage(storage) ? 'qcow2' : base.format;
+    const volname = isFileStorage(storage) ? `${base.volname}/${vmid}/${name}.qcow2` : storage.type === 'zfspool' ? `${base.volname}/${name}` : name;
+    const vol: Volume = { volid: `${storage.id}:${volname}`, storage: storage.id, volname, vmid, format, sizeBytes: base.sizeBytes, dataBytes: 0, ...(base.source ? { source: base.source } : {}) };
+    if (!createExclusive(recordPath(dir, node, storage.id, volname), JSON.stringify(vol))) continue;
+    // Real guests boot the clone's contents: a sparse copy stands in for shared blocks.
+    copyVolumeFile(volumeFile(dir, node, storage.id, base.volname), volumeFile(dir, node, storage.id, volname), base.format, format);
+    return vol;
+  }
+}
+
+/** Linked clones of a file storage's base volume (vdisk_free refuses to free a base that has some). */
+export function linkedClonesOf(dir: string, node: string, base: Volume): Volume[] {
+  return listVolumes(dir, node, base.storage).filter((v) => v.volname.startsWith(`${base.volname}/`));
 }

@@ -531,6 +531,32 @@ describe('lifecycle tasks on the CLIs\' state', () => {
   });
 });
 
+describe('templates and clones over HTTP', () => {
+  test('template and clone are tasks (qmtemplate, qmclone); their early checks answer the request', async () => {
+    await task(await call('POST', '/nodes/pve1/qemu', { vmid: 190, ...BASIC, scsi0: 'local-lvm:1', ide2: 'local-lvm:cloudinit' }));
+    const tpl = await task(await call('POST', '/nodes/pve1/qemu/190/template'));
+    expect(tpl.status).toMatchObject({ type: 'qmtemplate', id: '190', exitstatus: 'OK' });
+    expect((await qm('pve1', 'config', '190')).stdout).toMatch(/^scsi0: local-lvm:base-190-disk-0,size=1G$/m);
+    const twice = await call('POST', '/nodes/pve1/qemu/190/template');
+    expect([twice.status, twice.statusMessage]).toEqual([500, "you can't convert a template to a template"]);
+
+    const linkedWithStorage = await call('POST', '/nodes/pve1/qemu/190/clone', { newid: 191, storage: 'local-lvm' });
+    expect([linkedWithStorage.status, linkedWithStorage.statusMessage]).toEqual([500, "parameter 'storage' not allowed for linked clones"]);
+    const cloner = t.cluster.createApiToken({ tokenid: 'qemurun@pve!cloner', acl: [{ path: '/vms/190', privs: ['VM.Audit'] }] });
+    const denied = await call('POST', '/nodes/pve1/qemu/190/clone', { newid: 191 }, { authorization: cloner.authorization });
+    expect([denied.status, denied.statusMessage]).toEqual([403, 'Permission check failed (/vms/190, VM.Clone)']);
+
+    const clone = await task(await call('POST', '/nodes/pve1/qemu/190/clone', { newid: 191, name: 'web-1' }));
+    expect(clone.status).toMatchObject({ type: 'qmclone', id: '190', exitstatus: 'OK' });
+    expect(clone.log).toContain('create linked clone of drive scsi0 (local-lvm:base-190-disk-0)');
+    const conf = (await qm('pve1', 'config', '191')).stdout;
+    expect(conf).toMatch(/^scsi0: local-lvm:vm-191-disk-0,size=1G$/m);
+    expect(conf).toMatch(/^name: web-1$/m);
+    expect(conf).not.toMatch(/^template:/m);
+    for (const id of [191, 190]) expect((await task(await call('DELETE', `/nodes/pve1/qemu/${id}`))).status.exitstatus).toBe('OK');
+  });
+});
+
 describe('tasks', () => {
   test('a task runs on when the API server that started it goes away, and is followed by its UPID', async () => {
     expect((await qm('pve1', 'create', '190', '--name', 'slow')).exitCode).toBe(0);

@@ -3,6 +3,8 @@ import type { Req, Route } from '../http';
 import { ApiError, paramExc } from '../errors';
 import type { TaskJob } from '../tasks';
 import { CREATE_DEF } from '../../cli/qm/create';
+import { CLONE_DEF, checkClone } from '../../cli/qm/clone';
+import { TEMPLATE_DEF } from '../../cli/qm/template';
 import { SET_DEF, updateVm } from '../../cli/qm/set';
 import { RESIZE_DEF } from '../../cli/qm/resize';
 import { isDriveName } from '../../cli/vmOptions';
@@ -363,6 +365,40 @@ export const qemuRoutes: Route[] = [
       if (conf.props.lock) throw new ApiError(500, `VM is locked (${conf.props.lock})\n`);
       if (vmProcess(r.dir, Number(vmid)) && r.params.online !== '1') throw new ApiError(500, "can't migrate running VM without --online\n");
       return qmTask(r, 'qmigrate', ['migrate', vmid, target, ...options(r, 'target', 'with-conntrack-state')]);
+    },
+  },
+  {
+    // API2/Qemu.pm template: VM.Allocate; the checks answer the request, the work is a qmtemplate task.
+    method: 'POST',
+    path: '/nodes/{node}/qemu/{vmid}/template',
+    props: { disk: TEMPLATE_DEF.props.disk },
+    handle: (r) => {
+      const vmid = Number(r.params.vmid);
+      r.check(`/vms/${vmid}`, ['VM.Allocate']);
+      const conf = loadVm(r.ctx(), vmid);
+      if (conf.props.lock) throw new ApiError(500, `VM is locked (${conf.props.lock})\n`);
+      if (conf.props.template === '1' && !r.params.disk) throw new ApiError(500, "you can't convert a template to a template\n");
+      if (vmProcess(r.dir, vmid)) throw new ApiError(500, "you can't convert a VM to template if VM is running\n");
+      return qmTask(r, 'qmtemplate', ['template', String(vmid), ...options(r)]);
+    },
+  },
+  {
+    // API2/Qemu.pm clone_vm: VM.Clone on the source, VM.Allocate on the new VM or its pool,
+    // Datastore.AllocateSpace on a target storage; its early checks answer the request.
+    method: 'POST',
+    path: '/nodes/{node}/qemu/{vmid}/clone',
+    props: without(CLONE_DEF.props, 'vmid'),
+    handle: (r) => {
+      const { vmid, newid, pool, storage } = r.params;
+      r.check(`/vms/${vmid}`, ['VM.Clone']);
+      if (!r.can(`/vms/${newid}`, ['VM.Allocate'])) {
+        if (pool === undefined) r.check(`/vms/${newid}`, ['VM.Allocate']);
+        else r.check(`/pool/${pool}`, ['VM.Allocate']);
+      }
+      if (storage !== undefined) r.check(`/storage/${storage}`, ['Datastore.AllocateSpace']);
+      const { source } = checkClone(r.ctx(), r.params);
+      checkBridgeAccess(r, source.props);
+      return qmTask(r, 'qmclone', ['clone', vmid, newid, ...options(r, 'newid')]);
     },
   },
   power('start', { skiplock: bool, timeout, machine: { type: 'string', optional: true }, 'force-cpu': { type: 'string', optional: true }, migratedfrom: { type: 'string', optional: true }, stateuri: { type: 'string', optional: true }, targetstorage: { type: 'string', optional: true } }),

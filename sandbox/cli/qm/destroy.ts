@@ -3,7 +3,7 @@ import { parseArgs, type CommandDef } from '../args';
 import { CliError } from '../errors';
 import type { Ctx } from '../context';
 import { VMID } from '../vmOptions';
-import { freeVolume, getVolume } from '../../state/volumes';
+import { freeVolume, getVolume, isBaseVolname, linkedClonesOf } from '../../state/volumes';
 import { releaseVmid } from '../../state/vmlist';
 import { removeVmFromPools } from '../../state/pools';
 import { clearVmProcess, vmProcess } from '../../state/runtime';
@@ -33,6 +33,17 @@ export function qmDestroy(ctx: Ctx, argv: string[]): number {
     if (p.skiplock !== '1' && conf.props.lock !== 'suspended') checkLock(conf);
     if (vmProcess(ctx.dir, vmid)) throw new CliError(`VM ${vmid} is running - destroy failed`);
     if (conf.props.protection === '1') throw new CliError(`can't remove VM ${vmid} - protection mode enabled`);
+    // destroy_vm: a template's base volume that linked clones still use stays (LVM-thin's
+    // thin snapshots do not depend on their origin, so there it may go).
+    if (conf.props.template === '1') {
+      for (const { drive } of diskEntries(conf)) {
+        if (isCdrom(drive)) continue;
+        const vol = getVolume(ctx.dir, ctx.node, drive.volid);
+        if (vol && isBaseVolname(vol.volname) && linkedClonesOf(ctx.dir, ctx.node, vol).length > 0) {
+          throw new CliError(`base volume '${drive.volid}' is still in use by linked cloned`);
+        }
+      }
+    }
 
     writeVm(ctx, vmid, { ...conf, props: { ...conf.props, lock: 'destroyed' } });
     for (const { drive } of diskEntries(conf)) {

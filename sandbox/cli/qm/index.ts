@@ -10,6 +10,8 @@ import { qmDestroy } from './destroy';
 import { qmConfig, qmList, qmStatus, qmUnlock } from './read';
 import { qmCloudinitDump } from './cloudinit';
 import { qmGuestCmd } from './guest';
+import { qmTemplate } from './template';
+import { qmClone } from './clone';
 
 type Handler = (ctx: Ctx, argv: string[]) => number | Promise<number>;
 
@@ -30,6 +32,8 @@ const COMMANDS: Record<string, Handler> = {
   unlock: qmUnlock,
   'cloudinit dump': qmCloudinitDump,
   'guest cmd': qmGuestCmd,
+  template: qmTemplate,
+  clone: qmClone,
 };
 
 /** qm.pm's aliases of the `disk` command group. */

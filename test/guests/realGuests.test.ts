@@ -67,6 +67,8 @@ interface Installed {
 
 async function install(body: Record<string, unknown>, onEvent?: (e: { step: string; message: string }) => void): Promise<Installed> {
   const res = await requestSse(`${h.api}/vm/install`, { body: { ram: 1024, disk: '8G', pubkey: key.publicKey, ...body }, timeoutMs: 30 * MINUTES, onEvent });
+  // A refused body (400) is no event stream: say what the API said instead of "no final events".
+  if (res.status !== 200) throw new Error(`install answered ${res.status}: ${res.body}`);
   const errors = res.events.filter((e) => e.status === 'error');
   if (errors.length) throw new Error(`install failed: ${errors.map((e) => `${e.step}: ${e.message}`).join('; ')}`);
   const last = res.events.slice(-4);
@@ -240,7 +242,7 @@ test(
 test(
   'Debian 12 with bios ovmf, machine q35 and an extra 1 GiB disk: the guest boots UEFI on a Q35 machine and sees the disk',
   async () => {
-    const vm = await install({ os: 'debian', version: '12', name: 'real-efi', bios: 'ovmf', machine: 'q35', disks: [{ size: 1 }] });
+    const vm = await install({ os: 'debian', version: '12', name: 'real-efi', bios: 'ovmf', machine: 'q35', disks: [{ size: '1G' }] });
     const facts = await inGuest(
       vm.ip,
       vm.user,

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { StartupError } from '../lib/startupError';
+import { OVMF_DIR } from './qemu/firmware';
 
 /**
  * The programs sandbox mode starts, and the Debian packages that carry them. Checked
@@ -12,6 +13,7 @@ import { StartupError } from '../lib/startupError';
  */
 
 export interface SandboxTool {
+  /** A program looked up on the PATH, or a data file named by its absolute path. */
   command: string;
   package: string;
   /** What the sandbox uses it for. */
@@ -32,6 +34,8 @@ export const QEMU_GUEST_TOOLS: readonly SandboxTool[] = [
   { command: 'genisoimage', package: 'genisoimage', use: 'the cloud-init drives' },
   { command: 'socat', package: 'socat', use: "the guests' way to the package archive" },
   { command: 'mmdebstrap', package: 'mmdebstrap', use: 'building the Debian cloud images' },
+  // Only the 4 MiB build is checked: it is what every install with `bios: ovmf` boots.
+  { command: `${OVMF_DIR}/OVMF_CODE_4M.fd`, package: 'ovmf', use: 'the UEFI firmware of guests with bios: ovmf' },
 ];
 
 /** sshd lives in an sbin directory, which a non-root PATH usually lacks. */
@@ -67,6 +71,7 @@ function executable(file: string): boolean {
 }
 
 function which(command: string, dirs: string[]): string | undefined {
+  if (path.isAbsolute(command)) return fs.existsSync(command) ? command : undefined;
   for (const dir of dirs) {
     const file = path.join(dir, command);
     if (executable(file)) return file;

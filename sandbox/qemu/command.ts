@@ -1,12 +1,14 @@
 import type { VmConf } from '../state/vmconf';
 import { netMac } from '../state/cloudinit';
 import { userNetdev } from './network';
+import { isQ35, ovmfFiles, qemuMachineType } from './firmware';
 
 /**
  * The `qemu-system-x86_64` command line of a real guest, built from its config the way
  * qemu-server's `config_to_command` names things (`drive-scsi0` on `scsihw0`, `ide2` as a
  * CD-ROM, `net0`, the guest agent's `org.qemu.guest_agent.0` port, `serial0` as a socket,
- * QMP on a socket), so what a guest sees matches a Proxmox VM of the same config. What
+ * QMP on a socket, `machine` and the OVMF pflash drives of `bios: ovmf` as ./firmware.ts
+ * chooses them), so what a guest sees matches a Proxmox VM of the same config. What
  * differs, and why: the CPU is `max` under TCG and `host` under KVM (qemu-server's named
  * models such as x86-64-v2-AES are its own definitions), there is no VGA or VNC (nothing
  * here reads a screen), disks ignore the guest's flushes (`cache=unsafe`: a sandbox disk
@@ -21,10 +23,18 @@ export interface GuestDisk {
   cdrom: boolean;
 }
 
+/** The EFI vars a `bios: ovmf` guest boots with: its efidisk0 volume, or a throw-away copy. */
+export interface EfiVars {
+  file: string;
+  format: string;
+}
+
 export interface QemuCommandInput {
   vmid: number;
   conf: VmConf;
   disks: GuestDisk[];
+  /** Needed when the config says `bios: ovmf`. */
+  efiVars?: EfiVars;
   accel: 'kvm' | 'tcg';
   qmpSocket: string;
   qgaSocket: string;
@@ -61,7 +71,7 @@ export function qemuCommand(input: QemuCommandInput): string[] {
     '-no-user-config', '-nodefaults',
     '-chardev', `socket,id=qmp,path=${input.qmpSocket},server=on,wait=off`,
     '-mon', 'chardev=qmp,mode=control',
-    '-machine', 'type=pc',
+    '-machine', `type=${qemuMachineType(conf)}`,
     '-accel', input.accel === 'kvm' ? 'kvm' : 'tcg,thread=multi',
     '-cpu', input.accel === 'kvm' ? 'host' : 'max',
     '-smp', `${cores},sockets=${p.sockets ?? 1},cores=${p.cores ?? 1},maxcpus=${cores}`,
@@ -71,6 +81,7 @@ export function qemuCommand(input: QemuCommandInput): string[] {
   ];
   const uuid = /(?:^|,)uuid=([0-9a-f-]{36})/i.exec(p.smbios1 ?? '')?.[1];
   if (uuid) args.push('-smbios', `type=1,uuid=${uuid}`);
+  if (p.bios === 'ovmf') args.push(...ovmfDrives(conf, input.efiVars));
 
   if (agentEnabled(conf)) {
     args.push(
@@ -83,27 +94,33 @@ export function qemuCommand(input: QemuCommandInput): string[] {
     args.push('-chardev', `socket,id=serial0,path=${input.serialSocket},server=on,wait=off,logfile=${input.serialLog},logappend=on`, '-device', 'isa-serial,chardev=serial0');
   }
 
-  const scsihw = p.scsihw ?? 'lsi';
-  let scsiController = false;
+  const controllers = new Set<string>();
+  const controller = (id: string, device: string) => {
+    if (!controllers.has(id)) args.push('-device', `${device},id=${id}`);
+    controllers.add(id);
+  };
   for (const d of input.disks) {
     const [, bus, n] = /^([a-z]+)(\d+)$/.exec(d.key)!;
     const index = Number(n);
     const bi = boot.get(d.key);
-    const bootindex = bi !== undefined ? `,bootindex=${bi}` : '';
+    const tail = `drive=drive-${d.key},id=${d.key}${bi !== undefined ? `,bootindex=${bi}` : ''}`;
     args.push('-drive', `file=${d.file},if=none,id=drive-${d.key},format=${d.format}${d.cdrom ? ',media=cdrom' : ',cache=unsafe,discard=on'}`);
     if (bus === 'scsi') {
-      if (!scsiController) {
-        args.push('-device', `${scsihw === 'virtio-scsi-pci' || scsihw === 'virtio-scsi-single' ? 'virtio-scsi-pci' : 'lsi53c895a'},id=scsihw0`);
-        scsiController = true;
-      }
-      args.push('-device', `${d.cdrom ? 'scsi-cd' : 'scsi-hd'},bus=scsihw0.0,channel=0,scsi-id=0,lun=${index},drive=drive-${d.key},id=${d.key}${bootindex}`);
+      const hw = scsiController(p.scsihw, index);
+      controller(hw.id, hw.device);
+      const address = hw.lun ? `channel=0,scsi-id=0,lun=${index}` : `scsi-id=${hw.unit}`;
+      args.push('-device', `${d.cdrom ? 'scsi-cd' : 'scsi-hd'},bus=${hw.id}.0,${address},${tail}`);
     } else if (bus === 'ide') {
-      args.push('-device', `${d.cdrom ? 'ide-cd' : 'ide-hd'},bus=ide.${index >> 1},unit=${index & 1},drive=drive-${d.key},id=${d.key}${bootindex}`);
+      // DriveDevice.pm: q35's AHCI has one unit per bus, so an odd index moves two buses up.
+      let ctl = index >> 1;
+      let unit = index & 1;
+      if (isQ35(conf)) [ctl, unit] = [ctl + 2 * unit, 0];
+      args.push('-device', `${d.cdrom ? 'ide-cd' : 'ide-hd'},bus=ide.${ctl},unit=${unit},${tail}`);
     } else if (bus === 'virtio') {
-      args.push('-device', `virtio-blk-pci,drive=drive-${d.key},id=${d.key}${bootindex}`);
+      args.push('-device', `virtio-blk-pci,${tail}`);
     } else if (bus === 'sata') {
-      if (!args.includes('ahci,id=ahci0')) args.push('-device', 'ahci,id=ahci0');
-      args.push('-device', `${d.cdrom ? 'ide-cd' : 'ide-hd'},bus=ahci0.${index},drive=drive-${d.key},id=${d.key}${bootindex}`);
+      controller('ahci0', 'ahci');
+      args.push('-device', `${d.cdrom ? 'ide-cd' : 'ide-hd'},bus=ahci0.${index},${tail}`);
     }
   }
 
@@ -117,4 +134,36 @@ export function qemuCommand(input: QemuCommandInput): string[] {
     );
   }
   return args;
+}
+
+const SCSI_DEVICE: Record<string, string> = { lsi: 'lsi53c895a', lsi53c810: 'lsi53c810', megasas: 'megasas', pvscsi: 'pvscsi' };
+
+/**
+ * DriveDevice.pm `scsihw_infos`: an LSI controller holds 7 disks addressed by SCSI ID,
+ * virtio-scsi-pci 256 addressed by LUN, virtio-scsi-single one per controller.
+ */
+function scsiController(scsihw: string | undefined, index: number): { id: string; device: string; unit: number; lun: boolean } {
+  const hw = scsihw ?? 'lsi';
+  const single = hw === 'virtio-scsi-single';
+  const maxdev = hw.startsWith('lsi') ? 7 : single ? 1 : 256;
+  return {
+    id: `${single ? 'virtioscsi' : 'scsihw'}${Math.floor(index / maxdev)}`,
+    device: hw.startsWith('virtio-scsi') ? 'virtio-scsi-pci' : (SCSI_DEVICE[hw] ?? 'lsi53c895a'),
+    unit: index % maxdev,
+    lun: !hw.startsWith('lsi') && hw !== 'pvscsi',
+  };
+}
+
+/**
+ * OVMF.pm `print_ovmf_drive_commandlines`: the firmware read-only on pflash unit 0, the
+ * VM's vars on unit 1 (a raw volume may be larger than the vars, as an LVM volume is, so
+ * QEMU is told the vars' size).
+ */
+function ovmfDrives(conf: VmConf, vars: EfiVars | undefined): string[] {
+  if (!vars) throw new Error('bios: ovmf needs the EFI vars to boot with');
+  const files = ovmfFiles(conf);
+  return [
+    '-drive', `if=pflash,unit=0,format=raw,readonly=on,file=${files.code}`,
+    '-drive', `if=pflash,unit=1,id=drive-efidisk0,format=${vars.format},file=${vars.file}${vars.format === 'raw' ? `,size=${files.varsBytes}` : ''}`,
+  ];
 }

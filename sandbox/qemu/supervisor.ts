@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { clusterPaths } from '../state/paths';
 import { loadModel } from '../state/model';
-import { parseConf } from '../state/vmconf';
+import { parseConf, type VmConf } from '../state/vmconf';
 import { readIfExists } from '../state/files';
 import { watchVmRecord } from '../state/runtime';
 import { vmOwner } from '../state/vmlist';
@@ -10,7 +10,8 @@ import { getVolume } from '../state/volumes';
 import { volumeFile } from '../state/volumeData';
 import { isDriveName } from '../cli/vmOptions';
 import { isCdrom, parseDrive } from '../cli/qm/vm';
-import { qemuCommand, type GuestDisk } from './command';
+import { qemuCommand, type EfiVars, type GuestDisk } from './command';
+import { ovmfFiles } from './firmware';
 import { forwardAddress } from './network';
 import { qmpCommand } from './qmp';
 
@@ -63,12 +64,14 @@ function start(): void {
     if (!vol) continue;
     disks.push({ key, file: volumeFile(dir, node, vol.storage, vol.volname), format: vol.format, cdrom: isCdrom(drive) });
   }
+  const efiVars = conf.props.bios === 'ovmf' ? efiVarsOf(node, conf) : undefined;
   const host = forwardAddress(model.gateway, vmid);
   for (const s of [paths.qmpSocket(vmid), paths.qgaSocket(vmid), paths.serialSocket(vmid)]) fs.rmSync(s, { force: true });
   const args = qemuCommand({
     vmid,
     conf,
     disks,
+    efiVars,
     accel: model.accel ?? 'tcg',
     qmpSocket: paths.qmpSocket(vmid),
     qgaSocket: paths.qgaSocket(vmid),
@@ -88,6 +91,21 @@ function start(): void {
     log(`QEMU exited (${signal ?? `code ${code}`})`);
     process.exit(code ?? 0);
   });
+}
+
+/**
+ * The vars an OVMF guest boots with: its EFI disk's volume, or (no efidisk0, which `qm
+ * start` warns about) a fresh copy of the template for this boot only, as OVMF.pm's
+ * `/tmp/<vmid>-ovmf.fd`, kept in the guest's directory so two clusters cannot share one.
+ */
+function efiVarsOf(node: string, conf: VmConf): EfiVars {
+  const volid = conf.props.efidisk0 !== undefined ? parseDrive(conf.props.efidisk0).volid : undefined;
+  const vol = volid ? getVolume(dir, node, volid) : undefined;
+  if (vol) return { file: volumeFile(dir, node, vol.storage, vol.volname), format: vol.format };
+  const file = `${paths.guestDir(vmid)}/ovmf-vars.fd`;
+  fs.mkdirSync(paths.guestDir(vmid), { recursive: true });
+  fs.copyFileSync(ovmfFiles(conf).vars, file);
+  return { file, format: 'raw' };
 }
 
 start();

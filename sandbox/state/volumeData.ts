@@ -40,6 +40,11 @@ export function writeVolume(file: string, format: string, sizeBytes: number, sou
   }
 }
 
+/** Writes a raw image over the start of an existing volume (`qemu-img convert -n`), as an EFI disk gets its vars. */
+export function copyIntoVolume(file: string, format: string, source: string): void {
+  qemuImg(['convert', '-n', '-f', 'raw', '-O', format, source, file]);
+}
+
 export function growVolume(file: string, format: string, sizeBytes: number): void {
   if (fs.existsSync(file)) qemuImg(['resize', '-q', '-f', format, file, String(sizeBytes)]);
 }

@@ -67,6 +67,8 @@ interface Installed {
 
 async function install(body: Record<string, unknown>, onEvent?: (e: { step: string; message: string }) => void): Promise<Installed> {
   const res = await requestSse(`${h.api}/vm/install`, { body: { ram: 1024, disk: '8G', pubkey: key.publicKey, ...body }, timeoutMs: 30 * MINUTES, onEvent });
+  // A refused body (400) is no event stream: say what the API said instead of "no final events".
+  if (res.status !== 200) throw new Error(`install answered ${res.status}: ${res.body}`);
   const errors = res.events.filter((e) => e.status === 'error');
   if (errors.length) throw new Error(`install failed: ${errors.map((e) => `${e.step}: ${e.message}`).join('; ')}`);
   const last = res.events.slice(-4);
@@ -233,6 +235,27 @@ test(
       const runs = vm.res.events.filter((e) => INIT_SCRIPT_HEADER.test(e.message));
       expect(runs.length).toBeGreaterThanOrEqual(2);
     }
+  },
+  40 * MINUTES,
+);
+
+test(
+  'Debian 12 with bios ovmf, machine q35 and an extra 1 GiB disk: the guest boots UEFI on a Q35 machine and sees the disk',
+  async () => {
+    const vm = await install({ os: 'debian', version: '12', name: 'real-efi', bios: 'ovmf', machine: 'q35', disks: [{ size: '1G' }] });
+    const facts = await inGuest(
+      vm.ip,
+      vm.user,
+      ['test -d /sys/firmware/efi && echo uefi || echo bios', 'cat /sys/class/dmi/id/product_name', 'lsblk -bdnro NAME,SIZE,TYPE,HCTL'].join('; '),
+    );
+    const [firmware, product, ...blocks] = facts.split('\n');
+    expect(firmware).toBe('uefi');
+    // QEMU's q35 machine: "Standard PC (Q35 + ICH9, 2009)"; i440fx says "Standard PC (i440FX + PIIX, 1996)".
+    expect(product).toMatch(/Q35/);
+    // scsi1 is LUN 1 on the VM's virtio-scsi controller, empty, and exactly the size asked for.
+    const extra = blocks.map((l) => l.split(' ')).find(([, , , hctl]) => /:0:0:1$/.test(hctl ?? ''));
+    expect(extra).toEqual([expect.stringMatching(/^sd[a-z]$/), String(1024 ** 3), 'disk', expect.stringMatching(/:0:0:1$/)]);
+    await expectInitScriptApplied(vm);
   },
   40 * MINUTES,
 );

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ensureSandboxTools, SANDBOX_TOOLS } from '../../sandbox/requirements';
+import { ensureSandboxTools, QEMU_GUEST_TOOLS, SANDBOX_TOOLS } from '../../sandbox/requirements';
 import { EXIT_STARTUP_ERROR, StartupError } from '../../lib/startupError';
 
 /**
@@ -128,4 +128,19 @@ printf '#!/bin/sh\\n' > '${bin}/bwrap'; chmod 755 '${bin}/bwrap'
     'noninteractive update -qq',
     'noninteractive install -y -qq --no-install-recommends bubblewrap',
   ]);
+});
+
+test('a data file (the OVMF firmware of real guests) counts by its path, whatever the search directories', async () => {
+  const bin = machine('bin', ALL);
+  const firmware = path.join(dir, 'OVMF', 'OVMF_CODE_4M.fd');
+  const tools = [...SANDBOX_TOOLS, { command: firmware, package: 'ovmf', use: 'the UEFI firmware of guests with bios: ovmf' }];
+  const err = await ensureSandboxTools({ path: bin, systemDirs: [], isRoot: false, tools }).catch((e: unknown) => e);
+  expect((err as Error).message).toBe(`sandbox mode needs ${firmware} (Debian package ovmf): install it with \`sudo apt-get install -y ovmf\`, then start again.`);
+  fs.mkdirSync(path.dirname(firmware));
+  fs.writeFileSync(firmware, '');
+  expect((await ensureSandboxTools({ path: bin, systemDirs: [], isRoot: false, tools }))[firmware]).toBe(firmware);
+});
+
+test('real guests need Debian\'s ovmf package', () => {
+  expect(QEMU_GUEST_TOOLS).toContainEqual(expect.objectContaining({ command: '/usr/share/OVMF/OVMF_CODE_4M.fd', package: 'ovmf' }));
 });

@@ -10,6 +10,8 @@ import { isDriveName } from '../vmOptions';
 import { allocationLines, contentFile, requireActive, storageFor } from '../storage';
 import { firstFreeUnused, formatSize, isCdrom, isCloudinit, parseDrive, printDrive } from './vm';
 import { probeImage, transferLines } from './image';
+import { copyIntoVolume, keepsContents, volumeFile } from '../../state/volumeData';
+import { ovmfFiles } from '../../qemu/firmware';
 
 /**
  * Applies create/set options to a config the way update_vm / create_vm store them:
@@ -85,6 +87,16 @@ function efiVarsBytes(opts: Record<string, string>, key: string): number {
   return type === '4m' ? 540672 : 131072;
 }
 
+/**
+ * OVMF.pm `create_efidisk`: a new EFI disk starts as the OVMF vars template, for real
+ * guests to boot with (process guests keep no disk contents).
+ */
+function writeEfiVars(ctx: Ctx, vol: Volume, efidisk: string): void {
+  const { vars } = ovmfFiles({ props: { efidisk0: efidisk }, sections: '' });
+  if (!fs.existsSync(vars)) throw new CliError(`EFI vars image '${vars}' not found`);
+  copyIntoVolume(volumeFile(ctx.dir, ctx.node, vol.storage, vol.volname), vol.format, vars);
+}
+
 function checkBootOrder(conf: VmConf, usage: string): void {
   const m = /(?:^|,)order=([^,]+)/.exec(conf.props.boot ?? '');
   if (!m) return;
@@ -141,6 +153,7 @@ function applyDrive(ctx: Ctx, vmid: number, conf: VmConf, key: string, value: st
     delete drive.opts.format;
     const vol = allocVolume(ctx.dir, ctx.node, s, vmid, format, size, source ? { source } : {});
     allocated.push(vol);
+    if (key === 'efidisk0' && keepsContents(ctx.dir)) writeEfiVars(ctx, vol, value);
     for (const l of allocationLines(s, vol.volname, format, size)) ctx.out(l);
     if (source) for (const l of transferLines(size)) ctx.out(l);
     if (previous && !isCdrom(previous) && !isCloudinit(previous) && getVolume(ctx.dir, ctx.node, previous.volid)) {

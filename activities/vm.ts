@@ -40,6 +40,18 @@ export interface VmDeps {
  * `pre-enrolled-keys=0`: no Secure Boot keys, so the firmware boots any EFI loader (Debian's
  * shim and GRUB included) and nothing depends on Microsoft's certificates being current.
  */
+/**
+ * Where the cloud-init drive goes. On `q35` Proxmox attaches `ide2` to the ICH9 AHCI
+ * controller, and Debian's cloud kernels (linux-image-cloud-amd64: `CONFIG_SATA_AHCI is
+ * not set`) have no driver for it: the guest never reads its NoCloud drive, keeps the name
+ * `localhost` and never gets its keys. The SCSI controller the boot disk is on works on every
+ * machine type, so on q35 the drive is `scsi30`, the last SCSI slot, clear of the data disks
+ * (`scsi1`..). On `pc` it stays `ide2` (PIIX, which the cloud kernels have), as the seed made it.
+ */
+export function cloudinitDriveKey(spec: Pick<InstallSpec, 'machine'>): 'ide2' | 'scsi30' {
+  return spec.machine === 'q35' ? 'scsi30' : 'ide2';
+}
+
 export function extraDriveOptions(spec: InstallSpec, assignStorage: string): Array<[string, string]> {
   const storage = spec.storage ?? assignStorage;
   return [
@@ -136,7 +148,8 @@ export function vmActivities({ config, proxmox }: VmDeps) {
         tags: proxmoxTags([spec.os, ...(spec.tags ?? [])]),
       });
       if (!conf.disks.some((d) => d.key === 'scsi0')) await node.setVmOptions(vmid, { scsi0: input.volid });
-      if (!conf.disks.some((d) => d.key === 'ide2')) await node.setVmOptions(vmid, { ide2: `${spec.storage ?? config.storage}:cloudinit` });
+      const cloudinit = cloudinitDriveKey(spec);
+      if (!conf.disks.some((d) => d.key === cloudinit)) await node.setVmOptions(vmid, { [cloudinit]: `${spec.storage ?? config.storage}:cloudinit` });
       for (const [key, value] of extraDriveOptions(spec, config.storage)) {
         if (!conf.disks.some((d) => d.key === key)) await node.setVmOptions(vmid, { [key]: value });
       }

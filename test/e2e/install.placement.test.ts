@@ -47,6 +47,8 @@ async function expectDisks(): Promise<void> {
   expect([drive('scsi1')?.volid, drive('scsi1')?.sizeBytes]).toEqual([expect.stringMatching(/^local:/), 4 * 1024 ** 3]);
   expect([drive('scsi2')?.volid, drive('scsi2')?.sizeBytes]).toEqual([expect.stringMatching(/^local-lvm:vm-\d+-disk-\d+$/), 2 * 1024 ** 3]);
   expect(conf.entries.boot).toBe('order=scsi0');
+  // On q35 the cloud-init drive is on SCSI: Debian's cloud kernels have no AHCI driver for ide2.
+  expect([drive('scsi30')?.volid, drive('ide2')]).toEqual([expect.stringMatching(/cloudinit/), undefined]);
   expect(conf.disks.filter((d) => d.key.startsWith('unused'))).toEqual([]);
 }
 
@@ -63,7 +65,7 @@ test('an install with tags, description, pool, storage, extra disks, q35 and ovm
   expect(conf.entries.tags).toBe('debian;prod;web');
   expect(conf.description!.split('\n').slice(4).join('\n')).toBe(NOTES);
   expect(conf.disks.find((d) => d.key === 'scsi0')?.volid).toMatch(/^local:/);
-  expect(conf.disks.find((d) => d.key === 'ide2')?.volid).toMatch(/^local:.*cloudinit/);
+  expect(conf.disks.find((d) => d.key === 'scsi30')?.volid).toMatch(/^local:.*cloudinit/); // q35: see expectDisks
   expect(conf.entries.pool).toBeUndefined(); // membership lives in user.cfg, never in the config
   expect((await pvesh('/pools/lab')).members.map((m: { vmid: number }) => m.vmid)).toEqual([VMID]);
 

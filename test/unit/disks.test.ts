@@ -4,7 +4,7 @@ import { qmCreate, qmSet } from '../../lib/proxmox/commands';
 import type { ProxmoxNode } from '../../lib/proxmox/node';
 import type { StorageStatus } from '../../lib/proxmox/parse';
 import { disksProblem } from '../../lib/vm/placement';
-import { extraDriveOptions } from '../../activities/vm';
+import { cloudinitDriveKey, extraDriveOptions } from '../../activities/vm';
 
 /**
  * Disks, machine and firmware (issue 24, item 3): extra data disks, `machine`, `bios` with
@@ -70,6 +70,12 @@ describe("Proxmox's commands carry them", () => {
     ]);
     expect(extraDriveOptions({ ...spec, storage: 'zfs' }, 'local-lvm').map(([, v]) => v)).toEqual(['zfs:1,efitype=4m,pre-enrolled-keys=0', 'zfs:32', 'fast:8']);
     expect(extraDriveOptions({ ...spec, bios: 'seabios' }, 'local-lvm').map(([k]) => k)).toEqual(['scsi1', 'scsi2']);
+  });
+
+  test('the cloud-init drive: ide2 on pc (as the seed made it), scsi30 on q35, whose ide2 is AHCI that cloud kernels lack', () => {
+    expect(cloudinitDriveKey({})).toBe('ide2');
+    expect(cloudinitDriveKey({ machine: 'pc' })).toBe('ide2');
+    expect(cloudinitDriveKey({ machine: 'q35' })).toBe('scsi30');
   });
 
   test('qm create --machine --bios and qm set --scsi1, each one argument', () => {

@@ -26,8 +26,8 @@ async function requireSnippetsStorage(config: Config, node: ProxmoxNode): Promis
 }
 
 /**
- * Writes the whole user-data (what Proxmox would generate, then the caller's) to the
- * snippet and points `cicustom` at it. Absolute: a retry writes the same file and option.
+ * Points `cicustom` at the snippet and writes the whole user-data there (what Proxmox
+ * would generate, then the caller's). Absolute: a retry sets the same option and file.
  */
 export async function applyUserSnippet(
   config: Config,
@@ -54,8 +54,10 @@ export async function applyUserSnippet(
     throw err;
   }
   const cicustom = cicustomOf(config.snippetsStorage, input.vmid);
-  await node.writeSnippet(cicustom.slice('user='.length), text);
+  // The option first: a cleanup after a failure in between finds the file through it (and
+  // removing a file that was never written is no error).
   await node.setVmOptions(input.vmid, { cicustom });
+  await node.writeSnippet(cicustom.slice('user='.length), text);
 }
 
 /**

@@ -11,8 +11,12 @@ import { runInGuest, userKeyPair } from '../support/guest';
  * Proxmox takes custom user-data (a `cicustom user=` snippet on SNIPPETS_STORAGE, 0600),
  * merged with the account and keys QemuRun needs; the process guest applies its
  * write_files and runcmd; a migration carries the snippet to the target node (`local` is
- * not shared); a destroy removes it; bad user-data is a 400 naming `userData`.
+ * not shared); a destroy removes it; bad user-data is a 400 naming `userData`. In the
+ * api-mode pass (jest.config.js) the API refuses any userData: Proxmox's API uploads no snippets.
  */
+
+const apiMode = process.env.TEST_PROXMOX_MODE === 'api';
+const cliMode = apiMode ? test.skip : test;
 
 let h: Harness;
 const VMID = 187;
@@ -49,7 +53,7 @@ const USER_DATA = [
   '',
 ].join('\n');
 
-test('an install with userData: the cicustom snippet, merged, and its write_files and runcmd took effect in the guest', async () => {
+cliMode('an install with userData: the cicustom snippet, merged, and its write_files and runcmd took effect in the guest', async () => {
   const res = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: VMID, name: 'ud', userData: USER_DATA } });
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
   // userData never shows in the progress a client (and the history's events) see.
@@ -70,7 +74,7 @@ test('an install with userData: the cicustom snippet, merged, and its write_file
   expect(await inGuest('true', extra.privateKey)).toBe(0);
 });
 
-test('a migration copies the snippet to the target node first, and the VM starts there', async () => {
+cliMode('a migration copies the snippet to the target node first, and the VM starts there', async () => {
   expect((await post(`/vm/${VMID}/stop`)).status).toBe(200);
   const res = await requestSse(`${h.api}/vm/${VMID}/set/node`, { body: { node: 'pve2' } });
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
@@ -80,14 +84,14 @@ test('a migration copies the snippet to the target node first, and the VM starts
   expect((await post(`/vm/${VMID}/start`)).status).toBe(200);
 });
 
-test('a destroy removes the snippet from every node that held it', async () => {
+cliMode('a destroy removes the snippet from every node that held it', async () => {
   const files = [await snippetFile('pve1'), await snippetFile('pve2')];
   expect((await post(`/vm/${VMID}/stop`)).status).toBe(200);
   expect((await post(`/vm/${VMID}/destroy`)).status).toBe(200);
   for (const f of files) expect(fs.existsSync(f)).toBe(false);
 });
 
-test('qemu-server refuses a start whose snippet is missing on the node, with its text', async () => {
+cliMode('qemu-server refuses a start whose snippet is missing on the node, with its text', async () => {
   const env = { ...process.env, ...h.sandbox.envFor('pve1') };
   await execa('qm', ['create', '188', '--ide2', 'local-lvm:cloudinit', '--cicustom', 'user=local:snippets/absent.yaml'], { env });
   try {
@@ -101,7 +105,7 @@ test('qemu-server refuses a start whose snippet is missing on the node, with its
   }
 });
 
-test('bad userData is a 400 naming userData, and starts nothing', async () => {
+cliMode('bad userData is a 400 naming userData, and starts nothing', async () => {
   const cases: Array<[unknown, RegExp]> = [
     [42, /^userData: must be a string holding a #cloud-config document$/],
     ['runcmd: [ls]', /^userData: must start with a "#cloud-config" line/],
@@ -113,4 +117,11 @@ test('bad userData is a 400 naming userData, and starts nothing', async () => {
     const r = await post('/vm/install', { os: 'debian', version: '12', userData });
     expect([r.status, r.json.message]).toEqual([400, expect.stringMatching(new RegExp(`^please check your input: ${message.source.slice(1)}`))]);
   }
+});
+
+(apiMode ? test : test.skip)('API mode refuses userData with a 400 naming it and saying why, and starts nothing', async () => {
+  const r = await post('/vm/install', { os: 'debian', version: '12', id: VMID, userData: USER_DATA });
+  expect(r.status).toBe(400);
+  expect(r.json.message).toMatch(/^please check your input: userData: is not available in API mode: Proxmox's API cannot upload the cicustom snippet/);
+  expect(await h.sandbox.readConfig(VMID)).toBeUndefined();
 });

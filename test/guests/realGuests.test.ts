@@ -154,16 +154,16 @@ test(
   "userData on a real guest: cloud-init itself installed its packages, wrote its files and ran its commands",
   async () => {
     // write_files runs in cloud-init's init stage, before the final stage installs packages:
-    // Debian's images name their archive through apt's mirror method, so these two files
-    // send apt through the sandbox's archive proxy (the init script does the same later).
+    // replacing the image's deb822 sources (deb.debian.org, which a sandbox guest cannot
+    // reach) sends apt through the sandbox's archive proxy, as the init script does later.
+    const sources = ['Types: deb', 'URIs: http://10.0.2.100/debian', 'Suites: bookworm bookworm-updates', 'Components: main', 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg', '', 'Types: deb', 'URIs: http://10.0.2.100/debian-security', 'Suites: bookworm-security', 'Components: main', 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg'];
     const userData = [
       '#cloud-config',
       'packages: [hello]',
       'write_files:',
-      '  - path: /etc/apt/mirrors/debian.list',
-      '    content: "http://10.0.2.100/debian\\n"',
-      '  - path: /etc/apt/mirrors/debian-security.list',
-      '    content: "http://10.0.2.100/debian-security\\n"',
+      '  - path: /etc/apt/sources.list.d/debian.sources',
+      '    content: |',
+      ...sources.map((l) => (l ? `      ${l}` : '')),
       '  - path: /etc/qemurun-note',
       '    content: "written by cloud-init\\n"',
       "    permissions: '0640'",

@@ -7,6 +7,7 @@ import { outputStream } from './output';
 import { managedNodeOf } from './managedSet';
 import { checkedInput } from './checkInput';
 import { recordedTask } from './tasks';
+import { carryUserSnippet } from './userSnippet';
 import { parseUpid } from '../lib/proxmox/api/tasks';
 
 export interface MigrationDeps {
@@ -36,6 +37,8 @@ export function migrationActivities({ config, proxmox, client }: MigrationDeps) 
         // be; a task that failed left the VM there, and the retry starts anew from it.
         const source = task.resumeTask ? parseUpid(task.resumeTask)?.node : undefined;
         const node = source ? proxmox.requireNode(source) : await managedNode(input.vmid);
+        // qemu-server reads a cicustom snippet at start on the node the VM runs on.
+        if (!task.resumeTask && proxmox.mode === 'cli') await carryUserSnippet(proxmox, node, input.vmid, input.target);
         await node.migrate(input.vmid, input.target, {
           ...task,
           withLocalDisks: true,

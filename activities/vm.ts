@@ -20,6 +20,7 @@ import { readAdminKeys } from '../lib/stateFiles';
 import { portAnswers, vmIp } from '../lib/network';
 import { managedNodeOf, requireManaged } from './managedSet';
 import { checkedInput } from './checkInput';
+import { applyUserSnippet, removeUserSnippet } from './userSnippet';
 
 export interface VmDeps {
   config: Config;
@@ -68,6 +69,12 @@ export function vmActivities({ config, proxmox }: VmDeps) {
     const check = markerSealFor(config).check(description, vmid);
     return check.sealed && check.fields.owner === owner && (run === undefined || check.fields.run === run);
   };
+
+  /**
+   * Where a VM's snippet may be: its node and the main node (an install writes it there and
+   * copies it along a migration), when this worker reaches them.
+   */
+  const snippetNodes = (node: string) => [...new Set([node, proxmox.mainNode])].filter((n) => proxmox.node(n) !== undefined);
 
   return {
     /**
@@ -133,10 +140,16 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       /** Neither: the user gets no usable password (login with the injected keys only). */
       passwd?: string;
       passwdHash?: string;
+      /** The request's cloud-init user-data: written as the VM's user snippet (absent in inputs of earlier versions). */
+      userData?: string;
     }): Promise<void> {
       const { vmid } = input;
       const spec = checkedInput(installSpecSchema, input.spec, 'configureVm');
-      const { passwd, passwdHash } = checkedInput(installSecretsSchema, { passwd: input.passwd, passwdHash: input.passwdHash }, 'configureVm');
+      const { passwd, passwdHash, userData } = checkedInput(
+        installSecretsSchema,
+        { passwd: input.passwd, passwdHash: input.passwdHash, userData: input.userData },
+        'configureVm',
+      );
       const node = main();
       const keys = [input.mainKey, ...readAdminKeys(config.dataDir), ...(spec.pubkey ? spec.pubkey.split('\n') : [])];
       const conf = await node.config(vmid);
@@ -158,6 +171,10 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       const scsi0 = (await node.config(vmid)).disks.find((d) => d.key === 'scsi0');
       if (!scsi0?.sizeBytes || scsi0.sizeBytes < spec.diskGb * 1024 ** 3) await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
       await node.setVmOptions(vmid, { ipconfig0: `ip=${input.ip}/24,gw=${config.gateway}`, ...dnsOptionsOf(spec) });
+      // Last: with `cicustom user=` Proxmox writes this file instead of the user-data it would generate from the options above.
+      if (userData !== undefined) {
+        await applyUserSnippet(config, node, { vmid, spec, userData, keys, passwd, passwdHash, hostname: conf.name ?? `VM${vmid}` });
+      }
     },
 
     async setCpu(input: { vmid: number; cores: number }): Promise<void> {
@@ -209,7 +226,9 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       if (!vm) return;
       const node = proxmox.requireNode(vm.node);
       await requireManaged(config, node, input.vmid);
+      const cicustom = (await node.config(input.vmid)).entries.cicustom;
       await node.destroy(input.vmid, { purge: true });
+      await removeUserSnippet(proxmox, cicustom, input.vmid, snippetNodes(vm.node));
     },
 
     /**
@@ -227,6 +246,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       // Ours for sure, so a lock a crashed step of this run left behind is no obstacle.
       if ((await node.status(input.vmid)) !== 'stopped') await node.stop(input.vmid, { skiplock: true });
       await node.destroy(input.vmid, { purge: true, skiplock: true });
+      await removeUserSnippet(proxmox, conf.entries.cicustom, input.vmid, snippetNodes(vm.node));
       return true;
     },
   };

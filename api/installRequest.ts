@@ -1,6 +1,7 @@
 import { describeIssues } from './issues';
 import { InvalidRequestError } from './errors';
 import type { Config } from '../lib/config';
+import { parseUserData, UserDataError } from '../lib/vm/userData';
 import {
   checkInput,
   type InstallSecrets,
@@ -44,10 +45,30 @@ export function toInstallSpec(
       `description: is ${overflow} bytes too long: Proxmox keeps at most ${PROXMOX_DESCRIPTION_MAX} characters of description, and QemuRun's markers (which hold the spec, this text included) take their part`,
     );
   }
+  if (b.userData !== undefined) userDataProblem(b.userData, config);
   return {
     spec,
-    secrets: omitUndefined({ passwd: b.passwd ?? config.defaultCiPassword, rootPassword: config.rootPassword }),
+    secrets: omitUndefined({ passwd: b.passwd ?? config.defaultCiPassword, rootPassword: config.rootPassword, userData: b.userData }),
   };
+}
+
+/**
+ * userData's YAML and the keys QemuRun owns (lib/vm/userData.ts), as a 400 naming the field.
+ * API mode cannot deliver it: Proxmox's API uploads no snippets (`upload` takes iso, vztmpl
+ * and import only), and API mode reaches no node over SSH to write one.
+ */
+function userDataProblem(text: string, config: Config): void {
+  if (config.proxmoxApi) {
+    throw new InvalidRequestError(
+      "userData: is not available in API mode: Proxmox's API cannot upload the cicustom snippet it needs (upload takes iso, vztmpl and import only); use CLI mode, or leave userData out",
+    );
+  }
+  try {
+    parseUserData(text);
+  } catch (err) {
+    if (err instanceof UserDataError) throw new InvalidRequestError(err.message);
+    throw err;
+  }
 }
 
 function omitUndefined<T extends object>(o: T): T {

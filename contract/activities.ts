@@ -64,6 +64,8 @@ export interface Activities {
     /** Neither: the user gets no usable password (login with the injected keys only). */
     passwd?: string;
     passwdHash?: string;
+    /** The request's cloud-init user-data (InstallSecrets.userData); absent: Proxmox generates the user-data. */
+    userData?: string;
   }): Promise<void>;
   migrateVm(input: { vmid: number; target: string }): Promise<void>;
 

@@ -47,6 +47,12 @@ export const LIMITS = {
   /** Extra data disks (issue 24): scsi1..scsi8, each 1..99999 GiB. */
   extraDisks: 8,
   extraDiskGb: { min: 1, max: 99_999 },
+  /**
+   * cloud-init user-data (issue 24): it travels in Temporal payloads (encrypted, but every
+   * retry and history keeps a copy) and Proxmox reads a snippet up to 1 MiB; 64 KiB is
+   * plenty for packages, files and commands, and keeps the payloads small.
+   */
+  userDataBytes: 65_536,
 } as const;
 
 interface Range {
@@ -152,6 +158,15 @@ export const field = {
     )
     .strict(),
   ...diskFields(),
+  /**
+   * cloud-init user-data: a `#cloud-config` document. Its shape here (a string, the first
+   * line, the size); its YAML and the keys QemuRun owns are checked by lib/vm/userData.ts,
+   * which the workflow bundle cannot load (the API and configureVm run it).
+   */
+  userData: z
+    .string({ error: 'userData must be a string holding a #cloud-config document' })
+    .refine((v) => utf8Bytes(v) <= LIMITS.userDataBytes, `userData must be at most ${LIMITS.userDataBytes} bytes`)
+    .refine((v) => /^#cloud-config[ \t]*(\r?\n|$)/.test(v), 'userData must start with a "#cloud-config" line (other cloud-init formats are not taken)'),
 };
 
 /**
@@ -304,7 +319,13 @@ const installSpecObject = z
 export const installSpecSchema: z.ZodType<InstallSpec> = z.preprocess(renameLegacySpecFields, installSpecObject);
 
 export const installSecretsSchema = z
-  .object({ passwd: field.passwd.optional(), passwdHash: field.passwdHash.optional(), rootPassword: z.string().regex(/^[^\r\n]*$/).optional() })
+  .object({
+    passwd: field.passwd.optional(),
+    passwdHash: field.passwdHash.optional(),
+    rootPassword: z.string().regex(/^[^\r\n]*$/).optional(),
+    // User-data may hold secrets: it travels with them, never in the spec (markers, memo, search attributes).
+    userData: field.userData.optional(),
+  })
   .strict();
 
 const installInputSchema = z

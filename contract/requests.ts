@@ -56,6 +56,8 @@ export const installBodySchema = z
     disks: field.disks.optional(),
     machine: field.machine.optional(),
     bios: field.bios.optional(),
+    // cloud-init user-data (issue 24): travels as a secret, never in the spec.
+    userData: field.userData.optional(),
   })
   .strict()
   .superRefine(versionOfOs);

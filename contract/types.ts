@@ -85,6 +85,8 @@ export interface InstallSecrets {
   passwdHash?: string;
   /** Root password for the OS init script; undefined locks root's password. */
   rootPassword?: string;
+  /** The request's cloud-init user-data (`#cloud-config`), merged into the VM's user snippet; undefined: none, Proxmox generates it. */
+  userData?: string;
 }
 
 export type EventStatus = 'processing' | 'success' | 'info' | 'error';

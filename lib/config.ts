@@ -103,6 +103,11 @@ export const envSchema = z.object({
     .transform((v) => (v === undefined ? undefined : (v.split('-').map(Number) as [number, number])))
     .refine((r) => r === undefined || (r[0] >= 100 && r[0] <= r[1]), 'must be <first>-<last> with 100 <= first <= last'),
   ASSIGN_STORAGE: z.string().trim().min(1).optional(),
+  SNIPPETS_STORAGE: z
+    .string()
+    .trim()
+    .regex(/^[a-z][a-z0-9\-_.]*[a-z0-9]$/i, 'must be a Proxmox storage id, like local')
+    .default('local'),
   ASSIGN_IP_START: intFrom(100),
   ASSIGN_IP_END: intFrom(254),
   VM_MAX_CPU: optionalInt,
@@ -379,6 +384,8 @@ function buildConfig(
     manageAllVms: env.MANAGE_ALL_VMS,
     // Where a stock Proxmox VE install keeps disks: the installer's `local` takes no `images`.
     storage: env.ASSIGN_STORAGE ?? 'local-lvm',
+    /** Where an install's cloud-init user snippet goes (content `snippets`, which Proxmox's stock `local` lacks). */
+    snippetsStorage: env.SNIPPETS_STORAGE,
     vmidRange: { start: Math.min(ipStart, ipEnd), end: Math.max(ipStart, ipEnd) },
     /** VMIDs an adoption may take in; default the install range (a VM's address follows its VMID). */
     adoptVmidRange: env.ADOPT_VMID_RANGE

@@ -30,8 +30,9 @@ export function sandboxClusterOptions(config: Config, key: SshKeyPair, tools: Sa
     guestArchive: config.sandboxOptions.guestArchive,
     accel: guests?.accel,
     // API mode fetches images as `import` content on PROXMOX_IMAGE_STORAGE (`local`), which
-    // 8.4's installer does not enable: configured as docs/proxmox-api.md tells an operator.
-    storageContent: { local: ['backup', 'import', 'iso', 'vztmpl'] },
+    // 8.4's installer does not enable: configured as docs/proxmox-api.md tells an operator;
+    // likewise `snippets` for an install's userData (SNIPPETS_STORAGE, docs/configuration.md).
+    storageContent: { local: ['backup', 'import', 'iso', 'snippets', 'vztmpl'] },
     pools: [...config.sandboxOptions.pools],
   };
 }

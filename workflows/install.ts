@@ -95,6 +95,8 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         mainKey: serviceKey,
         passwd: secrets.passwd,
         passwdHash: secrets.passwdHash,
+        // Only when given: the input of an install without it stays what it was.
+        ...(secrets.userData !== undefined ? { userData: secrets.userData } : {}),
       }),
     );
     if (spec.node && spec.node !== vm.node) {

@@ -64,6 +64,8 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
   function specFromBody(raw: unknown): { spec: InstallSpec; passwd?: string } {
     const { spec, secrets } = withPrefix('spec', () => toInstallSpec(raw, config, knownNodes));
     if (spec.vmid === undefined) throw new InvalidRequestError('spec.id: is required (the VMID the schedule rebuilds)');
+    // A rebuild re-creates the VM from its spec, which holds no user-data (a secret): refused, not dropped.
+    if (secrets.userData !== undefined) throw new InvalidRequestError('spec.userData: is not kept by a schedule: a rebuild re-creates the VM without user-data');
     const given = (raw as { passwd?: unknown }).passwd;
     return { spec, passwd: typeof given === 'string' ? secrets.passwd : undefined };
   }

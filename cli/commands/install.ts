@@ -41,6 +41,8 @@ const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string
   disks: { flag: '--disks <disks>', help: 'extra data disks scsi1.., comma-separated SIZE[:STORAGE], e.g. 32G,100G:local-lvm (default storage: --storage)', parse: diskList },
   machine: { flag: '--machine <type>', help: 'q35 or pc (Proxmox default: pc)' },
   bios: { flag: '--bios <bios>', help: 'seabios or ovmf (ovmf adds an EFI disk, no pre-enrolled Secure Boot keys)' },
+  // A file, not the text: user-data is long, and may hold secrets that do not belong in ps.
+  userData: { flag: '--user-data <file>', help: 'a #cloud-config file merged into the VM\'s cloud-init user-data (CLI mode only, SNIPPETS_STORAGE)', parse: (v) => readFile(v) },
 };
 const FIELDS = Object.entries(FLAGS).map(([field, f]) => ({ field, ...f }));
 

@@ -10,7 +10,7 @@ export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', '
  * Field names whose values are never written, whatever object they turn up in: defence in
  * depth behind code that should not log them in the first place.
  */
-const SECRET_FIELDS = ['passwd', 'password', 'rootPassword', 'passwdHash', 'cipassword', 'apiToken', 'token', 'authorization', 'privateKey', 'secrets', 'taskToken'];
+const SECRET_FIELDS = ['passwd', 'password', 'rootPassword', 'passwdHash', 'cipassword', 'apiToken', 'token', 'authorization', 'privateKey', 'secrets', 'taskToken', 'userData'];
 const REDACT_PATHS = SECRET_FIELDS.flatMap((f) => [f, `*.${f}`]);
 
 export interface LoggerOptions {

@@ -281,6 +281,26 @@ export class CliNode implements ProxmoxNode {
     return parsePvesmStatus((await this.read(argv, opts)).stdout);
   }
 
+  // ---- cloud-init snippets ---------------------------------------------------------
+
+  /** The content goes on stdin and is never in an error: user-data may hold secrets. */
+  async writeSnippet(volid: string, content: string, call: CallOptions = {}): Promise<void> {
+    await this.write(cmd.snippetWrite(volid), { ...call, stdin: content, display: ['write snippet', volid] });
+  }
+
+  async readSnippet(volid: string, call: CallOptions = {}): Promise<string | undefined> {
+    const argv = cmd.snippetRead(volid);
+    const result = await this.executor.run(argv, { signal: call.signal, timeoutMs: call.timeoutMs ?? this.readTimeoutMs });
+    if (result.exitCode === 3) return undefined;
+    if (result.exitCode === 0) return result.stdout;
+    // Not through run(): its errors keep stdout, which would be the snippet.
+    throw classifyFailure({ node: this.node, command: displayCommand(['read snippet', volid]), exitCode: result.exitCode, stderr: result.stderr, stdout: '' });
+  }
+
+  async removeSnippet(volid: string, call: CallOptions = {}): Promise<void> {
+    await this.write(cmd.snippetRemove(volid), { ...call, display: ['remove snippet', volid] });
+  }
+
   // ---- running ----------------------------------------------------------------------
 
   private read(argv: readonly string[], spec: RunSpec): Promise<CommandResult> {

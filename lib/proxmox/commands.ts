@@ -216,3 +216,34 @@ export function qmSetWithSecrets(
     hash,
   };
 }
+
+/** A snippet volume QemuRun writes: `<storage>:snippets/<file>`, nothing a shell or a path could misread. */
+const SNIPPET_VOLID = /^[a-z][a-z0-9\-_.]*[a-z0-9]:snippets\/[A-Za-z0-9][A-Za-z0-9._-]*\.yaml$/i;
+const snippet = (volid: string): string => {
+  if (!SNIPPET_VOLID.test(volid)) throw new Error(`invalid snippet volume: ${volid}`);
+  return volid;
+};
+
+/** `pvesm path <volid>`: the file a volume is on this node (pve-storage `path`). */
+export const pvesmPath = (volid: string): Argv => ['pvesm', 'path', volid];
+
+/**
+ * Snippets have no `qm`/`pvesh` command to write them (the API's upload takes iso, vztmpl
+ * and import only), so these fixed scripts (no data in them) ask `pvesm path` where the
+ * volume lives and write, read or remove that file. The content travels on stdin. Written
+ * 0600 through a temporary file renamed into place: a start never reads half a snippet,
+ * and user-data may hold secrets.
+ */
+export const snippetWrite = (volid: string): Argv => [
+  'sh',
+  '-c',
+  ['set -e', 'p=$(pvesm path "$1")', 'umask 077', 'mkdir -p "$(dirname "$p")"', 'cat > "$p.tmp-qemurun"', 'mv -f "$p.tmp-qemurun" "$p"'].join('\n'),
+  'qemurun-snippet',
+  snippet(volid),
+];
+
+/** Prints the snippet; exit 3 when the file is not there. */
+export const snippetRead = (volid: string): Argv => ['sh', '-c', 'set -e\np=$(pvesm path "$1")\n[ -f "$p" ] || exit 3\ncat "$p"', 'qemurun-snippet', snippet(volid)];
+
+/** Removes the snippet; none there is no error. */
+export const snippetRemove = (volid: string): Argv => ['sh', '-c', 'set -e\np=$(pvesm path "$1")\nrm -f "$p"', 'qemurun-snippet', snippet(volid)];

@@ -116,4 +116,14 @@ export interface ProxmoxNode {
   version(call?: CallOptions): Promise<PveVersion>;
   /** The cluster's resource pools the caller may see (`GET /pools`): their ids. */
   pools(call?: CallOptions): Promise<string[]>;
+
+  /**
+   * A cloud-init snippet (`<storage>:snippets/<file>`) on this node, for `cicustom`. Only
+   * the CLI can: Proxmox's API uploads no snippets, so ./api throws ConfigError.
+   */
+  writeSnippet(volid: string, content: string, call?: CallOptions): Promise<void>;
+  /** The snippet's text; undefined when the file is not on this node. */
+  readSnippet(volid: string, call?: CallOptions): Promise<string | undefined>;
+  /** Removes the snippet; none there is no error. */
+  removeSnippet(volid: string, call?: CallOptions): Promise<void>;
 }

@@ -9,13 +9,14 @@ import { ENCODING_ENCRYPTED, METADATA_ENCODING_KEY } from './codec';
  *
  * Secrets are found by field name, wherever they sit in a payload: an install's
  * `secrets`, the cloud-init `passwd` (request, rebuild and schedule inputs, activity
- * inputs), the root password, and a kept password hash.
+ * inputs), the root password, a kept password hash, and cloud-init user-data (`userData`
+ * in configureVm's input: it may hold secrets of its own).
  */
 
 const REDACTED = '<redacted>';
 
 /** Field names whose values are secrets, in every workflow, activity and schedule payload. */
-const SECRET_FIELDS: ReadonlySet<string> = new Set(['secrets', 'passwd', 'passwdHash', 'rootPassword', 'password', 'cipassword']);
+const SECRET_FIELDS: ReadonlySet<string> = new Set(['secrets', 'passwd', 'passwdHash', 'rootPassword', 'password', 'cipassword', 'userData']);
 
 /** A copy of `value` with every secret field's value replaced. */
 function redactSecrets(value: unknown): unknown {

@@ -179,3 +179,27 @@ export function machine(v: string): Record<string, string> | undefined {
   }
   return Object.keys(errors).length ? errors : undefined;
 }
+
+/**
+ * `pve-qm-cicustom` (qemu-server `$cicustom_fmt`): `[meta=<volume>][,network=<volume>]
+ * [,user=<volume>][,vendor=<volume>]`, each a `pve-volume-id` (pve-storage
+ * `parse_volume_id`). Whether the volume exists is not asked here: `qm start` reads it.
+ */
+export function cicustom(v: string): string | Record<string, string> | undefined {
+  const props: Record<string, string> = {};
+  for (const part of v.split(',')) {
+    if (part === '') continue;
+    const eq = part.indexOf('=');
+    if (eq < 0) return 'value without key, but schema does not define a default key';
+    if (eq === 0 || eq === part.length - 1) return 'missing key in comma-separated list property';
+    const k = part.slice(0, eq);
+    if (props[k] !== undefined) return `duplicate key in comma-separated list property: ${k}`;
+    if (!['meta', 'network', 'user', 'vendor'].includes(k)) return `invalid key in comma-separated list property: ${k}`;
+    props[k] = part.slice(eq + 1);
+  }
+  const errors: Record<string, string> = {};
+  for (const [k, volid] of Object.entries(props)) {
+    if (!/^[a-z][a-z0-9\-_.]*[a-z0-9]:.+$/is.test(volid)) errors[k] = `invalid format - unable to parse volume ID '${volid}'`;
+  }
+  return Object.keys(errors).length ? errors : undefined;
+}

@@ -4,7 +4,7 @@ import type { Ctx } from './context';
 import * as f from './formats';
 import { storagesOn } from '../state/model';
 import { listVolumes } from '../state/volumes';
-import { usedBytes } from './storage';
+import { fileVolume, usedBytes } from './storage';
 
 const STATUS: CommandDef = {
   name: 'pvesm status',
@@ -23,6 +23,21 @@ const LIST: CommandDef = {
   args: ['storage'],
   props: { storage: { type: 'string', format: f.storageId }, content: { type: 'string', optional: true }, vmid: { type: 'integer', optional: true } },
 };
+
+const PATH: CommandDef = { name: 'pvesm path', args: ['volume'], props: { volume: { type: 'string' } } };
+
+/**
+ * `pvesm path <volume>`: the file behind a volume of a file-based storage. Proxmox prints
+ * where the storage's `path` puts it (`/var/lib/vz/snippets/…`); the sandbox prints the
+ * file it keeps in its cluster directory, which is what a caller writes to and reads from.
+ * Like Proxmox, it does not check that the file exists or that the storage takes the type.
+ */
+function pathOf(ctx: Ctx, argv: string[]): number {
+  const p = parseArgs(PATH, argv);
+  const vol = fileVolume(ctx, p.volume!);
+  ctx.out(vol.file ?? vol.shown);
+  return 0;
+}
 
 /**
  * `pvesm status` with pvesm.pm's exact printf layout (PVE 8 headings, sizes in KiB), and
@@ -73,5 +88,6 @@ export function pvesm(ctx: Ctx, argv: string[]): number {
   const [cmd, ...rest] = argv;
   if (cmd === 'status') return status(ctx, rest);
   if (cmd === 'list') return list(ctx, rest);
-  throw new CliError(`ERROR: ${cmd ? `unknown command 'pvesm ${cmd}'` : 'no command specified'}\nUSAGE: pvesm <COMMAND> [ARGS] [OPTIONS]\n\n       pvesm list <storage> [OPTIONS]\n       pvesm status  [OPTIONS]\n`);
+  if (cmd === 'path') return pathOf(ctx, rest);
+  throw new CliError(`ERROR: ${cmd ? `unknown command 'pvesm ${cmd}'` : 'no command specified'}\nUSAGE: pvesm <COMMAND> [ARGS] [OPTIONS]\n\n       pvesm list <storage> [OPTIONS]\n       pvesm path <volume>\n       pvesm status  [OPTIONS]\n`);
 }

@@ -5,7 +5,7 @@ import type { StorageDef } from '../state/model';
 import { listVolumes } from '../state/volumes';
 
 /** storage.cfg look-ups with PVE::Storage's error texts. */
-export function storageFor(ctx: Ctx, id: string, node = ctx.node): StorageDef {
+export function storageFor(ctx: Pick<Ctx, 'model' | 'node'>, id: string, node = ctx.node): StorageDef {
   const s = ctx.model.storages.find((x) => x.id === id);
   if (!s) throw new CliError(`storage '${id}' does not exist`);
   if (!s.enabled) throw new CliError(`storage '${id}' is disabled`);
@@ -57,4 +57,26 @@ export function allocationLines(s: StorageDef, volname: string, format: string, 
     return [`Formatting '${base}/images/${volname}', fmt=${format} size=${sizeBytes}${prealloc}`];
   }
   return [];
+}
+
+/**
+ * A volume of a file-based storage as pve-storage's `parse_volname` reads it (Plugin.pm:
+ * `snippets/<file>` is of type `snippets`, and the directory plugins die on a name they do
+ * not know), with the file the sandbox keeps for it and the path Proxmox would print.
+ * Only the types the sandbox keeps files for (import, iso, snippets) have a file.
+ */
+export function fileVolume(ctx: Pick<Ctx, 'model' | 'node' | 'paths'>, volid: string, node = ctx.node): { vtype: string; file?: string; shown: string } {
+  const m = /^([a-z][a-z0-9\-_.]*[a-z0-9]):(.+)$/i.exec(volid);
+  if (!m) throw new CliError(`unable to parse volume ID '${volid}'`);
+  const s = storageFor(ctx, m[1], node);
+  const base = storagePath(s);
+  const volname = m[2];
+  if (!base) throw new CliError(`unable to parse ${s.type === 'lvmthin' ? 'lvm' : s.type} volume name '${volname}'`);
+  const typed = /^(snippets|import|iso)\/([^/]+)$/.exec(volname);
+  const other = /^(images|rootdir|vztmpl|backup)\//.exec(volname);
+  if (!typed && !other) throw new CliError(`unable to parse directory volume name '${volname}'`);
+  if (!typed) return { vtype: other![1], shown: `${base}/${volname}` };
+  const [, vtype, name] = typed;
+  const dir = vtype === 'iso' ? 'template/iso' : vtype;
+  return { vtype, file: path.join(ctx.paths.contentDir(node, s.id, vtype), name), shown: `${base}/${dir}/${name}` };
 }

@@ -60,7 +60,7 @@ export const VM_OPTIONS: Record<string, Prop> = {
   cipassword: str,
   ciupgrade: bool,
   citype: { ...str, enum: ['configdrive2', 'nocloud', 'opennebula'] },
-  cicustom: str,
+  cicustom: { ...str, format: f.cicustom },
   sshkeys: str,
   nameserver: { ...str, format: f.addressList },
   searchdomain: str,

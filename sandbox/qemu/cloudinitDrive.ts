@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { VmConf } from '../state/vmconf';
-import { nocloudFiles } from '../state/cloudinit';
+import { nocloudFiles, type CustomCloudinitFiles } from '../state/cloudinit';
 import { GUEST_RESOLV, guestIpconfig, nodeResolv } from './network';
 
 /**
@@ -18,9 +18,14 @@ import { GUEST_RESOLV, guestIpconfig, nodeResolv } from './network';
  * becomes the guest's user-network address, and the resolver slirp's, unless the VM sets
  * `nameserver` itself.
  */
-export function writeCloudinitDrive(conf: VmConf, vmid: number, volume: { file: string; format: string; sizeBytes: number }): Record<string, string> {
+export function writeCloudinitDrive(
+  conf: VmConf,
+  vmid: number,
+  volume: { file: string; format: string; sizeBytes: number },
+  custom: CustomCloudinitFiles = {},
+): Record<string, string> {
   const resolv = conf.props.nameserver !== undefined ? nodeResolv() : GUEST_RESOLV;
-  const files = nocloudFiles(conf, vmid, resolv, guestIpconfig);
+  const files = nocloudFiles(conf, vmid, resolv, guestIpconfig, custom);
   const work = fs.mkdtempSync(path.join(os.tmpdir(), `qemurun-cloudinit-${vmid}-`));
   try {
     const content = path.join(work, 'cidata');

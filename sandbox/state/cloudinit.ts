@@ -154,11 +154,21 @@ export function nocloudMetadata(userData: string, networkConfig: string): string
   return `instance-id: ${createHash('sha1').update(userData + networkConfig).digest('hex')}\n`;
 }
 
-/** `generate_nocloud`'s four files (no `cicustom` snippets: QemuRun sets none). */
-export function nocloudFiles(conf: VmConf, vmid: number, resolv: Resolv, ipconfig?: Parameters<typeof nocloudNetwork>[2]): Record<string, string> {
-  const user = cloudinitUserdata(conf, vmid);
-  const network = nocloudNetwork(conf, resolv, ipconfig);
-  const files = { 'user-data': user, 'network-config': network, 'meta-data': nocloudMetadata(user, network), 'vendor-data': '' };
+/** The `cicustom` snippets' texts, as `get_custom_cloudinit_files` reads them (sandbox/cli/qm/cicustom.ts). */
+export type CustomCloudinitFiles = Partial<Record<'meta' | 'network' | 'user' | 'vendor', string>>;
+
+/** `generate_nocloud`'s four files: a `cicustom` snippet replaces the file qemu-server would generate. */
+export function nocloudFiles(
+  conf: VmConf,
+  vmid: number,
+  resolv: Resolv,
+  ipconfig?: Parameters<typeof nocloudNetwork>[2],
+  custom: CustomCloudinitFiles = {},
+): Record<string, string> {
+  const user = custom.user ?? cloudinitUserdata(conf, vmid);
+  const network = custom.network ?? nocloudNetwork(conf, resolv, ipconfig);
+  const meta = custom.meta ?? nocloudMetadata(user, network);
+  const files = { 'user-data': user, 'network-config': network, 'meta-data': meta, 'vendor-data': custom.vendor ?? '' };
   const sum = Object.values(files).reduce((n, t) => n + Buffer.byteLength(t), 0);
   if (sum > 3 * 1024 * 1024) throw new CloudinitError('Cloud-Init sum of snippets too big (> 3 MiB)');
   return files;

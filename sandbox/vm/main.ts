@@ -13,6 +13,9 @@ import { defaultUsers, guestOs } from './guestOs';
 import { prepareGuestRoot, type CloudInit } from './guestRoot';
 import { startGuestSsh } from './sshServer';
 import { generateEd25519 } from '../sshKeys';
+import { makeCtx } from '../cli/context';
+import { customCloudinitFiles } from '../cli/qm/cicustom';
+import { applyRuncmd, applyWriteFiles, readSnippetUserData, type SnippetUserData } from './userData';
 
 /**
  * The "QEMU" process of one running sandbox VM (`node tsrun.js vm/main.ts <dir> <vmid>`,
@@ -57,9 +60,30 @@ function guestAddress(gateway: string): string | undefined {
   return [...octets.slice(0, 3), String(vmid)].join('.');
 }
 
-function cloudInit(conf: VmConf, users: string[]): CloudInit | undefined {
+/** The `cicustom` user snippet on the VM's node, as `qm start` read it (it refused the start without one). */
+function snippetUserData(conf: VmConf, node: string): SnippetUserData | undefined {
+  if (!conf.props.cicustom) return undefined;
+  try {
+    const user = customCloudinitFiles(makeCtx(dir, node, { out: log, err: log }), conf).user;
+    return user === undefined ? undefined : readSnippetUserData(user);
+  } catch (err) {
+    log(`cicustom unreadable: ${(err as Error).message}`);
+    return undefined;
+  }
+}
+
+function cloudInit(conf: VmConf, users: string[], custom: SnippetUserData | undefined): CloudInit | undefined {
   const hasDrive = Object.values(conf.props).some((v) => /(^|[:/])vm-\d+-cloudinit(\.\w+)?(,|$)/.test(v));
   if (!hasDrive) return undefined;
+  // A user snippet replaces what Proxmox would generate from ciuser, sshkeys and cipassword.
+  if (custom) {
+    return {
+      hostname: custom.hostname ?? (conf.props.name ?? `VM${vmid}`).split('.')[0],
+      users: custom.user ? [custom.user] : users,
+      keys: custom.keys.map((k) => k.trim()).filter(Boolean),
+      passwordHash: custom.passwordHash,
+    };
+  }
   const ciuser = conf.props.ciuser;
   return {
     hostname: (conf.props.name ?? `VM${vmid}`).split('.')[0],
@@ -107,7 +131,8 @@ async function boot(): Promise<void> {
   if (!volume?.source) return log(`No bootable device (boot: ${conf.props.boot ?? '-'}).`);
 
   const os = guestOs(conf, volume.source);
-  const ci = cloudInit(conf, defaultUsers(os));
+  const custom = snippetUserData(conf, node);
+  const ci = cloudInit(conf, defaultUsers(os), custom);
   const root = paths.guestRoot(vmid);
   fs.mkdirSync(root, { recursive: true });
   const firstBoot = !fs.existsSync(`${root}/etc/os-release`);
@@ -116,6 +141,12 @@ async function boot(): Promise<void> {
   if (ci && firstBoot && conf.props.ciupgrade !== '0') {
     // cloud-init's package_upgrade (PVE's ciupgrade, default on) runs at first boot.
     fs.appendFileSync(paths.guestLog(vmid), `${new Date().toISOString()} cloud-init: package_upgrade (${os.id === 'rocky' ? 'dnf -y upgrade' : 'apt-get -y dist-upgrade'})\n`);
+  }
+  if (ci && custom && firstBoot) {
+    // cloud-init's per-instance modules, before sshd here (QemuRun waits for cloud-init anyway).
+    if (custom.packages.length) fs.appendFileSync(paths.guestLog(vmid), `${new Date().toISOString()} cloud-init: packages ${custom.packages.join(' ')} (not installed: process guests have no package manager)\n`);
+    applyWriteFiles(root, custom.writeFiles, log);
+    await applyRuncmd(root, ci.hostname, paths.guestLog(vmid), custom.runcmd, log);
   }
   log(`booted ${os.id ?? 'unknown OS'} ${os.version ?? ''} from ${volid}; cloud-init ${ci ? `users ${ci.users.join(',')}` : 'absent'}`);
 

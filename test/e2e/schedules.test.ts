@@ -102,6 +102,8 @@ describe('creating a schedule', () => {
     ['an unknown field', { vmid: VMID, cron: '0 3 * * *', every: 'day' }, /unknown field\(s\): every/],
     ['a spec without id', { spec: { os: 'debian', version: '12' }, cron: '0 3 * * *' }, /spec\.id: is required/],
     ['a spec with a bad version', { spec: { os: 'debian', version: '99', id: 141 }, cron: '0 3 * * *' }, /spec\.version: must be one of 11, 12, 13 for debian/],
+    // A rebuild re-creates the VM from its spec, which holds no user-data: refused, not dropped.
+    ['a spec with userData', { spec: { os: 'debian', version: '12', id: 141, userData: '#cloud-config\nruncmd: []\n' }, cron: '0 3 * * *' }, /spec\.userData: is not kept by a schedule/],
   ])('%s is 400 naming the field', async (_name, body, message) => {
     const res = await post('/schedules', body);
     expect(res.status).toBe(400);

@@ -8,7 +8,7 @@ import { requestSse, SseResponse } from '../support/sse';
 import { expectRootPasswordSetAsHash } from '../support/rootPassword';
 
 /**
- * Secrets of an install (the cloud-init `passwd` of the request and VM_ROOT_PASSWORD)
+ * Secrets of an install (the cloud-init `passwd` of the request, its `userData` and VM_ROOT_PASSWORD)
  * leave no trace anywhere an operator or another process can read: Temporal's history as
  * the real CLI prints it (payload data is base64 there, so every base64 string is decoded
  * and searched too), the workflow's memo and search attributes, the SSE stream, the
@@ -21,7 +21,9 @@ const secret = (tag: string) => `${tag}-${crypto.randomBytes(12).toString('hex')
 const PASSWD = secret('qrpw');
 const ROOT_PASSWORD = secret('qrroot');
 const SCHEDULE_PASSWD = secret('qrsched');
-const SECRETS = [PASSWD, ROOT_PASSWORD, SCHEDULE_PASSWD];
+/** Inside the request's cloud-init user-data, which may carry secrets too. */
+const USER_DATA_SECRET = secret('qrud');
+const SECRETS = [PASSWD, ROOT_PASSWORD, SCHEDULE_PASSWD, USER_DATA_SECRET];
 
 let h: Harness;
 let install: SseResponse;
@@ -60,9 +62,11 @@ beforeAll(async () => {
     restore.push(() => (console[method] = original));
   }
   try {
-    h = await startHarness({ VM_ROOT_PASSWORD: ROOT_PASSWORD });
+    // `local` takes snippets, for the request's userData (SNIPPETS_STORAGE).
+    h = await startHarness({ VM_ROOT_PASSWORD: ROOT_PASSWORD }, { storageContent: { local: ['backup', 'import', 'iso', 'snippets', 'vztmpl'] } });
+    const userData = `#cloud-config\nwrite_files:\n  - path: /etc/qr-token\n    content: ${USER_DATA_SECRET}\n`;
     install = await requestSse(`${h.api}/vm/install`, {
-      body: { os: 'debian', version: '12', name: 'secret', passwd: PASSWD },
+      body: { os: 'debian', version: '12', name: 'secret', passwd: PASSWD, userData },
     });
     // Results and failures are written by the worker just after the last event.
     await h.service.client.workflow.getHandle(install.headers['x-workflow-id'] as string).result();

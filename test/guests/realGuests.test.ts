@@ -21,7 +21,11 @@ const workers: ResultPromise[] = [];
 
 beforeAll(async () => {
   // The worker runs in a process of its own, so that one test can kill it as the OOM killer would.
-  h = await startHarness({ SANDBOX_GUESTS: 'qemu', SSH_WAIT_TIMEOUT: '900', SANDBOX_BOOT_DELAY_MS: '0', INIT_PACKAGES: 'tree' }, { worker: false });
+  // `local` takes snippets, as an operator enables them for userData (SNIPPETS_STORAGE).
+  h = await startHarness(
+    { SANDBOX_GUESTS: 'qemu', SSH_WAIT_TIMEOUT: '900', SANDBOX_BOOT_DELAY_MS: '0', INIT_PACKAGES: 'tree' },
+    { worker: false, storageContent: { local: ['backup', 'import', 'iso', 'snippets', 'vztmpl'] } },
+  );
   await startWorker();
 }, 30 * MINUTES);
 
@@ -144,6 +148,38 @@ test(
     await expect(inGuest(custom.ip, 'debian', 'true', userKeyPair().privateKey)).rejects.toThrow(/authentication/);
     // The install's reboot was a real one.
     expect(await inGuest(plain.ip, plain.user, 'journalctl --list-boots --no-pager | wc -l')).not.toBe('1');
+  },
+  40 * MINUTES,
+);
+
+test(
+  "userData on a real guest: cloud-init itself installed its packages, wrote its files and ran its commands",
+  async () => {
+    // write_files runs in cloud-init's init stage, before the final stage installs packages:
+    // replacing the image's deb822 sources (deb.debian.org, which a sandbox guest cannot
+    // reach) sends apt through the sandbox's archive proxy, as the init script does later.
+    const sources = ['Types: deb', 'URIs: http://10.0.2.100/debian', 'Suites: bookworm bookworm-updates', 'Components: main', 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg', '', 'Types: deb', 'URIs: http://10.0.2.100/debian-security', 'Suites: bookworm-security', 'Components: main', 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg'];
+    const userData = [
+      '#cloud-config',
+      'packages: [hello]',
+      'write_files:',
+      '  - path: /etc/apt/sources.list.d/debian.sources',
+      '    content: |',
+      ...sources.map((l) => (l ? `      ${l}` : '')),
+      '  - path: /etc/qemurun-note',
+      '    content: "written by cloud-init\\n"',
+      "    permissions: '0640'",
+      'runcmd:',
+      '  - echo ran > /var/tmp/runcmd-done',
+      '',
+    ].join('\n');
+    const vm = await install({ os: 'debian', version: '12', name: 'real-userdata', userData });
+    const facts = await inGuest(vm.ip, vm.user, "dpkg-query -W -f '${Status}\\n' hello; sudo -n cat /etc/qemurun-note; stat -c %a /etc/qemurun-note; cat /var/tmp/runcmd-done");
+    expect(facts.split('\n')).toEqual(['install ok installed', 'written by cloud-init', '640', 'ran']);
+    // The init script still ran after cloud-init, on the account the merged user-data made.
+    await expectInitScriptApplied(vm);
+    expect((await apiCall(h.api, 'POST', `/vm/${vm.vmid}/stop`)).status).toBe(200);
+    expect((await apiCall(h.api, 'POST', `/vm/${vm.vmid}/destroy`)).status).toBe(200);
   },
   40 * MINUTES,
 );

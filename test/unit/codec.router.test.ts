@@ -45,16 +45,16 @@ describe('codec router over HTTP', () => {
 
   test('decodes for people: secrets, wherever they sit, come back as "<redacted>"', async () => {
     const install = { spec: { os: 'debian', version: '12', user: 'debian' }, secrets: { passwd: 'UiS3cret!', rootPassword: 'R00t!' }, mainNode: 'pve1' };
-    const activity = { vmid: 120, passwd: 'UiS3cret!', mainKey: 'ssh-ed25519 AAAA' };
+    const activity = { vmid: 120, passwd: 'UiS3cret!', mainKey: 'ssh-ed25519 AAAA', userData: '#cloud-config\nruncmd: [echo Ud-S3cret]\n' };
     const schedule = [{ vmid: 121, spec: { os: 'debian' }, passwd: 'Sched!' }];
     const encoded = await codec.encode([toPayload(install), toPayload(activity), toPayload(schedule), toPayload({ rootPassword: 'R00t!' })]);
     const res = await post('decode', { payloads: encoded.map(json) });
     const text = await res.text();
-    for (const secret of ['UiS3cret!', 'R00t!', 'Sched!']) expect(text.includes(Buffer.from(secret).toString('base64'))).toBe(false);
+    for (const secret of ['UiS3cret!', 'R00t!', 'Sched!', 'Ud-S3cret']) expect(text.includes(Buffer.from(secret).toString('base64'))).toBe(false);
     const body = JSON.parse(text) as { payloads: Array<{ metadata: Record<string, string>; data: string }> };
     expect(body.payloads.map(fromJson).map((p) => fromPayload(p))).toEqual([
       { ...install, secrets: '<redacted>' },
-      { ...activity, passwd: '<redacted>' },
+      { ...activity, passwd: '<redacted>', userData: '<redacted>' },
       [{ ...schedule[0], passwd: '<redacted>' }],
       { rootPassword: '<redacted>' },
     ]);

@@ -5,6 +5,8 @@ import { GUEST_RESOLV, guestIpconfig } from '../../sandbox/qemu/network';
 import { SANDBOX_GUEST_ARCHIVE_URL } from '../../lib/config';
 import { GUEST_ARCHIVE_URL } from '../../sandbox/qemu/network';
 import { qemuCommand } from '../../sandbox/qemu/command';
+import { cicustom } from '../../sandbox/cli/formats';
+import { readSnippetUserData } from '../../sandbox/vm/userData';
 
 /**
  * The NoCloud files qemu-server writes (PVE::QemuServer::Cloudinit: cloudinit_userdata,
@@ -75,6 +77,39 @@ test('the instance id is the SHA-1 of user-data and network-config, so changing 
   expect(files['meta-data']).toBe(`instance-id: ${sha}\n`);
   expect(files['vendor-data']).toBe('');
   expect(nocloudFiles(parseConf(`${'name: other\n'}${Object.entries(CONF.props).filter(([k]) => k !== 'name').map(([k, v]) => `${k}: ${v}`).join('\n')}\n`), 120, RESOLV)['meta-data']).not.toBe(files['meta-data']);
+});
+
+test('a cicustom snippet replaces the file qemu-server would generate, and the instance id follows it', () => {
+  const user = '#cloud-config\nuser: alice\nruncmd: [true]\n';
+  const files = nocloudFiles(CONF, 120, RESOLV, undefined, { user });
+  expect(files['user-data']).toBe(user);
+  expect(files['network-config']).toBe(nocloudNetwork(CONF, RESOLV));
+  expect(files['meta-data']).toBe(`instance-id: ${createHash('sha1').update(user + files['network-config']).digest('hex')}\n`);
+  expect(nocloudFiles(CONF, 120, RESOLV, undefined, { meta: 'instance-id: mine\n', vendor: 'v' })).toMatchObject({ 'meta-data': 'instance-id: mine\n', 'vendor-data': 'v' });
+});
+
+test("cicustom is checked as qemu-server's pve-qm-cicustom: known keys, each a volume id", () => {
+  expect(cicustom('user=local:snippets/u.yaml,network=local:snippets/n.yaml')).toBeUndefined();
+  expect(cicustom('local:snippets/u.yaml')).toBe('value without key, but schema does not define a default key');
+  expect(cicustom('users=local:snippets/u.yaml')).toBe('invalid key in comma-separated list property: users');
+  expect(cicustom('user=a,user=b')).toBe('duplicate key in comma-separated list property: user');
+  expect(cicustom('user=u.yaml')).toEqual({ user: "invalid format - unable to parse volume ID 'u.yaml'" });
+});
+
+test("process guests read a user snippet's account, keys, write_files and runcmd; anything else is left out", () => {
+  const got = readSnippetUserData(
+    '#cloud-config\nuser: bob\npassword: $5$x$y\nssh_authorized_keys: [k1, 2]\nwrite_files:\n  - {path: /a, content: aGk=, encoding: b64, permissions: "0600"}\n  - {content: x}\nruncmd: [echo hi, [touch, /b], 3]\npackages: [curl, [hello, "2.10-3"]]\n',
+  );
+  expect(got).toEqual({
+    user: 'bob',
+    passwordHash: '$5$x$y',
+    hostname: undefined,
+    keys: ['k1'],
+    writeFiles: [{ path: '/a', content: 'hi', permissions: '0600', append: false }],
+    runcmd: ['echo hi', ['touch', '/b']],
+    packages: ['curl', 'hello=2.10-3'],
+  });
+  expect(readSnippetUserData('#cloud-config\n- a\n')).toBeUndefined();
 });
 
 test("real guests: a loopback address becomes the user network's, and everything else stays qemu-server's", () => {

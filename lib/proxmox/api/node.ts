@@ -258,6 +258,23 @@ export class ApiNode implements ProxmoxNode {
     return nextIdOf(await this.get('/cluster/nextid', {}, call));
   }
 
+  /**
+   * Snippets: Proxmox's API writes none (`upload` and `download-url` take iso, vztmpl and
+   * import only; pve-manager API2/Storage/Status.pm), and API mode reaches no node over SSH.
+   * The API refuses `userData` in this mode before an install starts (docs/proxmox-api.md).
+   */
+  async writeSnippet(volid: string): Promise<void> {
+    throw new Error(`cannot write the cloud-init snippet ${volid}: Proxmox's API uploads no snippets (use CLI mode)`);
+  }
+
+  async readSnippet(volid: string): Promise<string | undefined> {
+    throw new Error(`cannot read the cloud-init snippet ${volid}: Proxmox's API reads no snippets (use CLI mode)`);
+  }
+
+  async removeSnippet(volid: string): Promise<void> {
+    throw new Error(`cannot remove the cloud-init snippet ${volid}: Proxmox's API removes no snippets through QemuRun (use CLI mode, or remove it on the node)`);
+  }
+
   /** `GET /pools`: the pools' ids (only those the token may see, as Proxmox filters them). */
   async pools(call: CallOptions = {}): Promise<string[]> {
     return poolIdsOf(await this.get('/pools', {}, call));

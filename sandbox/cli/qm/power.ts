@@ -10,6 +10,7 @@ import { bootDisk } from '../../state/boot';
 import { getVolume } from '../../state/volumes';
 import { holdsData, keepsContents, volumeFile } from '../../state/volumeData';
 import { writeCloudinitDrive } from '../../qemu/cloudinitDrive';
+import { customCloudinitFiles } from './cicustom';
 import { checkNetdevMtus, plugNetworks } from './bridges';
 import { restartAfterReboot } from '../qmeventd';
 
@@ -45,8 +46,10 @@ export function startVm(ctx: Ctx, vmid: number, skiplock = false): void {
       const drive = parseDrive(value);
       if (!isDriveName(key) || !isCloudinit(drive)) continue;
       ctx.out('generating cloud-init ISO');
+      // Read on every start, as generate_nocloud does: a snippet missing on this node fails the start.
+      const custom = customCloudinitFiles(ctx, conf);
       const vol = real ? getVolume(ctx.dir, ctx.node, drive.volid) : undefined;
-      if (vol) writeCloudinitDrive(conf, vmid, { file: volumeFile(ctx.dir, ctx.node, vol.storage, vol.volname), format: vol.format, sizeBytes: vol.sizeBytes });
+      if (vol) writeCloudinitDrive(conf, vmid, { file: volumeFile(ctx.dir, ctx.node, vol.storage, vol.volname), format: vol.format, sizeBytes: vol.sizeBytes }, custom);
     }
     // qemu-server OVMF.pm: OVMF without efidisk0 boots with a throw-away copy of the vars (log_warn).
     if (conf.props.bios === 'ovmf' && conf.props.efidisk0 === undefined) ctx.err('WARN: no efidisk configured! Using temporary efivars disk.');

@@ -152,7 +152,23 @@ export const field = {
     )
     .strict(),
   ...diskFields(),
+  ...addressFields(),
 };
+
+/**
+ * How the VM gets its address (issue 24). `ip` is a union so that other forms can sit
+ * beside the literal; the seed ignored `ip`, and a seed client's dotted quad still is.
+ */
+function addressFields() {
+  const ipMessage = 'ip must be "dhcp" (the address is read from the guest agent) or left out';
+  const dhcp = z.literal('dhcp', { error: ipMessage });
+  /** What a seed client sent and the seed ignored; it still means the formula. */
+  const seedAddress = z.string({ error: ipMessage }).regex(/^\d{1,3}(\.\d{1,3}){3}(\/\d{1,2})?$/, ipMessage);
+  return {
+    ip: z.union([dhcp, seedAddress], { error: ipMessage }).describe('"dhcp": the VM takes its address by DHCP and QemuRun reads it from the guest agent. Left out (or a seed client\'s address, ignored as before): <GATEWAY\'s /24>.<VMID>'),
+    specIp: dhcp,
+  };
+}
 
 /**
  * Where a VM goes and how Proxmox labels it (issue 24, "placement"), each as Proxmox checks
@@ -293,6 +309,8 @@ const installSpecObject = z
     vlan: field.vlan.optional(),
     mtu: field.mtu.optional(),
     dns: field.dns.optional(),
+    // Absent in specs written before: the formula's static address.
+    ip: field.specIp.optional(),
     // Disks, machine and firmware (issue 24): absent in specs written before, which meant none, Proxmox's defaults.
     disks: field.specDisks.optional(),
     machine: field.machine.optional(),

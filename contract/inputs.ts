@@ -332,7 +332,7 @@ const installInputSchema = z
 const vmRef = z.object({ vmid: field.vmid });
 export const workflowInputs = {
   vmRef: vmRef.strict(),
-  guestRef: vmRef.extend({ ip: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, 'ip must be an IPv4 address'), user: field.user }).strict(),
+  guestRef: vmRef.extend({ ip: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, 'ip must be an IPv4 address').optional(), user: field.user }).strict(),
   setCpu: vmRef.extend({ cores: field.cores }).strict(),
   setMemory: vmRef.extend({ memoryMb: field.memoryMb }).strict(),
   setDisk: vmRef.extend({ disk: field.disk, incrementGb: int('incrementGb', LIMITS.diskIncrementGb), maxDiskGb: z.number().int().positive().optional() }).strict(),

@@ -11,7 +11,7 @@ import { volumeFile } from '../state/volumeData';
 import { isDriveName } from '../cli/vmOptions';
 import { isCdrom, parseDrive } from '../cli/qm/vm';
 import { qemuCommand, type GuestDisk } from './command';
-import { forwardAddress } from './network';
+import { sshForwardAddress } from './network';
 import { qmpCommand } from './qmp';
 
 /**
@@ -63,7 +63,7 @@ function start(): void {
     if (!vol) continue;
     disks.push({ key, file: volumeFile(dir, node, vol.storage, vol.volname), format: vol.format, cdrom: isCdrom(drive) });
   }
-  const host = forwardAddress(model.gateway, vmid);
+  const host = sshForwardAddress(dir, conf, model.gateway, vmid);
   for (const s of [paths.qmpSocket(vmid), paths.qgaSocket(vmid), paths.serialSocket(vmid)]) fs.rmSync(s, { force: true });
   const args = qemuCommand({
     vmid,

@@ -17,6 +17,10 @@ import type { VmConf } from '../state/vmconf';
  *   - cloud-init's network-config carries qemu-server's text with a loopback address
  *     replaced by slirp's (GUEST_ADDRESS, its gateway and DNS): the one line that differs
  *     from what Proxmox would write;
+ *   - with ipconfig0 `ip=dhcp` the guest takes slirp's lease (GUEST_ADDRESS) and the forward
+ *     comes from the sandbox DHCP stand-in's lease for net0's MAC (../state/dhcp.ts); the
+ *     guest agent's `network-get-interfaces` runs the translation the other way, reporting
+ *     that loopback address in place of GUEST_ADDRESS (agentAddressesAsForwarded);
  *   - the one way out is ARCHIVE_ADDRESS:80 (`guestfwd`), the sandbox's proxy to Debian's
  *     package archive (./archiveProxy.ts), so the init script's apt-get works and no other
  *     traffic leaves the machine.

@@ -20,7 +20,9 @@ import { dhcpLease, wantsDhcp, type GuestNetwork } from '../state/dhcp';
  * The "QEMU" process of one running sandbox VM (`node tsrun.js vm/main.ts <dir> <vmid>`,
  * spawned detached by `qm start`). After the boot delay it "boots" the disk in the boot
  * order: if that disk was imported from an OS image, cloud-init runs (when a cloud-init
- * drive is attached) and sshd comes up on `<gateway prefix>.<vmid>:<vmSshPort>`. A VM
+ * drive is attached) and sshd comes up on `<gateway prefix>.<vmid>:<vmSshPort>` (with
+ * ipconfig0 `ip=dhcp`, on the DHCP stand-in's lease, ../state/dhcp.ts); then its stand-in
+ * guest agent answers `network-get-interfaces` with that address. A VM
  * without a bootable disk runs but never answers, like one stuck in its BIOS.
  *
  * SIGTERM is the ACPI power button (clean shutdown), SIGKILL is `qm stop`. The process

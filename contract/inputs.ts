@@ -162,8 +162,8 @@ export const field = {
 function addressFields() {
   const ipMessage = 'ip must be "dhcp" (the address is read from the guest agent) or left out';
   const dhcp = z.literal('dhcp', { error: ipMessage });
-  /** What a seed client sent and the seed ignored; it still means the formula. */
-  const seedAddress = z.string({ error: ipMessage }).regex(/^\d{1,3}(\.\d{1,3}){3}(\/\d{1,2})?$/, ipMessage);
+  /** What a seed client sent and the seed ignored (an address, or nothing in it); it still means the formula. */
+  const seedAddress = z.string({ error: ipMessage }).regex(/^(\d{1,3}(\.\d{1,3}){3}(\/\d{1,2})?)?$/, ipMessage);
   return {
     ip: z.union([dhcp, seedAddress], { error: ipMessage }).describe('"dhcp": the VM takes its address by DHCP and QemuRun reads it from the guest agent. Left out (or a seed client\'s address, ignored as before): <GATEWAY\'s /24>.<VMID>'),
     specIp: dhcp,

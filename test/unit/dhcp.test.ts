@@ -18,6 +18,7 @@ test('"dhcp" reaches the spec, and the worker accepts it', () => {
 test("a seed client's address is ignored, as the seed ignored it: the spec has no ip", () => {
   expect(apiAnswer({ ...base, ip: '10.0.0.5', gateway: '10.0.0.1' })).toEqual({ os: 'debian', version: '12', cores: 1, ramMb: 512, diskGb: 16, user: 'debian' });
   expect(apiAnswer({ ...base, ip: '10.0.0.5/24' })).not.toHaveProperty('ip');
+  expect(apiAnswer({ ...base, ip: '' })).not.toHaveProperty('ip');
 });
 
 test.each<[string, unknown]>([

@@ -11,6 +11,7 @@ import { diskActivities } from './disk';
 import { migrationActivities } from './migration';
 import { powerActivities } from './power';
 import { guestActivities } from './guest';
+import { guestAddressActivities } from './guestAddress';
 import { rebuildActivities } from './rebuild';
 import { temporalActivities } from './temporal';
 import { reconcileActivities } from './reconcile';
@@ -52,6 +53,7 @@ export function createActivities(deps: ActivityDeps): Activities & RenamedActivi
       ...migrationActivities(deps),
       ...powerActivities(deps),
       ...guestActivities(deps),
+      ...guestAddressActivities(deps),
       ...rebuildActivities(deps),
       ...temporal,
       ...reconcileActivities(deps),

@@ -82,7 +82,8 @@ export function vmActivities({ config, proxmox }: VmDeps) {
      * workflow), its description the sealed owner and spec markers of this run; finding this
      * very run's VM already there counts as done. The VM's address must be free first,
      * whether the VMID was allocated or asked for: a machine already answering SSH there
-     * would receive what is meant for the new VM.
+     * would receive what is meant for the new VM. A DHCP install's `ip` is `dhcp`: its
+     * address is the DHCP server's to give, and the guest agent's to report after start.
      */
     async createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node: string }> {
       const { vmid } = input;
@@ -93,9 +94,9 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       if (!run) throw failure('ConfigError', 'createVm runs for an install workflow only: its markers name the run');
       const markers = { owner: input.owner, run, spec: specMarkerValue(spec) };
       const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
-      const ip = vmIp(config.gateway, vmid);
+      const ip = spec.ip === 'dhcp' ? 'dhcp' : vmIp(config.gateway, vmid);
       // A VM that exists already (this run's, on a retry, or another's) is Proxmox's create to judge.
-      if (!(await proxmox.locateVm(vmid)) && (await portAnswers(ip, config.vmSshPort))) {
+      if (ip !== 'dhcp' && !(await proxmox.locateVm(vmid)) && (await portAnswers(ip, config.vmSshPort))) {
         throw failure('AddressInUseError', `VM ${vmid}'s address ${ip} already answers SSH on port ${config.vmSshPort}: another machine uses it`);
       }
       try {
@@ -170,7 +171,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       // Absolute, so a retry is harmless; never below the image (Proxmox refuses to shrink).
       const scsi0 = (await node.config(vmid)).disks.find((d) => d.key === 'scsi0');
       if (!scsi0?.sizeBytes || scsi0.sizeBytes < spec.diskGb * 1024 ** 3) await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
-      await node.setVmOptions(vmid, { ipconfig0: `ip=${input.ip}/24,gw=${config.gateway}`, ...dnsOptionsOf(spec) });
+      await node.setVmOptions(vmid, { ipconfig0: ipconfig0Of(spec, input.ip, config.gateway), ...dnsOptionsOf(spec) });
       // Last: with `cicustom user=` Proxmox writes this file instead of the user-data it would generate from the options above.
       if (userData !== undefined) {
         await applyUserSnippet(config, node, { vmid, spec, userData, keys, passwd, passwdHash, hostname: conf.name ?? `VM${vmid}` });
@@ -259,6 +260,15 @@ export function vmActivities({ config, proxmox }: VmDeps) {
  */
 export function net0Of(spec: Pick<InstallSpec, 'bridge' | 'vlan' | 'mtu'>, defaultBridge: string): string {
   return [`virtio`, `bridge=${spec.bridge ?? defaultBridge}`, ...(spec.mtu !== undefined ? [`mtu=${spec.mtu}`] : []), ...(spec.vlan !== undefined ? [`tag=${spec.vlan}`] : [])].join(',');
+}
+
+/**
+ * ipconfig0: the static address in GATEWAY's /24 with its gateway, as the seed set it, or
+ * `ip=dhcp` as Proxmox writes DHCP (no gw: qemu-server warns about a gateway with DHCP and
+ * leaves the interface without subnets).
+ */
+export function ipconfig0Of(spec: Pick<InstallSpec, 'ip'>, ip: string, gateway: string): string {
+  return spec.ip === 'dhcp' ? 'ip=dhcp' : `ip=${ip}/24,gw=${gateway}`;
 }
 
 /**

@@ -48,7 +48,10 @@ export interface Activities {
   servicePublicKey(): Promise<string>;
 
   // Building the VM.
-  /** `node`: where the VM was created, the worker's MAIN_NODE (absent in results recorded by earlier versions). */
+  /**
+   * `node`: where the VM was created, the worker's MAIN_NODE (absent in results recorded by
+   * earlier versions). `ip`: its address, or `dhcp` for a spec asking for DHCP.
+   */
   createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node?: string }>;
   importDisk(input: { vmid: number; imagePath: string; storage?: string }): Promise<string>;
   configureVm(input: {
@@ -92,6 +95,11 @@ export interface Activities {
    * accepted, and the key to pin is returned (see docs/security.md, guest SSH).
    */
   waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string }): Promise<PinnedHostKey | undefined>;
+  /**
+   * net0's IPv4 address as the guest agent reports it; with `wait`, until it does
+   * (SSH_WAIT_TIMEOUT), else one question whose `reason` says why there is no address.
+   */
+  readGuestAddress(input: { vmid: number; wait?: boolean }): Promise<{ ip?: string; reason?: string }>;
   waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void>;
   runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string }): Promise<void>;
 

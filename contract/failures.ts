@@ -37,6 +37,8 @@ export const FAILURE_TYPES = {
   InitScriptError: { retryable: true },
   // cloud-init never finished: a broken image or user-data; another wait would not help.
   CloudInitTimeoutError: { retryable: false, status: 504 },
+  // A DHCP VM whose guest agent never reported an address: nothing else knows where it is.
+  GuestAddressError: { retryable: false, status: 504 },
   // Something else answers at the VM's address: an operator must look (docs/security.md).
   HostKeyMismatchError: { retryable: false },
   AddressInUseError: { retryable: false, status: 409 },

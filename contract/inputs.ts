@@ -167,7 +167,23 @@ export const field = {
     .string({ error: 'userData must be a string holding a #cloud-config document' })
     .refine((v) => utf8Bytes(v) <= LIMITS.userDataBytes, `userData must be at most ${LIMITS.userDataBytes} bytes`)
     .refine((v) => /^#cloud-config[ \t]*(\r?\n|$)/.test(v), 'userData must start with a "#cloud-config" line (other cloud-init formats are not taken)'),
+  ...addressFields(),
 };
+
+/**
+ * How the VM gets its address (issue 24). `ip` is a union so that other forms can sit
+ * beside the literal; the seed ignored `ip`, and a seed client's dotted quad still is.
+ */
+function addressFields() {
+  const ipMessage = 'ip must be "dhcp" (the address is read from the guest agent) or left out';
+  const dhcp = z.literal('dhcp', { error: ipMessage });
+  /** What a seed client sent and the seed ignored (an address, or nothing in it); it still means the formula. */
+  const seedAddress = z.string({ error: ipMessage }).regex(/^(\d{1,3}(\.\d{1,3}){3}(\/\d{1,2})?)?$/, ipMessage);
+  return {
+    ip: z.union([dhcp, seedAddress], { error: ipMessage }).describe('"dhcp": the VM takes its address by DHCP and QemuRun reads it from the guest agent. Left out (or a seed client\'s address, ignored as before): <GATEWAY\'s /24>.<VMID>'),
+    specIp: dhcp,
+  };
+}
 
 /**
  * Where a VM goes and how Proxmox labels it (issue 24, "placement"), each as Proxmox checks
@@ -308,6 +324,8 @@ const installSpecObject = z
     vlan: field.vlan.optional(),
     mtu: field.mtu.optional(),
     dns: field.dns.optional(),
+    // Absent in specs written before: the formula's static address.
+    ip: field.specIp.optional(),
     // Disks, machine and firmware (issue 24): absent in specs written before, which meant none, Proxmox's defaults.
     disks: field.specDisks.optional(),
     machine: field.machine.optional(),
@@ -335,7 +353,7 @@ const installInputSchema = z
 const vmRef = z.object({ vmid: field.vmid });
 export const workflowInputs = {
   vmRef: vmRef.strict(),
-  guestRef: vmRef.extend({ ip: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, 'ip must be an IPv4 address'), user: field.user }).strict(),
+  guestRef: vmRef.extend({ ip: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, 'ip must be an IPv4 address').optional(), user: field.user }).strict(),
   setCpu: vmRef.extend({ cores: field.cores }).strict(),
   setMemory: vmRef.extend({ memoryMb: field.memoryMb }).strict(),
   setDisk: vmRef.extend({ disk: field.disk, incrementGb: int('incrementGb', LIMITS.diskIncrementGb), maxDiskGb: z.number().int().positive().optional() }).strict(),

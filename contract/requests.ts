@@ -44,8 +44,9 @@ export const installBodySchema = z
     mtu: field.mtu.optional(),
     /** The VM's DNS servers and search domain; without them the node's (Proxmox's default). */
     dns: field.dns.optional(),
-    // The seed ignored these: the server derives them from the VMID and GATEWAY.
-    ip: z.unknown().optional(),
+    /** "dhcp", or left out: the address is the VMID's in GATEWAY's /24 (a seed client's address is ignored, as the seed did). */
+    ip: field.ip.optional(),
+    // The seed ignored it: the server derives it from GATEWAY.
     gateway: z.unknown().optional(),
     // Placement (issue 24). The seed ignored `storage` too; now it is the boot disk's (the API checks it).
     tags: field.tags.optional(),
@@ -102,6 +103,7 @@ export function installSpecFromBody(b: InstallBody, caps: SizeCaps): InstallSpec
     dns: b.dns && (b.dns.servers !== undefined || b.dns.search !== undefined) ? { servers: b.dns.servers, search: b.dns.search } : undefined,
     ...placementOf(b),
     ...disksOf(b),
+    ...(b.ip === 'dhcp' ? { ip: 'dhcp' as const } : {}),
   };
 }
 

@@ -54,6 +54,11 @@ export interface InstallSpec {
   vlan?: number;
   /** net0's `mtu`; undefined means the bridge's MTU (Proxmox's default). */
   mtu?: number;
+  /**
+   * How the VM gets its IPv4 address: `dhcp` (ipconfig0 `ip=dhcp`, the address read from the
+   * guest agent). Undefined: `<GATEWAY's /24>.<vmid>`, as in every spec written before.
+   */
+  ip?: 'dhcp';
   /** The VM's own `nameserver` / `searchdomain` (cloud-init); undefined means the node's. */
   dns?: InstallDns;
   // Disks, machine, firmware (issue 24). Absent: none, Proxmox's defaults, as before them.

@@ -23,9 +23,13 @@ export interface VmRef {
   vmid: number;
 }
 
-/** Where the guest answers SSH: the VM's IP and the OS default user (from its tag). */
+/**
+ * Where the guest answers SSH: the VM's IP and the OS default user (from its tag). No IP:
+ * a DHCP VM whose agent did not answer (it is stopped): the workflow reads the address
+ * from the guest agent once the VM runs.
+ */
 export interface GuestRef extends VmRef {
-  ip: string;
+  ip?: string;
   user: string;
 }
 

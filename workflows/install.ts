@@ -42,6 +42,13 @@ const ACTIVITIES_NAMED_FOR_OPERATIONS = 'activities-named-for-operations';
  */
 const WAIT_FOR_CLOUD_INIT = 'wait-for-cloud-init';
 
+/**
+ * The patch that reads the VM's address from its guest agent (readGuestAddress): a DHCP
+ * install learns its address so after start, a static one compares after SSH answers.
+ * Installs that started before it read nothing.
+ */
+const GUEST_ADDRESS = 'guest-address';
+
 const { metrics } = proxySinks<QemuRunSinks>();
 
 /** Creates a VM from an official cloud image and initialises it, step by step. */
@@ -80,8 +87,10 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
 
     const vm = await step('VM creation > qm create', 'creating VM', () => createWithFreeVmid(cpuType));
     upsertSearchAttributes(vmSearchAttributes('install', spec, { vmid: vm.vmid, node: spec.node ?? vm.node }));
-    progress.vm = { vmid: vm.vmid, ip: vm.ip };
-    progress.info('VM creation > qm create', `VMID ${vm.vmid}, IP ${vm.ip}, name ${vm.name}`);
+    const dhcp = vm.ip === 'dhcp';
+    // A DHCP VM's address is known once its guest agent reports it, after start.
+    if (!dhcp) progress.vm = { vmid: vm.vmid, ip: vm.ip };
+    progress.info('VM creation > qm create', `VMID ${vm.vmid}, IP ${dhcp ? 'by DHCP' : vm.ip}, name ${vm.name}`);
 
     const volid = await step('VM creation > import disk', 'importing the cloud image as a disk', () =>
       transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }),
@@ -106,19 +115,38 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       );
     }
     await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid }));
-    const pinned = await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip}`, () =>
+    const readsAddress = patched(GUEST_ADDRESS);
+    let ip = vm.ip;
+    if (readsAddress && dhcp) {
+      const read = await step('VM initialization > guest address', 'reading the address from the guest agent', () =>
+        guest.readGuestAddress({ vmid: vm.vmid, wait: true }),
+      );
+      if (!read.ip) throw failure('GuestAddressError', `VM ${vm.vmid}'s guest agent reported no address: ${read.reason ?? 'no answer'}`);
+      ip = read.ip;
+      progress.vm = { vmid: vm.vmid, ip };
+      progress.info('VM initialization > guest address', `address ${ip} (from the guest agent)`);
+    }
+    const pinned = await step('VM initialization > wait for SSH', `waiting for SSH on ${ip}`, () =>
       // The account cloud-init made: with a custom user, the OS's own account exists only
       // once the init script has made it. The VMID lets the activity learn the guest's
       // host key from its agent; that key is pinned for every later connection.
-      guest.waitForSsh({ ip: vm.ip, user: spec.user, vmid: vm.vmid }),
+      guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid }),
     );
     // Undefined in histories from before host keys were pinned.
     const hostKey = pinned?.hostKey;
     if (pinned) progress.info('VM initialization > wait for SSH', `host key ${pinned.fingerprint} (${pinned.source === 'guest agent' ? 'reported by the guest agent' : 'trusted on first use: the guest agent did not answer'})`);
+    if (readsAddress && !dhcp) {
+      // One question, answered or not: a static install never fails because the agent is silent.
+      const read = await guest.readGuestAddress({ vmid: vm.vmid });
+      progress.info(
+        'VM initialization > wait for SSH',
+        read.ip === undefined ? `the guest agent reports no address (${read.reason ?? 'no answer'})` : read.ip === ip ? `the guest agent reports ${read.ip}, as configured` : `the guest agent reports ${read.ip}, not the configured ${ip}`,
+      );
+    }
     await step('VM initialization > init script', `running the ${spec.os} ${spec.version} init script`, async () => {
-      if (patched(WAIT_FOR_CLOUD_INIT)) await guest.waitForCloudInit({ ip: vm.ip, user: spec.user, vmid: vm.vmid, hostKey });
+      if (patched(WAIT_FOR_CLOUD_INIT)) await guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
       await guest.runInitScript({
-        ip: vm.ip,
+        ip,
         user: spec.user,
         os: spec.os,
         version: spec.version,
@@ -128,14 +156,14 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       });
     });
     await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid }));
-    await step('VM initialization > wait for SSH', `waiting for SSH on ${vm.ip} after reboot`, () =>
-      guest.waitForSsh({ ip: vm.ip, user: spec.user, vmid: vm.vmid, hostKey }),
+    await step('VM initialization > wait for SSH', `waiting for SSH on ${ip} after reboot`, () =>
+      guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, hostKey }),
     );
 
     const elapsedSec = (Date.now() - started) / 1000;
     metrics.installFinished(os, 'completed', elapsedSec);
-    progress.finished('VM initialization > finalizing', `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, user: spec.user });
-    return { vmid: vm.vmid, ip: vm.ip, user: spec.user, node: spec.node ?? vm.node, name: vm.name, elapsedSec };
+    progress.finished('VM initialization > finalizing', `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, ip, user: spec.user });
+    return { vmid: vm.vmid, ip, user: spec.user, node: spec.node ?? vm.node, name: vm.name, elapsedSec };
   } catch (err) {
     const cancelled = isCancellation(err);
     const failedStep = progress.current;

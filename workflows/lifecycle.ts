@@ -26,7 +26,8 @@ export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
   checkedInput(workflowInputs.guestRef, input);
   return operation('VM start', input.vmid, async (step) => {
     await step('start', `starting VM ${input.vmid}`, () => proxmox.startVm({ vmid: input.vmid }));
-    await step('wait for SSH', `waiting for SSH on ${input.ip}`, () => guest.waitForSsh({ ip: input.ip, user: input.user }));
+    const ip = await addressOf(step, input);
+    await step('wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
     return { done: 'VM started successfully' };
   });
 }
@@ -36,9 +37,22 @@ export async function vmReboot(input: GuestRef): Promise<VmOperationResult> {
   checkedInput(workflowInputs.guestRef, input);
   return operation('VM reboot', input.vmid, async (step) => {
     await step('reboot', `rebooting VM ${input.vmid}`, () => proxmox.rebootVm({ vmid: input.vmid }));
-    await step('wait for SSH', `waiting for SSH on ${input.ip}`, () => guest.waitForSsh({ ip: input.ip, user: input.user }));
+    const ip = await addressOf(step, input);
+    await step('wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
     return { done: 'VM rebooted successfully' };
   });
+}
+
+/**
+ * The address to wait for SSH on: the one the API gave, or (a DHCP VM the API could not
+ * ask, being stopped) the guest agent's once it answers. Runs recorded before DHCP always
+ * carry an address, so they schedule nothing new.
+ */
+async function addressOf(step: Step, input: GuestRef): Promise<string> {
+  if (input.ip !== undefined) return input.ip;
+  const read = await step('guest address', `reading VM ${input.vmid}'s address from the guest agent`, () => guest.readGuestAddress({ vmid: input.vmid, wait: true }));
+  if (!read.ip) throw failure('GuestAddressError', `VM ${input.vmid}'s guest agent reported no address: ${read.reason ?? 'no answer'}`);
+  return read.ip;
 }
 
 /** ACPI shutdown: the guest powers off in its own time. */

@@ -4,6 +4,7 @@ import type { Config } from '../../lib/config';
 import type { ProxmoxCluster, ProxmoxNode } from '../../lib/proxmox';
 import { readDisabledVmids } from '../../lib/stateFiles';
 import { notManagedRefusal } from '../../lib/vm/markerSeal';
+import { vmAddress } from '../../lib/vm/address';
 import { HttpError, workflowFailure } from '../errors';
 import { startVmOperation, type VmOperation } from './operation';
 
@@ -110,6 +111,14 @@ export function vmService({ config, client, proxmox }: VmServiceDeps) {
       if (conf?.entries.ciuser) return conf.entries.ciuser;
       const os = vm.tags.find((t): t is OsName => Object.hasOwn(OS_VERSIONS, t));
       return os ? DEFAULT_USER[os] : 'root';
+    },
+
+    /**
+     * Where the VM answers SSH (lib/vm/address.ts). Undefined for a DHCP VM whose guest
+     * agent does not answer: the operation's workflow asks the agent once the VM runs.
+     */
+    async address(vm: VmFacts): Promise<string | undefined> {
+      return vmAddress(config.gateway, onNode(vm.node), vm.vmid);
     },
 
     start(vm: VmFacts, op: Operation): Promise<WorkflowHandle> {

@@ -9,7 +9,7 @@ import { followOperation } from '../operation';
 import { printAnswer } from '../output';
 
 /** Fields of the install body the server ignores (as the seed did): no flag sets them. */
-type IgnoredField = 'ip' | 'gateway';
+type IgnoredField = 'gateway';
 
 /**
  * A flag for each field of the install body, named like it. Keyed by the body schema's
@@ -37,6 +37,7 @@ const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string
   vlan: { flag: '--vlan <tag>', help: 'VLAN tag of the NIC, 1..4094 (default: untagged)', int: true },
   mtu: { flag: '--mtu <mtu>', help: "MTU of the NIC, 576..65520, at most the bridge's (default: the bridge's)", int: true },
   // The servers; --dns-search adds the search domain to the same field.
+  ip: { flag: '--ip <dhcp>', help: "dhcp: the VM's address by DHCP, read from its guest agent (default: GATEWAY's /24 and the VMID)" },
   dns: { flag: '--dns <ip,...>', help: 'DNS servers, comma-separated, up to 3 (default: the node\'s)', parse: (v) => ({ servers: v.split(',').map((s) => s.trim()) }) },
   disks: { flag: '--disks <disks>', help: 'extra data disks scsi1.., comma-separated SIZE[:STORAGE], e.g. 32G,100G:local-lvm (default storage: --storage)', parse: diskList },
   machine: { flag: '--machine <type>', help: 'q35 or pc (Proxmox default: pc)' },

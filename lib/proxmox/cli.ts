@@ -32,6 +32,7 @@ import {
   type NodeStatus,
 } from './pvesh';
 import type { VmConfig } from './vmConfig';
+import { parseGuestInterfaces, type GuestInterface } from './guestAgent';
 import { parseVmConfig } from './vmConfigText';
 import type { CallOptions, ProxmoxNode, TaskOptions } from './node';
 
@@ -233,6 +234,11 @@ export class CliNode implements ProxmoxNode {
   /** `pvesh get /nodes/<node>/qemu/<vmid>/agent/file-read --file <file>`. */
   async agentFileRead(vmid: number, file: string, call: CallOptions = {}): Promise<string> {
     return parseAgentFileRead((await this.read(cmd.pveshAgentFileRead(this.node, vmid, file), call)).stdout);
+  }
+
+  /** `qm guest cmd <vmid> network-get-interfaces`. */
+  async agentNetworkInterfaces(vmid: number, call: CallOptions = {}): Promise<GuestInterface[]> {
+    return parseGuestInterfaces((await this.read(cmd.qmGuestCmd(vmid, 'network-get-interfaces'), call)).stdout);
   }
 
   /** `pvesh get /nodes`: every cluster node and whether it is online. */

@@ -145,6 +145,8 @@ export const qmDestroy = (
 export const qmConfig = (vmid: number, opts: { current?: boolean } = {}): Argv => ['qm', 'config', vm(vmid), ...options(opts)];
 
 export const qmStatus = (vmid: number): Argv => ['qm', 'status', vm(vmid)];
+/** `qm guest cmd <vmid> <command>` (PVE/CLI/qm.pm): a guest agent command without arguments; prints its result as JSON. */
+export const qmGuestCmd = (vmid: number, command: 'network-get-interfaces'): Argv => ['qm', 'guest', 'cmd', vm(vmid), command];
 export const qmCloudinitDump = (vmid: number, type: 'user' | 'network' | 'meta'): Argv => ['qm', 'cloudinit', 'dump', vm(vmid), type];
 
 export const qmList = (): Argv => ['qm', 'list'];

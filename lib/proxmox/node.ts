@@ -1,3 +1,4 @@
+import type { GuestInterface } from './guestAgent';
 import type { QmCreateOptions, QmSetOptions } from './commands';
 import type { MigrationLine, QmListEntry, StorageStatus, TransferProgress, VmRunState } from './parse';
 import type { ClusterNode, ClusterResourceByType, NodeStatus, PveVersion } from './pvesh';
@@ -92,6 +93,12 @@ export interface ProxmoxNode {
    * the file cannot be opened.
    */
   agentFileRead(vmid: number, file: string, call?: CallOptions): Promise<string>;
+  /**
+   * The running guest's network interfaces, as its QEMU guest agent reports them
+   * (`network-get-interfaces`, VM.Monitor). Fails as Proxmox does when the agent is not
+   * configured or not running.
+   */
+  agentNetworkInterfaces(vmid: number, call?: CallOptions): Promise<GuestInterface[]>;
   /** The VM must live on this node, or VmNotFoundError. */
   config(vmid: number, opts?: CallOptions & { current?: boolean }): Promise<VmConfig>;
   /** running, stopped, or a QMP state. */

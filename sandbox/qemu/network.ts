@@ -1,6 +1,8 @@
 import fs from 'node:fs';
 import { addressMatcher } from '../../lib/network';
-import { parseResolvConf, type Resolv } from '../state/cloudinit';
+import { netMac, parseResolvConf, type Resolv } from '../state/cloudinit';
+import { dhcpLease, wantsDhcp } from '../state/dhcp';
+import type { VmConf } from '../state/vmconf';
 
 /**
  * The network of a real guest, and the one translation the sandbox makes.
@@ -15,6 +17,10 @@ import { parseResolvConf, type Resolv } from '../state/cloudinit';
  *   - cloud-init's network-config carries qemu-server's text with a loopback address
  *     replaced by slirp's (GUEST_ADDRESS, its gateway and DNS): the one line that differs
  *     from what Proxmox would write;
+ *   - with ipconfig0 `ip=dhcp` the guest takes slirp's lease (GUEST_ADDRESS) and the forward
+ *     comes from the sandbox DHCP stand-in's lease for net0's MAC (../state/dhcp.ts); the
+ *     guest agent's `network-get-interfaces` runs the translation the other way, reporting
+ *     that loopback address in place of GUEST_ADDRESS (agentAddressesAsForwarded);
  *   - the one way out is ARCHIVE_ADDRESS:80 (`guestfwd`), the sandbox's proxy to Debian's
  *     package archive (./archiveProxy.ts), so the init script's apt-get works and no other
  *     traffic leaves the machine.
@@ -52,6 +58,32 @@ export function forwardAddress(gateway: string, vmid: number): string | undefine
   const octets = gateway.split('.');
   if (octets.length !== 4 || octets[0] !== '127' || vmid > 255) return undefined;
   return [...octets.slice(0, 3), String(vmid)].join('.');
+}
+
+/**
+ * Where a real guest's SSH is forwarded from: for ipconfig0 `ip=dhcp`, the loopback address
+ * the sandbox's DHCP stand-in leases to net0's MAC (../state/dhcp.ts), else the gateway's
+ * /24 plus the VMID. The guest itself takes slirp's lease (GUEST_ADDRESS) either way.
+ */
+export function sshForwardAddress(dir: string, conf: VmConf, gateway: string, vmid: number): string | undefined {
+  if (!wantsDhcp(conf)) return forwardAddress(gateway, vmid);
+  const mac = netMac(conf.props.net0 ?? '');
+  return mac ? dhcpLease(dir, mac, gateway) : undefined;
+}
+
+/**
+ * The one translation, run the other way for what the guest agent reports: the guest holds
+ * slirp's GUEST_ADDRESS on its NIC, which means nothing outside QEMU, so the agent's
+ * answer carries the loopback address forwarded to it in its place (the address the
+ * guest's NIC would hold on a Proxmox bridge). Nothing else in the answer changes.
+ */
+export function agentAddressesAsForwarded(interfaces: unknown[], host: string | undefined): unknown[] {
+  if (!host) return interfaces;
+  return interfaces.map((nic) => {
+    const n = nic as Record<string, unknown>;
+    if (!Array.isArray(n['ip-addresses'])) return nic;
+    return { ...n, 'ip-addresses': (n['ip-addresses'] as Array<Record<string, unknown>>).map((a) => (a['ip-address'] === GUEST_ADDRESS ? { ...a, 'ip-address': host } : a)) };
+  });
 }
 
 /** `-netdev` for netN: restricted slirp, the SSH forward and the archive's one way out. */

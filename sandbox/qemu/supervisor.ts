@@ -12,7 +12,7 @@ import { isDriveName } from '../cli/vmOptions';
 import { isCdrom, parseDrive } from '../cli/qm/vm';
 import { qemuCommand, type EfiVars, type GuestDisk } from './command';
 import { ovmfFiles } from './firmware';
-import { forwardAddress } from './network';
+import { sshForwardAddress } from './network';
 import { qmpCommand } from './qmp';
 
 /**
@@ -65,7 +65,7 @@ function start(): void {
     disks.push({ key, file: volumeFile(dir, node, vol.storage, vol.volname), format: vol.format, cdrom: isCdrom(drive) });
   }
   const efiVars = conf.props.bios === 'ovmf' ? efiVarsOf(node, conf) : undefined;
-  const host = forwardAddress(model.gateway, vmid);
+  const host = sshForwardAddress(dir, conf, model.gateway, vmid);
   for (const s of [paths.qmpSocket(vmid), paths.qgaSocket(vmid), paths.serialSocket(vmid)]) fs.rmSync(s, { force: true });
   const args = qemuCommand({
     vmid,

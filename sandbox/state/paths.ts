@@ -33,6 +33,10 @@ export function clusterPaths(dir: string) {
     callLog: path.join(side, 'calls.jsonl'),
     runDir: path.join(side, 'run'),
     pidFile: (vmid: number) => path.join(side, 'run', `${vmid}.pid`),
+    /** The DHCP stand-in's leases (./dhcp.ts), one per MAC address, as dnsmasq keeps them. */
+    dhcpLeases: path.join(side, 'dhcp', 'leases.json'),
+    /** What a running process guest's stand-in agent reports (./dhcp.ts): written once it has booted. */
+    guestNetwork: (vmid: number) => path.join(root, 'guests', String(vmid), 'network.json'),
     guestDir: (vmid: number) => path.join(root, 'guests', String(vmid)),
     guestRoot: (vmid: number) => path.join(root, 'guests', String(vmid), 'root'),
     guestLog: (vmid: number) => path.join(root, 'guests', String(vmid), 'privileged.log'),

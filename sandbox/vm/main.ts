@@ -16,12 +16,16 @@ import { generateEd25519 } from '../sshKeys';
 import { makeCtx } from '../cli/context';
 import { customCloudinitFiles } from '../cli/qm/cicustom';
 import { applyRuncmd, applyWriteFiles, readSnippetUserData, type SnippetUserData } from './userData';
+import { netMac } from '../state/cloudinit';
+import { dhcpLease, wantsDhcp, type GuestNetwork } from '../state/dhcp';
 
 /**
  * The "QEMU" process of one running sandbox VM (`node tsrun.js vm/main.ts <dir> <vmid>`,
  * spawned detached by `qm start`). After the boot delay it "boots" the disk in the boot
  * order: if that disk was imported from an OS image, cloud-init runs (when a cloud-init
- * drive is attached) and sshd comes up on `<gateway prefix>.<vmid>:<vmSshPort>`. A VM
+ * drive is attached) and sshd comes up on `<gateway prefix>.<vmid>:<vmSshPort>` (with
+ * ipconfig0 `ip=dhcp`, on the DHCP stand-in's lease, ../state/dhcp.ts); then its stand-in
+ * guest agent answers `network-get-interfaces` with that address. A VM
  * without a bootable disk runs but never answers, like one stuck in its BIOS.
  *
  * SIGTERM is the ACPI power button (clean shutdown), SIGKILL is `qm stop`. The process
@@ -54,7 +58,7 @@ function loadConf(): { conf: VmConf; node: string } | undefined {
 }
 
 /** The loopback address the guest's network config gives it; never a non-loopback one. */
-function guestAddress(gateway: string): string | undefined {
+function staticAddress(gateway: string): string | undefined {
   const octets = gateway.split('.');
   if (octets.length !== 4 || octets[0] !== '127' || vmid > 255) return undefined;
   return [...octets.slice(0, 3), String(vmid)].join('.');
@@ -119,7 +123,16 @@ function publishHostKey(root: string, privateKey: string): void {
   fs.writeFileSync(`${root}/etc/ssh/ssh_host_ed25519_key.pub`, `${parsed.type} ${parsed.getPublicSSH().toString('base64')} root@vm${vmid}\n`, { mode: 0o644 });
 }
 
+/** ipconfig0 `ip=dhcp`: the DHCP stand-in's lease for net0's MAC; otherwise the static address. */
+function guestAddress(conf: VmConf, gateway: string): string | undefined {
+  if (!wantsDhcp(conf)) return staticAddress(gateway);
+  const mac = netMac(conf.props.net0 ?? '');
+  return mac ? dhcpLease(dir, mac, gateway) : undefined;
+}
+
 async function boot(): Promise<void> {
+  // The agent answers for this boot only, once it has come up.
+  fs.rmSync(paths.guestNetwork(vmid), { force: true });
   const model = loadModel(dir);
   await new Promise((r) => setTimeout(r, model.bootDelayMs));
   const found = loadConf();
@@ -151,8 +164,8 @@ async function boot(): Promise<void> {
   log(`booted ${os.id ?? 'unknown OS'} ${os.version ?? ''} from ${volid}; cloud-init ${ci ? `users ${ci.users.join(',')}` : 'absent'}`);
 
   if (fault.noSsh) return log('sshd not started (guest fault noSsh): the guest never answers SSH');
-  const address = guestAddress(model.gateway);
-  if (!address) return log(`no loopback address for VMID ${vmid} with gateway ${model.gateway}: sshd not reachable`);
+  const address = guestAddress(conf, model.gateway);
+  if (!address) return log(`no loopback address for VMID ${vmid} with gateway ${model.gateway} (or no MAC for DHCP): sshd not reachable`);
   const key = hostKey();
   publishHostKey(root, key);
   server = await startGuestSsh({
@@ -165,6 +178,8 @@ async function boot(): Promise<void> {
     log,
   });
   log(`sshd listening on ${address}:${model.vmSshPort}`);
+  const network: GuestNetwork = { pid: process.pid, mac: netMac(conf.props.net0 ?? ''), address };
+  fs.writeFileSync(paths.guestNetwork(vmid), JSON.stringify(network));
 }
 
 boot().catch((err) => {

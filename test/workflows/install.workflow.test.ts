@@ -42,12 +42,37 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     expect(result).toMatchObject({ vmid: 120, name: 'web-120', node: 'pve1', user: 'admin', ip: '10.10.0.120' });
     expect(cluster.sequence()).toEqual([
       'checkStorage', 'clusterCpuType', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
-      'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'waitForCloudInit', 'runInitScript', 'rebootVm', 'waitForSsh',
+      'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'readGuestAddress', 'waitForCloudInit', 'runInitScript', 'rebootVm', 'waitForSsh',
     ]);
     expect(cluster.inputs('createVm')[0]).toMatchObject({ vmid: 120, name: 'web-120', owner: workflowId, cpuType: 'x86-64-v2-AES' });
+    // A static install asks the agent once, only to compare.
+    expect(cluster.inputs('readGuestAddress')).toEqual([{ vmid: 120 }]);
+    expect(page.events.map((e) => e.message)).toContain('[*] the guest agent reports 10.10.0.120, as configured');
     expect(cluster.vms.get(120)).toMatchObject({ owner: workflowId, status: 'running' });
     expect(page.state).toBe('completed');
     expect(page.events.slice(-3).map((e) => e.message)).toEqual(['[*] VMID: 120', '[*] IP: 10.10.0.120', '[*] User: admin']);
+  });
+
+  test('a DHCP install reads its address from the guest agent after start, and uses it for SSH and in its result', async () => {
+    const cluster = new FakeCluster();
+    const { result, page } = await t.withActivities(cluster.activities(), async () => {
+      const handle = await t.env.client.workflow.start(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input({ ip: 'dhcp' })] });
+      return { result: await handle.result(), page: await handle.query(progressQuery, 0) };
+    });
+    expect(result).toMatchObject({ vmid: 120, ip: '10.20.0.120' });
+    expect(cluster.sequence()).toEqual([
+      'checkStorage', 'clusterCpuType', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
+      'importDisk', 'configureVm', 'startVm', 'readGuestAddress', 'waitForSsh', 'waitForCloudInit', 'runInitScript', 'rebootVm', 'waitForSsh',
+    ]);
+    expect(cluster.inputs('readGuestAddress')).toEqual([{ vmid: 120, wait: true }]);
+    expect(cluster.inputs('configureVm')[0]).toMatchObject({ ip: 'dhcp' });
+    for (const activity of ['waitForSsh', 'waitForCloudInit', 'runInitScript'] as const) {
+      for (const call of cluster.inputs(activity)) expect(call).toMatchObject({ ip: '10.20.0.120' });
+    }
+    const messages = page.events.map((e) => `${e.step}: ${e.message}`);
+    expect(messages).toContain('VM creation > qm create: [*] VMID 120, IP by DHCP, name 120-120');
+    expect(messages).toContain('VM initialization > guest address: [*] address 10.20.0.120 (from the guest agent)');
+    expect(page.events.slice(-3).map((e) => e.message)).toEqual(['[*] VMID: 120', '[*] IP: 10.20.0.120', '[*] User: admin']);
   });
 
   test('an install started before the spec called its cores `cores` (it said `cpu`) runs, and its activities get `cores`', async () => {

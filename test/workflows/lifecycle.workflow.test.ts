@@ -43,6 +43,8 @@ describeWorkflows('VM operations (time-skipping server, fake activities)', () =>
   }> = [
     { workflow: lifecycle.vmStart, input: guest, calls: ['startVm', 'waitForSsh'], done: 'VM started successfully', status: 'running' },
     { workflow: lifecycle.vmReboot, input: guest, calls: ['rebootVm', 'waitForSsh'], done: 'VM rebooted successfully' },
+    // A DHCP VM the API could not ask for its address (stopped): the guest agent tells, once it runs.
+    { workflow: lifecycle.vmStart, input: { vmid: 130, user: 'debian' }, calls: ['startVm', 'readGuestAddress', 'waitForSsh'], done: 'VM started successfully', status: 'running' },
     { workflow: lifecycle.vmShutdown, input: { vmid: 130 }, calls: ['shutdownVm'], done: 'VM shut down successfully', status: 'stopped' },
     { workflow: lifecycle.vmStop, input: { vmid: 130 }, calls: ['stopVm'], done: 'VM stopped successfully', status: 'stopped' },
     { workflow: lifecycle.vmSetCpu, input: { vmid: 130, cores: 4 }, calls: ['setCpu'], done: 'VM now has 4 vCPU core(s)' },

@@ -30,6 +30,7 @@ import {
 } from '../pvesh';
 import { vmConfigOf, type VmConfig, type VmConfigValue } from '../vmConfig';
 import type { Params, PveApi } from './http';
+import { guestInterfacesOf, type GuestInterface } from '../guestAgent';
 import { followTask, isUpid, taskFailed, taskStatus } from './tasks';
 
 export interface StorageVolume {
@@ -213,6 +214,10 @@ export class ApiNode implements ProxmoxNode {
 
   async agentFileRead(vmid: number, file: string, call: CallOptions = {}): Promise<string> {
     return agentFileOf(await this.get(this.vm(vmid, '/agent/file-read'), { file }, call));
+  }
+
+  async agentNetworkInterfaces(vmid: number, call: CallOptions = {}): Promise<GuestInterface[]> {
+    return guestInterfacesOf(await this.get(this.vm(vmid, '/agent/network-get-interfaces'), {}, call));
   }
 
   async status(vmid: number, call: CallOptions = {}): Promise<VmRunState> {

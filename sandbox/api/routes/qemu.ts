@@ -10,7 +10,7 @@ import { RESIZE_DEF } from '../../cli/qm/resize';
 import { isDriveName } from '../../cli/vmOptions';
 import { loadVm, parseDrive } from '../../cli/qm/vm';
 import { guestResource, guests } from '../../cli/resources';
-import { vmConfigView, vmStatusCurrent } from '../../cli/pvesh';
+import { vmConfOn, vmConfigView, vmStatusCurrent } from '../../cli/pvesh';
 import { vmOwner } from '../../state/vmlist';
 import { poolExists, poolMissingText } from '../../state/pools';
 import { vmProcess } from '../../state/runtime';
@@ -21,6 +21,7 @@ import { storageFor } from '../../cli/storage';
 import { qmCloudinitDump } from '../../cli/qm/cloudinit';
 import { makeCtx } from '../../cli/context';
 import { agentFileRead } from '../../cli/agentFile';
+import { agentNetworkInterfaces } from '../../cli/agentNetwork';
 
 /**
  * /nodes/{node}/qemu: qemu-server's API2::Qemu for the calls the product makes. Checks that
@@ -426,6 +427,16 @@ export const qemuRoutes: Route[] = [
     handle: (r) => {
       r.check(`/vms/${r.params.vmid}`, ['VM.Monitor']);
       return agentFileRead(r.ctx(), r.params.node, Number(r.params.vmid), r.params.file);
+    },
+  },
+  {
+    // The same module, one endpoint per command: `{ result }` around qemu-ga's answer.
+    method: 'GET',
+    path: '/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces',
+    handle: async (r) => {
+      r.check(`/vms/${r.params.vmid}`, ['VM.Monitor']);
+      const ctx = r.ctx();
+      return { result: await agentNetworkInterfaces(ctx, vmConfOn(ctx, r.params.node, Number(r.params.vmid)), Number(r.params.vmid)) };
     },
   },
   {

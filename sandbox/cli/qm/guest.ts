@@ -7,11 +7,13 @@ import { vmProcess } from '../../state/runtime';
 import { agentEnabled } from '../../qemu/command';
 import { guestAgentCommand } from '../../qemu/qmp';
 import { loadVm } from './vm';
+import { agentNetworkInterfaces } from '../agentNetwork';
 
 /**
  * `qm guest cmd <vmid> <command>` (PVE::API2::Qemu::Agent): one guest agent command,
  * answered by the real agent of a real guest over its virtio-serial channel. A process
- * guest has no agent, so it answers as a VM whose agent is not running does.
+ * guest's stand-in agent answers `network-get-interfaces` only (../agentNetwork.ts); to the
+ * rest it answers as a VM whose agent is not running does.
  */
 const COMMANDS = [
   'fsfreeze-freeze', 'fsfreeze-status', 'fsfreeze-thaw', 'fstrim', 'get-fsinfo', 'get-host-name', 'get-memory-block-info',
@@ -37,6 +39,10 @@ export async function qmGuestCmd(ctx: Ctx, argv: string[]): Promise<number> {
   const vmid = Number(p.vmid);
   const conf = loadVm(ctx, vmid);
   // PVE::QemuServer::Agent::assert_agent_available.
+  if (p.command === 'network-get-interfaces') {
+    ctx.out(canonicalJson(await agentNetworkInterfaces(ctx, conf, vmid)));
+    return 0;
+  }
   if (!agentEnabled(conf)) throw new CliError('No QEMU guest agent configured');
   if (!vmProcess(ctx.dir, vmid)) throw new CliError(`VM ${vmid} is not running`);
   const socket = ctx.paths.qgaSocket(vmid);

@@ -101,7 +101,7 @@ export class FakeCluster {
           throw new VmidTakenError({ command: 'qm create', node: mainNode, exitCode: 255, stderr: `VM ${vmid} already exists on node '${node}'` });
         }
         vms.set(vmid, { vmid, name, owner, node: mainNode, status: 'stopped', spec });
-        return { ip: `10.10.0.${vmid % 250}`, node: mainNode };
+        return { ip: spec.ip === 'dhcp' ? 'dhcp' : `10.10.0.${vmid % 250}`, node: mainNode };
       },
       async importDisk({ vmid }) {
         return `local:${vmid}/vm-${vmid}-disk-0.raw`;
@@ -119,6 +119,12 @@ export class FakeCluster {
       },
       async waitForCloudInit() {},
       async runInitScript() {},
+      /** A DHCP guest's lease is outside the formula's /24; a static guest reports its address. */
+      async readGuestAddress({ vmid }) {
+        const vm = get(vmid);
+        if (vm?.status !== 'running') return { reason: 'QEMU guest agent is not running' };
+        return { ip: vm.spec?.ip === 'dhcp' ? `10.20.0.${vmid % 250}` : `10.10.0.${vmid % 250}` };
+      },
       async destroyOwnedVm({ vmid, owner }) {
         if (get(vmid)?.owner !== owner) return false;
         vms.delete(vmid);

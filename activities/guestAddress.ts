@@ -1,0 +1,51 @@
+import { Context, sleep } from '@temporalio/activity';
+import type { Config } from '../lib/config';
+import type { ProxmoxCluster } from '../lib/proxmox';
+import { agentAddress } from '../lib/vm/address';
+import { failure, field } from '../contract';
+import { checkedInput } from './checkInput';
+
+export interface GuestAddressDeps {
+  config: Config;
+  proxmox: ProxmoxCluster;
+}
+
+/** What a guest agent that will never answer says (qemu-server's assert_agent_available): waiting does not help. */
+const NO_AGENT = /No QEMU guest agent configured/;
+
+/** The VM's address as its guest agent reports it, through Proxmox. */
+export function guestAddressActivities({ config, proxmox }: GuestAddressDeps) {
+  return {
+    /**
+     * net0's IPv4 address as the guest agent reports it (`network-get-interfaces`). With
+     * `wait` (a DHCP install: nothing else knows the lease) it asks until the agent answers
+     * with an address, for SSH_WAIT_TIMEOUT, and then fails for good, naming the VM.
+     * Without, it asks once and says why there is no address: a static install only
+     * compares, and never fails because the agent is silent.
+     */
+    async readGuestAddress(input: { vmid: number; wait?: boolean }): Promise<{ ip?: string; reason?: string }> {
+      checkedInput(field.vmid, input.vmid, 'readGuestAddress');
+      const { vmid } = input;
+      const ctx = Context.current();
+      const deadline = Date.now() + config.sshWaitTimeoutSec * 1000;
+      let reason = 'no answer';
+      for (let attempt = 1; ; attempt++) {
+        ctx.heartbeat({ attempt });
+        try {
+          const node = await proxmox.nodeOf(vmid);
+          const answer = await agentAddress(node, vmid, await node.config(vmid));
+          if ('ip' in answer) return { ip: answer.ip };
+          reason = answer.reason;
+        } catch (err) {
+          reason = (err as Error).message.split('\n')[0];
+        }
+        if (!input.wait) return { reason };
+        if (NO_AGENT.test(reason)) throw failure('GuestAddressError', `VM ${vmid}'s address cannot be read: ${reason}`);
+        if (Date.now() >= deadline) {
+          throw failure('GuestAddressError', `VM ${vmid}'s guest agent reported no address within ${config.sshWaitTimeoutSec}s: ${reason}`);
+        }
+        await sleep(Math.min(5000, 500 * attempt));
+      }
+    },
+  };
+}

@@ -14,6 +14,7 @@ import { guestActivities } from './guest';
 import { rebuildActivities } from './rebuild';
 import { temporalActivities } from './temporal';
 import { reconcileActivities } from './reconcile';
+import { addressPoolActivities } from './addressPools';
 import { heartbeating } from './keepAlive';
 
 export interface ActivityDeps {
@@ -55,6 +56,7 @@ export function createActivities(deps: ActivityDeps): Activities & RenamedActivi
       ...rebuildActivities(deps),
       ...temporal,
       ...reconcileActivities(deps),
+      ...addressPoolActivities(deps),
     }),
     relayProgress,
   };

@@ -14,7 +14,10 @@ import { type InstallSpec, OS_VERSIONS, type OsName } from './types';
 
 /** The bounds of the numbers a caller gives, each written once. */
 export const LIMITS = {
-  /** An installed VM's VMID: it is the last octet of its address in GATEWAY's /24. */
+  /**
+   * An installed VM's VMID without address pools: it is the last octet of its address in
+   * GATEWAY's /24. With pools (ADDRESS_POOLS) the address is leased, and any VMID will do.
+   */
   installVmid: { min: 100, max: 254 },
   /** Any VMID Proxmox allows (an adopted VM, a rebuild schedule's target). */
   vmid: { min: 100, max: 999_999_999 },
@@ -152,7 +155,26 @@ export const field = {
     )
     .strict(),
   ...diskFields(),
+  ...addressFields(),
 };
+
+/**
+ * Address pools (issue 24): the pool an install's address comes from, and one address asked
+ * for. `staticIp` is the address form of the request's `ip`, kept on its own so other forms
+ * of `ip` can sit beside it in a union.
+ */
+function addressFields() {
+  return {
+    addressPool: z
+      .string({ error: 'addressPool must be a string' })
+      .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'addressPool must be the name of an address pool (ADDRESS_POOLS): lower-case letters, digits and -')
+      .describe('the address pool (ADDRESS_POOLS) the VM\'s static address is leased from; default the first configured pool'),
+    staticIp: z
+      .string({ error: 'ip must be an IPv4 address' })
+      .regex(IPV4, 'ip must be an IPv4 address like 192.0.2.10')
+      .describe('one address of an address pool, which must be free; ignored, as in the seed, when no pools are configured'),
+  };
+}
 
 /**
  * Where a VM goes and how Proxmox labels it (issue 24, "placement"), each as Proxmox checks
@@ -276,7 +298,8 @@ const installSpecObject = z
   .object({
     os: field.os,
     version: field.version,
-    vmid: field.installVmid('vmid').optional(),
+    // Any VMID Proxmox allows; without an address pool the /24 formula's bound (superRefine below).
+    vmid: field.vmid.optional(),
     name: field.name.optional(),
     node: field.node.optional(),
     cores: int('cores', LIMITS.cores),
@@ -297,9 +320,18 @@ const installSpecObject = z
     disks: field.specDisks.optional(),
     machine: field.machine.optional(),
     bios: field.bios.optional(),
+    // Address pools (issue 24): absent in specs written before, which meant the /24 formula.
+    addressPool: field.addressPool.optional(),
+    ip: field.staticIp.optional(),
   })
   .strict()
-  .superRefine(versionOfOs);
+  .superRefine(versionOfOs)
+  .superRefine((v, ctx) => {
+    if (v.addressPool === undefined && v.vmid !== undefined && v.vmid > LIMITS.installVmid.max) {
+      ctx.addIssue({ code: 'custom', path: ['vmid'], message: `vmid must be at most ${LIMITS.installVmid.max} without an address pool (its address is GATEWAY's /24 plus the VMID)` });
+    }
+    if (v.ip !== undefined && v.addressPool === undefined) ctx.addIssue({ code: 'custom', path: ['ip'], message: 'ip needs an addressPool' });
+  });
 
 export const installSpecSchema: z.ZodType<InstallSpec> = z.preprocess(renameLegacySpecFields, installSpecObject);
 

@@ -22,7 +22,8 @@ export const installBodySchema = z
   .object({
     os: field.os,
     version: field.version,
-    id: field.installVmid('id').optional(),
+    // Up to 254 without address pools: the API checks, as it knows ADDRESS_POOLS (api/installRequest.ts).
+    id: int('id', LIMITS.vmid).optional(),
     name: field.name.optional(),
     // Any string: the API looks it up among the cluster's nodes, and its refusal names them.
     node: z.string({ error: 'node must be a string' }).optional(),
@@ -44,8 +45,10 @@ export const installBodySchema = z
     mtu: field.mtu.optional(),
     /** The VM's DNS servers and search domain; without them the node's (Proxmox's default). */
     dns: field.dns.optional(),
-    // The seed ignored these: the server derives them from the VMID and GATEWAY.
-    ip: z.unknown().optional(),
+    // The seed ignored `ip`: it still is without address pools; with them it asks for that address.
+    ip: field.staticIp.optional(),
+    addressPool: field.addressPool.optional(),
+    // The seed ignored it: the gateway is GATEWAY's, or the address pool's.
     gateway: z.unknown().optional(),
     // Placement (issue 24). The seed ignored `storage` too; now it is the boot disk's (the API checks it).
     tags: field.tags.optional(),

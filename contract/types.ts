@@ -62,6 +62,11 @@ export interface InstallSpec {
   machine?: 'q35' | 'pc';
   /** `ovmf` comes with an EFI disk (efidisk0) on the install's storage. */
   bios?: 'seabios' | 'ovmf';
+  // Address pools (issue 24). Absent: the address is GATEWAY's /24 plus the VMID, as before.
+  /** The pool the VM's static address is leased from (the API fills in the default pool). */
+  addressPool?: string;
+  /** The one address of that pool asked for; absent: the pool's lowest free one. */
+  ip?: string;
 }
 
 /** The DNS an install writes as Proxmox's `nameserver` and `searchdomain` options. */

@@ -4,7 +4,6 @@ import type { z } from 'zod';
 import { adoptBody, cpuBody, diskBody, type FailureType, memoryBody, nodeBody, ownerOf } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster } from '../../lib/proxmox';
-import { vmIp } from '../../lib/network';
 import { markerSealFor } from '../../lib/vm/markerSeal';
 import { clientIp, requireRole } from '../guard';
 import { startedByMemo } from '../startedBy';
@@ -57,7 +56,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams }: VmRou
   const router = Router();
   const guard = requireRole(config, 'operate');
   const vms = vmService({ config, client, proxmox });
-  const guestOf = async (vm: VmFacts) => ({ vmid: vm.vmid, ip: vmIp(config.gateway, vm.vmid), user: await vms.sshUser(vm) });
+  const guestOf = (vm: VmFacts) => vms.guest(vm);
 
   const operations = [
     route({

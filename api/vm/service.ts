@@ -4,6 +4,7 @@ import type { Config } from '../../lib/config';
 import type { ProxmoxCluster, ProxmoxNode } from '../../lib/proxmox';
 import { readDisabledVmids } from '../../lib/stateFiles';
 import { notManagedRefusal } from '../../lib/vm/markerSeal';
+import { vmAddress } from '../../lib/vm/address';
 import { HttpError, workflowFailure } from '../errors';
 import { startVmOperation, type VmOperation } from './operation';
 
@@ -102,14 +103,17 @@ export function vmService({ config, client, proxmox }: VmServiceDeps) {
     },
 
     /**
-     * The account SSH readiness logs in as: the VM's cloud-init user, which cloud-init made
-     * on first boot, else the OS default user from its OS tag (as the seed did).
+     * Where and as whom SSH readiness logs in: the address in the VM's ipconfig0 (a pool's
+     * lease) or GATEWAY's /24 plus the VMID (lib/vm/address.ts); the VM's cloud-init user,
+     * which cloud-init made on first boot, else the OS default user from its OS tag (as the
+     * seed did).
      */
-    async sshUser(vm: VmFacts): Promise<string> {
+    async guest(vm: VmFacts): Promise<{ vmid: number; ip: string; user: string }> {
       const conf = await onNode(vm.node).config(vm.vmid).catch(() => undefined);
-      if (conf?.entries.ciuser) return conf.entries.ciuser;
+      const ip = vmAddress(conf?.entries, config.gateway, vm.vmid);
+      if (conf?.entries.ciuser) return { vmid: vm.vmid, ip, user: conf.entries.ciuser };
       const os = vm.tags.find((t): t is OsName => Object.hasOwn(OS_VERSIONS, t));
-      return os ? DEFAULT_USER[os] : 'root';
+      return { vmid: vm.vmid, ip, user: os ? DEFAULT_USER[os] : 'root' };
     },
 
     start(vm: VmFacts, op: Operation): Promise<WorkflowHandle> {

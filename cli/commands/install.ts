@@ -9,7 +9,7 @@ import { followOperation } from '../operation';
 import { printAnswer } from '../output';
 
 /** Fields of the install body the server ignores (as the seed did): no flag sets them. */
-type IgnoredField = 'ip' | 'gateway';
+type IgnoredField = 'gateway';
 
 /**
  * A flag for each field of the install body, named like it. Keyed by the body schema's
@@ -20,7 +20,7 @@ type IgnoredField = 'ip' | 'gateway';
 const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string; help: string; int?: boolean; parse?: (v: string) => unknown } } = {
   os: { flag: '--os <os>', help: 'debian, ubuntu or rockylinux' },
   version: { flag: '--version <version>', help: 'debian 11 12 13; ubuntu 20.04 22.04 24.04; rockylinux 8 9 10' },
-  id: { flag: '--id <vmid>', help: 'VMID 100..254 (default: the next free one)', int: true },
+  id: { flag: '--id <vmid>', help: 'VMID 100..254, any VMID with address pools (default: the next free one)', int: true },
   name: { flag: '--name <name>', help: 'name prefix; the VM is named <name>-<vmid>' },
   node: { flag: '--node <node>', help: 'node to migrate to before the first boot' },
   cpu: { flag: '--cpu <n>', help: 'cores (≤ 0 → 1, capped by VM_MAX_CPU)', int: true },
@@ -40,6 +40,8 @@ const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string
   dns: { flag: '--dns <ip,...>', help: 'DNS servers, comma-separated, up to 3 (default: the node\'s)', parse: (v) => ({ servers: v.split(',').map((s) => s.trim()) }) },
   disks: { flag: '--disks <disks>', help: 'extra data disks scsi1.., comma-separated SIZE[:STORAGE], e.g. 32G,100G:local-lvm (default storage: --storage)', parse: diskList },
   machine: { flag: '--machine <type>', help: 'q35 or pc (Proxmox default: pc)' },
+  addressPool: { flag: '--address-pool <name>', help: 'the address pool (ADDRESS_POOLS) to lease the address from (default: the first)' },
+  ip: { flag: '--ip <address>', help: 'one free address of an address pool (ignored without pools)' },
   bios: { flag: '--bios <bios>', help: 'seabios or ovmf (ovmf adds an EFI disk, no pre-enrolled Secure Boot keys)' },
 };
 const FIELDS = Object.entries(FLAGS).map(([field, f]) => ({ field, ...f }));

@@ -47,8 +47,14 @@ export function guestIpconfig(_id: string, cfg: Record<string, string>): Record<
 /** With the guest on slirp, its resolver is slirp's (the node's would be unreachable). */
 export const GUEST_RESOLV: Resolv = { nameservers: [GUEST_DNS] };
 
-/** The loopback address a VM's SSH is forwarded from: the gateway's /24 plus the VMID. */
-export function forwardAddress(gateway: string, vmid: number): string | undefined {
+/**
+ * The loopback address a VM's SSH answers on (a process guest's sshd, a QEMU guest's
+ * forward): ipconfig0's static address, as cloud-init gives it to a real guest, else, for
+ * configs without one, the gateway's /24 plus the VMID. Never a non-loopback one.
+ */
+export function forwardAddress(gateway: string, vmid: number, ipconfig0?: string): string | undefined {
+  const fixed = /(?:^|,)ip=(\d{1,3}(?:\.\d{1,3}){3})\/\d{1,2}(?:,|$)/.exec(ipconfig0 ?? '')?.[1];
+  if (fixed !== undefined) return isLoopbackV4(fixed) ? fixed : undefined;
   const octets = gateway.split('.');
   if (octets.length !== 4 || octets[0] !== '127' || vmid > 255) return undefined;
   return [...octets.slice(0, 3), String(vmid)].join('.');

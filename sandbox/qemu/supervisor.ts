@@ -63,7 +63,7 @@ function start(): void {
     if (!vol) continue;
     disks.push({ key, file: volumeFile(dir, node, vol.storage, vol.volname), format: vol.format, cdrom: isCdrom(drive) });
   }
-  const host = forwardAddress(model.gateway, vmid);
+  const host = forwardAddress(model.gateway, vmid, conf.props.ipconfig0);
   for (const s of [paths.qmpSocket(vmid), paths.qgaSocket(vmid), paths.serialSocket(vmid)]) fs.rmSync(s, { force: true });
   const args = qemuCommand({
     vmid,

@@ -13,12 +13,14 @@ import { defaultUsers, guestOs } from './guestOs';
 import { prepareGuestRoot, type CloudInit } from './guestRoot';
 import { startGuestSsh } from './sshServer';
 import { generateEd25519 } from '../sshKeys';
+import { forwardAddress } from '../qemu/network';
 
 /**
  * The "QEMU" process of one running sandbox VM (`node tsrun.js vm/main.ts <dir> <vmid>`,
  * spawned detached by `qm start`). After the boot delay it "boots" the disk in the boot
  * order: if that disk was imported from an OS image, cloud-init runs (when a cloud-init
- * drive is attached) and sshd comes up on `<gateway prefix>.<vmid>:<vmSshPort>`. A VM
+ * drive is attached) and sshd comes up on ipconfig0's address (else `<gateway prefix>.<vmid>`),
+ * port vmSshPort. A VM
  * without a bootable disk runs but never answers, like one stuck in its BIOS.
  *
  * SIGTERM is the ACPI power button (clean shutdown), SIGKILL is `qm stop`. The process
@@ -48,13 +50,6 @@ function loadConf(): { conf: VmConf; node: string } | undefined {
   const node = vmOwner(dir, vmid);
   const raw = node ? readIfExists(paths.conf(node, vmid)) : undefined;
   return node && raw !== undefined ? { conf: parseConf(raw), node } : undefined;
-}
-
-/** The loopback address the guest's network config gives it; never a non-loopback one. */
-function guestAddress(gateway: string): string | undefined {
-  const octets = gateway.split('.');
-  if (octets.length !== 4 || octets[0] !== '127' || vmid > 255) return undefined;
-  return [...octets.slice(0, 3), String(vmid)].join('.');
 }
 
 function cloudInit(conf: VmConf, users: string[]): CloudInit | undefined {
@@ -120,8 +115,8 @@ async function boot(): Promise<void> {
   log(`booted ${os.id ?? 'unknown OS'} ${os.version ?? ''} from ${volid}; cloud-init ${ci ? `users ${ci.users.join(',')}` : 'absent'}`);
 
   if (fault.noSsh) return log('sshd not started (guest fault noSsh): the guest never answers SSH');
-  const address = guestAddress(model.gateway);
-  if (!address) return log(`no loopback address for VMID ${vmid} with gateway ${model.gateway}: sshd not reachable`);
+  const address = forwardAddress(model.gateway, vmid, conf.props.ipconfig0);
+  if (!address) return log(`no loopback address for VMID ${vmid} (ipconfig0 ${conf.props.ipconfig0 ?? '-'}, gateway ${model.gateway}): sshd not reachable`);
   const key = hostKey();
   publishHostKey(root, key);
   server = await startGuestSsh({

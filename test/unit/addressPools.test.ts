@@ -1,0 +1,134 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { assignable, checkAddressPools, firstFree, ipconfigOf, ipToNumber, numberToIp, poolOfAddress, poolSize } from '../../contract';
+import { readAddressPools } from '../../lib/addressPools/setting';
+import { staticAddressOf, vmAddress } from '../../lib/vm/address';
+import { loadConfig } from '../../lib/config';
+
+const pool = (over: Record<string, unknown> = {}) => ({ name: 'lab', cidr: '127.1.0.0/24', gateway: '127.1.0.1', ...over });
+
+describe('address pool arithmetic', () => {
+  test('addresses round-trip through numbers', () => {
+    for (const ip of ['0.0.0.0', '127.1.0.1', '255.255.255.255', '10.20.30.40']) expect(numberToIp(ipToNumber(ip))).toBe(ip);
+  });
+
+  test.each([
+    ['127.1.0.0/24', '127.1.0.1', 253],
+    ['127.2.0.0/23', '127.2.0.1', 509],
+    ['127.3.0.0/30', '127.3.0.1', 1],
+    ['127.4.0.0/16', '127.4.255.254', 65533],
+  ])('%s with gateway %s hands out %d addresses', (cidr, gateway, size) => {
+    const { pools, problems } = checkAddressPools([pool({ cidr, gateway })]);
+    expect(problems).toEqual([]);
+    expect(poolSize(pools[0])).toBe(size);
+  });
+
+  test('network, broadcast, gateway and reserved addresses are never handed out', () => {
+    const { pools } = checkAddressPools([pool({ reserved: ['127.1.0.2', '127.1.0.10-127.1.0.19', '127.1.0.1'] })]);
+    const p = pools[0];
+    for (const ip of ['127.1.0.0', '127.1.0.255', '127.1.0.1', '127.1.0.2', '127.1.0.10', '127.1.0.19']) expect(assignable(p, ipToNumber(ip))).toBe(false);
+    for (const ip of ['127.1.0.3', '127.1.0.9', '127.1.0.20', '127.1.0.254']) expect(assignable(p, ipToNumber(ip))).toBe(true);
+    // 253 less 11 reserved (the gateway, reserved twice, counted once).
+    expect(poolSize(p)).toBe(242);
+    expect(firstFree(p, new Set())).toBe('127.1.0.3');
+    expect(firstFree(p, new Set(['127.1.0.3', '127.1.0.4']))).toBe('127.1.0.5');
+  });
+
+  test('a full pool has no free address', () => {
+    const { pools } = checkAddressPools([pool({ cidr: '127.3.0.0/30', gateway: '127.3.0.1' })]);
+    expect(firstFree(pools[0], new Set(['127.3.0.2']))).toBeUndefined();
+  });
+
+  test('the pool of an address, and ipconfig0 for it', () => {
+    const { pools } = checkAddressPools([pool(), pool({ name: 'big', cidr: '127.2.0.0/23', gateway: '127.2.0.1' })]);
+    expect(poolOfAddress(pools, '127.2.1.7')?.name).toBe('big');
+    expect(poolOfAddress(pools, '127.0.0.7')).toBeUndefined();
+    expect(poolOfAddress(pools, 'dhcp')).toBeUndefined();
+    expect(ipconfigOf('127.2.1.7', pools[1])).toBe('ip=127.2.1.7/23,gw=127.2.0.1');
+  });
+
+  test('every problem is one line naming the pool', () => {
+    const { problems } = checkAddressPools([
+      pool(),
+      pool({ name: 'lab' }),
+      pool({ name: 'Bad_Name' }),
+      pool({ name: 'hostbits', cidr: '127.5.0.1/24', gateway: '127.5.0.2' }),
+      pool({ name: 'gw', cidr: '127.6.0.0/24', gateway: '127.7.0.1' }),
+      pool({ name: 'gwnet', cidr: '127.6.0.0/24', gateway: '127.6.0.0' }),
+      pool({ name: 'overlap', cidr: '127.1.0.128/25', gateway: '127.1.0.129' }),
+      pool({ name: 'res', cidr: '127.8.0.0/24', gateway: '127.8.0.1', reserved: ['127.9.0.1', '127.8.0.9-127.8.0.3', 'x'] }),
+      pool({ name: 'wide', cidr: '127.0.0.0/4', gateway: '127.0.0.1' }),
+    ]);
+    expect(problems).toEqual([
+      "ADDRESS_POOLS: pool 'lab' is named twice",
+      "ADDRESS_POOLS: pool name 'Bad_Name' must be lower-case letters, digits and -, at most 63 characters",
+      "ADDRESS_POOLS: pool 'hostbits' has cidr '127.5.0.1/24' with host bits set: the network is 127.5.0.0/24",
+      "ADDRESS_POOLS: pool 'gw' has gateway '127.7.0.1' outside 127.6.0.0/24 (or its network or broadcast address)",
+      "ADDRESS_POOLS: pool 'gwnet' has gateway '127.6.0.0' outside 127.6.0.0/24 (or its network or broadcast address)",
+      "ADDRESS_POOLS: pool 'overlap' (127.1.0.128/25) overlaps pool 'lab' (127.1.0.0/24)",
+      "ADDRESS_POOLS: pool 'res' has reserved entry '127.9.0.1' outside 127.8.0.0/24",
+      "ADDRESS_POOLS: pool 'res' has reserved entry '127.8.0.9-127.8.0.3': it must be an address or a range like 192.0.2.10-192.0.2.20",
+      "ADDRESS_POOLS: pool 'res' has reserved entry 'x': it must be an address or a range like 192.0.2.10-192.0.2.20",
+      "ADDRESS_POOLS: pool 'wide' has cidr '127.0.0.0/4': it must be an IPv4 network like 192.0.2.0/24, with a prefix from /8 to /30",
+    ]);
+  });
+});
+
+describe('ADDRESS_POOLS', () => {
+  test('unset or empty: no pools', () => {
+    const problems: string[] = [];
+    expect(readAddressPools(undefined, problems)).toEqual([]);
+    expect(readAddressPools('  ', problems)).toEqual([]);
+    expect(problems).toEqual([]);
+  });
+
+  test('a JSON list, or a file holding one', () => {
+    const json = JSON.stringify([pool({ bridge: 'vmbr1', vlan: 20 })]);
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'pools-')), 'pools.json');
+    fs.writeFileSync(file, json);
+    for (const value of [json, file]) {
+      const problems: string[] = [];
+      expect(readAddressPools(value, problems).map((p) => [p.name, p.prefix, p.bridge, p.vlan])).toEqual([['lab', 24, 'vmbr1', 20]]);
+      expect(problems).toEqual([]);
+    }
+  });
+
+  test.each([
+    ['[not json', 'ADDRESS_POOLS: is not JSON'],
+    ['/nonexistent/pools.json', 'ADDRESS_POOLS: cannot read /nonexistent/pools.json (ENOENT)'],
+    ['[]', 'ADDRESS_POOLS: list:'],
+    ['[{"name":"lab","cidr":"127.1.0.0/24"}]', 'ADDRESS_POOLS: 0.gateway:'],
+    ['[{"name":"lab","cidr":"127.1.0.0/24","gateway":"127.1.0.1","vlan":5000}]', 'ADDRESS_POOLS: 0.vlan:'],
+    ['[{"name":"lab","cidr":"127.1.0.0/24","gateway":"127.1.0.1","extra":1}]', 'ADDRESS_POOLS: 0:'],
+  ])('%s is refused at start', (value, start) => {
+    const problems: string[] = [];
+    readAddressPools(value, problems);
+    expect(problems.length).toBeGreaterThan(0);
+    expect(problems.some((p) => p.startsWith(start))).toBe(true);
+  });
+
+  test('the configuration carries the pools, and lifts the VMID cap of the /24 formula', () => {
+    const config = loadConfig({ ADDRESS_POOLS: JSON.stringify([pool()]), ASSIGN_IP_START: '100', ASSIGN_IP_END: '2000' });
+    expect(config.addressPools.map((p) => p.name)).toEqual(['lab']);
+    expect(config.vmidRange).toEqual({ start: 100, end: 2000 });
+    const seed = loadConfig({ ASSIGN_IP_START: '100', ASSIGN_IP_END: '2000' });
+    expect(seed.addressPools).toEqual([]);
+    expect(seed.vmidRange).toEqual({ start: 100, end: 254 });
+  });
+
+  test('a bad pool stops the start with its line', () => {
+    expect(() => loadConfig({ ADDRESS_POOLS: JSON.stringify([pool({ gateway: '127.9.0.1' })]) })).toThrow(/ADDRESS_POOLS: pool 'lab' has gateway '127\.9\.0\.1' outside/);
+  });
+});
+
+describe("an existing VM's address", () => {
+  test('ipconfig0 with a static address gives it; otherwise the /24 formula', () => {
+    expect(vmAddress({ ipconfig0: 'ip=127.2.1.7/23,gw=127.2.0.1' }, '127.0.0.1', 300)).toBe('127.2.1.7');
+    expect(vmAddress({ ipconfig0: 'gw=127.2.0.1,ip=127.2.1.8/23' }, '127.0.0.1', 300)).toBe('127.2.1.8');
+    expect(vmAddress({ ipconfig0: 'ip=dhcp' }, '127.0.0.1', 130)).toBe('127.0.0.130');
+    expect(vmAddress({}, '192.0.2.1', 130)).toBe('192.0.2.130');
+    expect(vmAddress(undefined, '192.0.2.1', 130)).toBe('192.0.2.130');
+    expect(staticAddressOf('ip6=dhcp')).toBeUndefined();
+  });
+});

@@ -68,7 +68,8 @@ function addressOf(b: InstallBody, config: Config): Pick<InstallSpec, 'addressPo
   if (pools.length === 0) {
     if (b.addressPool !== undefined) throw new InvalidRequestError('addressPool: no address pools are configured (ADDRESS_POOLS)');
     if (b.id !== undefined && b.id > LIMITS.installVmid.max) {
-      throw new InvalidRequestError(`id: must be at most ${LIMITS.installVmid.max} without address pools: the VM's address is GATEWAY's /24 plus its VMID`);
+      // The words of the seed's bound: without pools nothing changed.
+      throw new InvalidRequestError(`id: must be at most ${LIMITS.installVmid.max}`);
     }
     return {};
   }

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { assignable, checkAddressPools, firstFree, ipconfigOf, ipToNumber, numberToIp, poolOfAddress, poolSize } from '../../contract';
+import { assignable, checkAddressPools, firstFree, installSpecSchema, ipconfigOf, ipToNumber, numberToIp, poolOfAddress, poolSize } from '../../contract';
+import { installAnswer } from '../support/installAnswer';
 import { readAddressPools } from '../../lib/addressPools/setting';
 import { staticAddressOf, vmAddress } from '../../lib/vm/address';
 import { loadConfig } from '../../lib/config';
@@ -130,5 +131,44 @@ describe("an existing VM's address", () => {
     expect(vmAddress({}, '192.0.2.1', 130)).toBe('192.0.2.130');
     expect(vmAddress(undefined, '192.0.2.1', 130)).toBe('192.0.2.130');
     expect(staticAddressOf('ip6=dhcp')).toBeUndefined();
+  });
+});
+
+describe("the API's address fields", () => {
+  const base = { os: 'debian', version: '12' };
+  const { pools } = checkAddressPools([pool({ reserved: ['127.1.0.2-127.1.0.9'] }), pool({ name: 'big', cidr: '127.2.0.0/23', gateway: '127.2.0.1' })]);
+  const withPools = (body: Record<string, unknown>) => installAnswer({ ...base, ...body }, { addressPools: pools });
+
+  test('without pools a seed body is what it was: ip ignored, addressPool refused, id within the /24', () => {
+    expect(installAnswer({ ...base, ip: '10.0.0.5', gateway: '10.0.0.1' })).toEqual(installAnswer(base));
+    expect(installAnswer({ ...base, ip: '10.0.0.5' })).not.toHaveProperty('ip');
+    expect(installAnswer({ ...base, addressPool: 'lab' })).toBe('addressPool: no address pools are configured (ADDRESS_POOLS)');
+    expect(installAnswer({ ...base, id: 255 })).toBe('id: must be at most 254');
+  });
+
+  test('with pools: the first pool by default, the one named, the one holding ip; any VMID', () => {
+    expect(withPools({})).toMatchObject({ addressPool: 'lab' });
+    expect(withPools({ addressPool: 'big' })).toMatchObject({ addressPool: 'big' });
+    expect(withPools({ ip: '127.2.1.7' })).toMatchObject({ addressPool: 'big', ip: '127.2.1.7' });
+    expect(withPools({ ip: '127.2.1.7', addressPool: 'big', id: 100000 })).toMatchObject({ addressPool: 'big', ip: '127.2.1.7', vmid: 100000 });
+  });
+
+  test.each([
+    [{ addressPool: 'nope' }, "addressPool: no address pool named 'nope' (configured: lab, big)"],
+    [{ addressPool: 7 }, 'addressPool: must be a string'],
+    [{ ip: '127.9.0.1' }, 'ip: 127.9.0.1 is in no address pool (configured: lab 127.1.0.0/24, big 127.2.0.0/23)'],
+    [{ ip: '127.1.0.255' }, "ip: 127.1.0.255 is never handed out by address pool 'lab' (its network, broadcast or gateway address, or reserved)"],
+    [{ ip: '127.1.0.3' }, "ip: 127.1.0.3 is never handed out by address pool 'lab' (its network, broadcast or gateway address, or reserved)"],
+    [{ ip: '127.1.0.30', addressPool: 'big' }, "ip: 127.1.0.30 is in address pool 'lab', not 'big'"],
+    [{ ip: '127.01.0.30' }, 'ip: must be an IPv4 address like 192.0.2.10'],
+    [{ ip: 'dhcp6' }, 'ip: must be an IPv4 address like 192.0.2.10'],
+  ])('%j is a 400: %s', (body, problem) => {
+    expect(withPools(body)).toBe(problem);
+  });
+
+  test('a spec the worker gets holds ip only with its pool, and a VMID above 254 only with a pool', () => {
+    expect(installSpecSchema.safeParse({ ...base, cores: 1, ramMb: 512, diskGb: 16, user: 'debian', ip: '127.1.0.30' }).success).toBe(false);
+    expect(installSpecSchema.safeParse({ ...base, cores: 1, ramMb: 512, diskGb: 16, user: 'debian', vmid: 300 }).success).toBe(false);
+    expect(installSpecSchema.safeParse({ ...base, cores: 1, ramMb: 512, diskGb: 16, user: 'debian', vmid: 300, addressPool: 'lab', ip: '127.1.0.30' }).success).toBe(true);
   });
 });

@@ -40,9 +40,11 @@ export async function addressPool(state: AddressPoolState): Promise<void> {
       return leases.find((l) => l.owner === owner)!;
     }
     if (mine) leases = leases.filter((l) => l !== mine);
-    // A VM re-created under its VMID (a rebuild) keeps its address: the lease changes owner.
-    const ofVm = vmid === undefined ? undefined : leases.find((l) => l.vmid === vmid);
-    if (ofVm && (address === undefined || ofVm.address === address)) {
+    // A VM re-created under its VMID (a rebuild) asks for its own address by name: the lease
+    // changes owner. Never without the address named: an install racing another for a
+    // VMID must not take the lease the other holds for it.
+    const ofVm = vmid === undefined || address === undefined ? undefined : leases.find((l) => l.vmid === vmid && l.address === address);
+    if (ofVm) {
       const lease = { ...ofVm, owner };
       leases = leases.map((l) => (l === ofVm ? lease : l));
       return lease;

@@ -50,8 +50,10 @@ describeWorkflows('address pool workflow (time-skipping server)', () => {
       expect(await allocate('install-a', { vmid: 300 })).toEqual(first);
       // A VMID taken meanwhile: the same install asks again for its next VMID.
       expect(await allocate('install-a', { vmid: 301 })).toMatchObject({ address: first.address, vmid: 301 });
-      // A rebuild's install re-creates VM 301 and keeps its address.
-      expect(await allocate('install-rebuild', { vmid: 301 })).toMatchObject({ address: first.address, owner: 'install-rebuild' });
+      // Another install racing for VMID 301 does not take the lease; a rebuild's install,
+      // naming the VM's address, re-creates VM 301 on it.
+      expect((await allocate('install-racer', { vmid: 301 })).address).not.toBe(first.address);
+      expect(await allocate('install-rebuild', { vmid: 301, address: first.address })).toMatchObject({ address: first.address, owner: 'install-rebuild' });
       expect((await allocate('install-b', { vmid: 302 })).address).not.toBe(first.address);
     });
   });

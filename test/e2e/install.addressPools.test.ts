@@ -39,7 +39,7 @@ interface Installed {
 async function install(body: Record<string, unknown>): Promise<Installed> {
   const res = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', ...body } });
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
-  const vm = res.events.map((e) => /^VMID (\d+), IP ([\d.]+),/.exec(e.message)).find(Boolean);
+  const vm = res.events.map((e) => /VMID (\d+), IP ([\d.]+),/.exec(e.message)).find(Boolean);
   if (!vm) throw new Error(`no VMID in the install's answer: ${JSON.stringify(res).slice(0, 800)}`);
   return { vmid: Number(vm[1]), ip: vm[2] };
 }

@@ -34,8 +34,9 @@ export interface VmListEntry {
   memory: number;
   memory_used: number;
   /**
-   * The VM's IPv4 address: its pool lease, else GATEWAY's /24 plus the VMID (VMIDs up to
-   * 254); absent for a VM with neither. `address_pool` names the pool of a lease.
+   * With address pools: the VM's IPv4 address, its pool lease, else GATEWAY's /24 plus the
+   * VMID (VMIDs up to 254); absent for a VM with neither, and without pools (the seed's
+   * entries). `address_pool` names the pool of a lease.
    */
   ip?: string;
   address_pool?: string;
@@ -127,7 +128,9 @@ export function listRoutes({ config, proxmox, client }: ListRouteDeps): Router {
       vmList(result.vm, result.node, {
         disabled: readDisabledVmids(config.dataDir),
         filter: disable === '0' ? 'running' : disable === '1' ? 'stopped' : undefined,
-        addressOf: (vmid) => byVmid.get(vmid) ?? (vmid <= LIMITS.installVmid.max ? { ip: vmIp(config.gateway, vmid) } : {}),
+        // Without pools the entries stay the seed's: their address is the formula's anyway.
+        addressOf: (vmid) =>
+          config.addressPools.length === 0 ? {} : (byVmid.get(vmid) ?? (vmid <= LIMITS.installVmid.max ? { ip: vmIp(config.gateway, vmid) } : {})),
       }),
     );
   });

@@ -71,7 +71,7 @@ const vmEntry = z.object({
   disk: z.number(),
   memory: z.number(),
   memory_used: z.number(),
-  ip: z.string().optional().describe("the VM's IPv4 address: its address pool lease, else GATEWAY's /24 plus the VMID"),
+  ip: z.string().optional().describe("with address pools: the VM's IPv4 address, its lease, else GATEWAY's /24 plus the VMID"),
   address_pool: z.string().optional().describe('the address pool the address is leased from'),
 });
 

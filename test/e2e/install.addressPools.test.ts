@@ -84,7 +84,10 @@ test('one address asked for, with a VMID above 254; a start finds the VM on that
   expect(await portAnswers('127.2.1.200', h.config.vmSshPort)).toBe(true);
   // An operation on the existing VM reads its address from ipconfig0.
   expect((await post('/vm/1000/stop')).status).toBe(200);
-  const start = await requestSse(`${h.api}/vm/1000/start`, {});
+  // pvestatd's lag: the API sees the stop a moment later.
+  for (let i = 0; i < 50 && (await get('/vm/1000/status')).json !== 'stopped'; i++) await new Promise((r) => setTimeout(r, 100));
+  const start = await requestSse(`${h.api}/vm/1000/start`, { method: 'POST' });
+  expect(start.status).toBe(200);
   expect(start.events.filter((e) => e.status === 'error')).toEqual([]);
   expect(start.events.map((e) => e.message)).toEqual(expect.arrayContaining([expect.stringContaining('waiting for SSH on 127.2.1.200')]));
   installed.push(vm);

@@ -23,7 +23,7 @@ export const installBodySchema = z
     os: field.os,
     version: field.version,
     // Up to 254 without address pools: the API checks, as it knows ADDRESS_POOLS (api/installRequest.ts).
-    id: int('id', LIMITS.vmid).optional(),
+    id: int('id', LIMITS.vmid).describe('the VMID: 100..254 without address pools (the last octet of its address), any VMID Proxmox allows with them').optional(),
     name: field.name.optional(),
     // Any string: the API looks it up among the cluster's nodes, and its refusal names them.
     node: z.string({ error: 'node must be a string' }).optional(),

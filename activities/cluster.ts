@@ -92,7 +92,8 @@ export function clusterActivities({ config, proxmox }: ClusterDeps) {
       const offset = free.length > 0 ? Math.floor(Math.random() * Math.min(free.length, 16)) : 0;
       for (let i = 0; i < free.length; i++) {
         const id = free[(offset + i) % free.length];
-        if (!(await sshAnswers(vmIp(config.gateway, id)))) return id;
+        // With address pools a VM's address is no function of its VMID: createVm checks the leased one.
+        if (config.addressPools.length > 0 || !(await sshAnswers(vmIp(config.gateway, id)))) return id;
       }
       throw failure('NoFreeVmidError', `no free VMID in ${start}..${end}`);
     },

@@ -15,6 +15,7 @@ import { guestAddressActivities } from './guestAddress';
 import { rebuildActivities } from './rebuild';
 import { temporalActivities } from './temporal';
 import { reconcileActivities } from './reconcile';
+import { addressPoolActivities } from './addressPools';
 import { heartbeating } from './keepAlive';
 
 export interface ActivityDeps {
@@ -57,6 +58,7 @@ export function createActivities(deps: ActivityDeps): Activities & RenamedActivi
       ...rebuildActivities(deps),
       ...temporal,
       ...reconcileActivities(deps),
+      ...addressPoolActivities(deps),
     }),
     relayProgress,
   };

@@ -13,6 +13,7 @@ import {
   proxmoxTags,
   specMarkerValue,
   withoutMarkers,
+  type PoolAddress,
   workflowInputs,
 } from '../contract';
 import { markerSealFor } from '../lib/vm/markerSeal';
@@ -85,7 +86,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
      * would receive what is meant for the new VM. A DHCP install's `ip` is `dhcp`: its
      * address is the DHCP server's to give, and the guest agent's to report after start.
      */
-    async createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node: string }> {
+    async createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string; address?: PoolAddress }): Promise<{ ip: string; node: string }> {
       const { vmid } = input;
       const spec = checkedInput(installSpecSchema, input.spec, 'createVm');
       // The run from Temporal, not from the input: a later run under the same workflow id
@@ -94,7 +95,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       if (!run) throw failure('ConfigError', 'createVm runs for an install workflow only: its markers name the run');
       const markers = { owner: input.owner, run, spec: specMarkerValue(spec) };
       const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
-      const ip = spec.ip === 'dhcp' ? 'dhcp' : vmIp(config.gateway, vmid);
+      const ip = spec.ip === 'dhcp' ? 'dhcp' : (input.address?.address ?? vmIp(config.gateway, vmid));
       // A VM that exists already (this run's, on a retry, or another's) is Proxmox's create to judge.
       if (ip !== 'dhcp' && !(await proxmox.locateVm(vmid)) && (await portAnswers(ip, config.vmSshPort))) {
         throw failure('AddressInUseError', `VM ${vmid}'s address ${ip} already answers SSH on port ${config.vmSshPort}: another machine uses it`);
@@ -108,7 +109,8 @@ export function vmActivities({ config, proxmox }: VmDeps) {
           memory: spec.ramMb,
           ostype: 'l26',
           agent: '1',
-          net0: net0Of(spec, config.bridge),
+          // The pool's bridge and VLAN, unless the request named its own.
+          net0: net0Of({ bridge: input.address?.bridge, vlan: input.address?.vlan, ...definedOf(spec) }, config.bridge),
           serial0: 'socket',
           description: installedDescription(markers, markerSealFor(config).seal({ vmid, ...markers }), spec.description),
           ...(balloon ? { numa: 1, balloon } : {}),
@@ -137,6 +139,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       volid: string;
       spec: InstallSpec;
       ip: string;
+      ipconfig?: string;
       mainKey: string;
       /** Neither: the user gets no usable password (login with the injected keys only). */
       passwd?: string;
@@ -171,7 +174,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       // Absolute, so a retry is harmless; never below the image (Proxmox refuses to shrink).
       const scsi0 = (await node.config(vmid)).disks.find((d) => d.key === 'scsi0');
       if (!scsi0?.sizeBytes || scsi0.sizeBytes < spec.diskGb * 1024 ** 3) await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
-      await node.setVmOptions(vmid, { ipconfig0: ipconfig0Of(spec, input.ip, config.gateway), ...dnsOptionsOf(spec) });
+      await node.setVmOptions(vmid, { ipconfig0: input.ipconfig ?? ipconfig0Of(spec, input.ip, config.gateway), ...dnsOptionsOf(spec) });
       // Last: with `cicustom user=` Proxmox writes this file instead of the user-data it would generate from the options above.
       if (userData !== undefined) {
         await applyUserSnippet(config, node, { vmid, spec, userData, keys, passwd, passwdHash, hostname: conf.name ?? `VM${vmid}` });
@@ -260,6 +263,11 @@ export function vmActivities({ config, proxmox }: VmDeps) {
  */
 export function net0Of(spec: Pick<InstallSpec, 'bridge' | 'vlan' | 'mtu'>, defaultBridge: string): string {
   return [`virtio`, `bridge=${spec.bridge ?? defaultBridge}`, ...(spec.mtu !== undefined ? [`mtu=${spec.mtu}`] : []), ...(spec.vlan !== undefined ? [`tag=${spec.vlan}`] : [])].join(',');
+}
+
+/** The spec's bridge and VLAN when it names them: an absent one must not hide the pool's. */
+function definedOf(spec: Pick<InstallSpec, 'bridge' | 'vlan' | 'mtu'>): Pick<InstallSpec, 'bridge' | 'vlan' | 'mtu'> {
+  return Object.fromEntries(Object.entries({ bridge: spec.bridge, vlan: spec.vlan, mtu: spec.mtu }).filter(([, v]) => v !== undefined));
 }
 
 /**

@@ -13,6 +13,7 @@ import { checkResumePoint } from './sse';
 import { errorMiddleware, HttpError, InvalidRequestError } from './errors';
 import { vmRoutes } from './vm/routes';
 import { listRoutes } from './list';
+import { addressPoolRoutes } from './addressPools';
 import { clusterRoutes } from './cluster';
 import { rebuildRoutes } from './rebuild';
 import { scheduleRoutes } from './schedules/routes';
@@ -102,6 +103,7 @@ export function createApp(deps: AppDeps): express.Express {
   api.use(readAccess(deps.config));
   api.use(installRoutes({ ...deps, streams }));
   api.use(listRoutes(deps));
+  api.use(addressPoolRoutes(deps));
   api.use(vmRoutes({ ...deps, streams }));
   api.use(clusterRoutes(deps));
   api.use(rebuildRoutes({ ...deps, streams }));

@@ -3,7 +3,10 @@ import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import type { NodeResource, VmResource } from '../lib/proxmox/pvesh';
 import { readDisabledVmids } from '../lib/stateFiles';
-import { OS_VERSIONS } from '../contract';
+import type { Client } from '@temporalio/client';
+import { LIMITS, OS_VERSIONS } from '../contract';
+import { readLeases } from '../lib/addressPools/leases';
+import { vmIp } from '../lib/network';
 import { HttpError, InvalidRequestError } from './errors';
 
 /**
@@ -15,6 +18,7 @@ import { HttpError, InvalidRequestError } from './errors';
 export interface ListRouteDeps {
   config: Config;
   proxmox: ProxmoxCluster;
+  client: Client;
 }
 
 export interface VmListEntry {
@@ -29,6 +33,13 @@ export interface VmListEntry {
   disk: number;
   memory: number;
   memory_used: number;
+  /**
+   * With address pools: the VM's IPv4 address, its pool lease, else GATEWAY's /24 plus the
+   * VMID (VMIDs up to 254); absent for a VM with neither, and without pools (the seed's
+   * entries). `address_pool` names the pool of a lease.
+   */
+  ip?: string;
+  address_pool?: string;
 }
 
 export interface NodeListEntry {
@@ -57,7 +68,7 @@ function osOf(tags: string[]): string {
 function vmList(
   vms: VmResource[],
   nodes: NodeResource[],
-  opts: { disabled: Set<number>; filter?: 'running' | 'stopped' },
+  opts: { disabled: Set<number>; filter?: 'running' | 'stopped'; addressOf: (vmid: number) => { ip?: string; address_pool?: string } },
 ): { count: number; list: VmListEntry[]; cluster: NodeListEntry[]; data: VmListEntry[] } {
   const listed = vms
     .filter((v) => v.type === 'qemu' && !v.template && !opts.disabled.has(v.vmid))
@@ -74,6 +85,7 @@ function vmList(
       disk: Math.floor((v.maxdisk ?? 0) / GiB),
       memory: Math.floor((v.maxmem ?? 0) / GiB),
       memory_used: Math.floor((v.mem ?? 0) / GiB),
+      ...opts.addressOf(v.vmid),
     }),
   );
   const cluster = [...nodes]
@@ -95,7 +107,7 @@ function vmList(
   return { count: list.length, list, cluster, data: list };
 }
 
-export function listRoutes({ config, proxmox }: ListRouteDeps): Router {
+export function listRoutes({ config, proxmox, client }: ListRouteDeps): Router {
   const router = Router();
 
   router.get('/vm/list', async (req: Request, res: Response) => {
@@ -107,10 +119,18 @@ export function listRoutes({ config, proxmox }: ListRouteDeps): Router {
     if (result instanceof Error) {
       throw new HttpError(502, `could not read the cluster: ${result.message}`);
     }
+    // One query per address pool, not one config read per VM: the leases say who has what.
+    const leases = await readLeases(client, config.addressPools).catch((err: Error) => err);
+    if (leases instanceof Error) throw new HttpError(502, `could not read the address pools' leases: ${leases.message}`);
+    const byVmid = new Map<number, { ip: string; address_pool: string }>();
+    for (const [pool, held] of leases) for (const l of held) if (l.vmid !== undefined) byVmid.set(l.vmid, { ip: l.address, address_pool: pool });
     res.json(
       vmList(result.vm, result.node, {
         disabled: readDisabledVmids(config.dataDir),
         filter: disable === '0' ? 'running' : disable === '1' ? 'stopped' : undefined,
+        // Without pools the entries stay the seed's: their address is the formula's anyway.
+        addressOf: (vmid) =>
+          config.addressPools.length === 0 ? {} : (byVmid.get(vmid) ?? (vmid <= LIMITS.installVmid.max ? { ip: vmIp(config.gateway, vmid) } : {})),
       }),
     );
   });

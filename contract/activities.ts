@@ -1,5 +1,6 @@
 import type { InstallSpec, OsName } from './types';
 import type { ReconcileItem } from './reconcile';
+import type { PoolAddress } from './addressPools';
 
 /**
  * Every activity of the product, as workflows call it: the name is what the Temporal UI
@@ -44,21 +45,28 @@ export interface Activities {
   /** `os`/`version` let a worker that did not download the image fetch it itself. */
   stageImage(input: { path: string; sha: string; os?: OsName; version?: string }): Promise<string>;
   allocateVmid(input: { exclude: number[] }): Promise<number>;
+  /** A lease from an address pool (workflows/addressPool.ts), idempotent per owner. */
+  allocateAddress(input: { pool: string; owner: string; vmid?: number; address?: string }): Promise<PoolAddress>;
+  /** Releases what an owner or a VMID holds in any pool; returns the addresses released. */
+  releaseAddress(input: { owner?: string; vmid?: number }): Promise<string[]>;
   /** The service's own public SSH key (SSH_KEY_PATH), which every VM it builds trusts. */
   servicePublicKey(): Promise<string>;
 
   // Building the VM.
   /**
    * `node`: where the VM was created, the worker's MAIN_NODE (absent in results recorded by
-   * earlier versions). `ip`: its address, or `dhcp` for a spec asking for DHCP.
+   * earlier versions). `ip`: its address, or `dhcp` for a spec asking for DHCP. `address`:
+   * the VM's lease from an address pool; absent, its address is GATEWAY's /24 plus the VMID.
    */
-  createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string }): Promise<{ ip: string; node?: string }>;
+  createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string; address?: PoolAddress }): Promise<{ ip: string; node?: string }>;
   importDisk(input: { vmid: number; imagePath: string; storage?: string }): Promise<string>;
   configureVm(input: {
     vmid: number;
     volid: string;
     spec: InstallSpec;
     ip: string;
+    /** ipconfig0 of a pool address (`ip=<addr>/<prefix>,gw=<gw>`); absent: `ip=<ip>/24,gw=<GATEWAY>`. */
+    ipconfig?: string;
     /**
      * The service's public key (servicePublicKey). The field keeps its name from when that
      * activity was mainNodeKey: workers of earlier versions read it under this name.

@@ -44,6 +44,9 @@ export const FAILURE_TYPES = {
   AddressInUseError: { retryable: false, status: 409 },
   // The product's own rules.
   NoFreeVmidError: { retryable: false },
+  // Address pools (issue 24): a full pool stays full until a VM is destroyed.
+  AddressPoolExhaustedError: { retryable: false, status: 409 },
+  AddressTakenError: { retryable: false, status: 409 },
   CpuLevelError: { retryable: false },
   NotOwnedError: { retryable: false, status: 409 },
   NotManagedError: { retryable: false, status: 409 },

@@ -17,3 +17,5 @@ export * from './progress';
 export * from './workflows';
 export * from './activities';
 export * from './reconcile';
+export * from './addressPools';
+export * from './addressRanges';

@@ -14,7 +14,10 @@ import { type InstallSpec, OS_VERSIONS, type OsName } from './types';
 
 /** The bounds of the numbers a caller gives, each written once. */
 export const LIMITS = {
-  /** An installed VM's VMID: it is the last octet of its address in GATEWAY's /24. */
+  /**
+   * An installed VM's VMID without address pools: it is the last octet of its address in
+   * GATEWAY's /24. With pools (ADDRESS_POOLS) the address is leased, and any VMID will do.
+   */
   installVmid: { min: 100, max: 254 },
   /** Any VMID Proxmox allows (an adopted VM, a rebuild schedule's target). */
   vmid: { min: 100, max: 999_999_999 },
@@ -171,17 +174,29 @@ export const field = {
 };
 
 /**
- * How the VM gets its address (issue 24). `ip` is a union so that other forms can sit
- * beside the literal; the seed ignored `ip`, and a seed client's dotted quad still is.
+ * How the VM gets its address (issue 24). `ip` is `"dhcp"` (the address is read from the
+ * guest agent) or one address of an address pool (ADDRESS_POOLS); without pools a seed
+ * client's address (with a prefix, or empty) is ignored, as the seed ignored it.
  */
 function addressFields() {
-  const ipMessage = 'ip must be "dhcp" (the address is read from the guest agent) or left out';
+  const ipMessage = 'ip must be "dhcp" (the address is read from the guest agent) or an IPv4 address of an address pool';
   const dhcp = z.literal('dhcp', { error: ipMessage });
-  /** What a seed client sent and the seed ignored (an address, or nothing in it); it still means the formula. */
+  const staticIp = z
+    .string({ error: ipMessage })
+    .regex(IPV4, 'ip must be an IPv4 address like 192.0.2.10')
+    .describe('one address of an address pool, which must be free; ignored, as in the seed, when no pools are configured');
+  /** What a seed client sent and the seed ignored (an address, or nothing in it); without pools it still means the formula. */
   const seedAddress = z.string({ error: ipMessage }).regex(/^(\d{1,3}(\.\d{1,3}){3}(\/\d{1,2})?)?$/, ipMessage);
   return {
-    ip: z.union([dhcp, seedAddress], { error: ipMessage }).describe('"dhcp": the VM takes its address by DHCP and QemuRun reads it from the guest agent. Left out (or a seed client\'s address, ignored as before): <GATEWAY\'s /24>.<VMID>'),
-    specIp: dhcp,
+    ip: z
+      .union([dhcp, seedAddress], { error: ipMessage })
+      .describe('"dhcp": the VM takes its address by DHCP and QemuRun reads it from the guest agent. An address: that address of an address pool (ignored, as in the seed, without pools). Left out: the pool\'s lowest free address, or without pools <GATEWAY\'s /24>.<VMID>'),
+    specIp: z.union([dhcp, staticIp], { error: ipMessage }),
+    addressPool: z
+      .string({ error: 'addressPool must be a string' })
+      .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'addressPool must be the name of an address pool (ADDRESS_POOLS): lower-case letters, digits and -')
+      .describe("the address pool (ADDRESS_POOLS) the VM's static address is leased from; default the first configured pool"),
+    staticIp,
   };
 }
 
@@ -307,7 +322,8 @@ const installSpecObject = z
   .object({
     os: field.os,
     version: field.version,
-    vmid: field.installVmid('vmid').optional(),
+    // Any VMID Proxmox allows; without an address pool the /24 formula's bound (superRefine below).
+    vmid: field.vmid.optional(),
     name: field.name.optional(),
     node: field.node.optional(),
     cores: int('cores', LIMITS.cores),
@@ -324,15 +340,24 @@ const installSpecObject = z
     vlan: field.vlan.optional(),
     mtu: field.mtu.optional(),
     dns: field.dns.optional(),
-    // Absent in specs written before: the formula's static address.
+    // Absent in specs written before: the formula's static address. "dhcp", or an address of `addressPool`.
     ip: field.specIp.optional(),
     // Disks, machine and firmware (issue 24): absent in specs written before, which meant none, Proxmox's defaults.
     disks: field.specDisks.optional(),
     machine: field.machine.optional(),
     bios: field.bios.optional(),
+    // Address pools (issue 24): absent in specs written before, which meant the /24 formula.
+    addressPool: field.addressPool.optional(),
   })
   .strict()
-  .superRefine(versionOfOs);
+  .superRefine(versionOfOs)
+  .superRefine((v, ctx) => {
+    if (v.addressPool === undefined && v.vmid !== undefined && v.vmid > LIMITS.installVmid.max) {
+      ctx.addIssue({ code: 'custom', path: ['vmid'], message: `vmid must be at most ${LIMITS.installVmid.max} without an address pool (its address is GATEWAY's /24 plus the VMID)` });
+    }
+    if (v.ip !== undefined && v.ip !== 'dhcp' && v.addressPool === undefined) ctx.addIssue({ code: 'custom', path: ['ip'], message: 'ip needs an addressPool' });
+    if (v.ip === 'dhcp' && v.addressPool !== undefined) ctx.addIssue({ code: 'custom', path: ['addressPool'], message: 'addressPool goes with a static address, not with ip "dhcp"' });
+  });
 
 export const installSpecSchema: z.ZodType<InstallSpec> = z.preprocess(renameLegacySpecFields, installSpecObject);
 

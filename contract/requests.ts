@@ -22,7 +22,8 @@ export const installBodySchema = z
   .object({
     os: field.os,
     version: field.version,
-    id: field.installVmid('id').optional(),
+    // Up to 254 without address pools: the API checks, as it knows ADDRESS_POOLS (api/installRequest.ts).
+    id: int('id', LIMITS.vmid).describe('the VMID: 100..254 without address pools (the last octet of its address), any VMID Proxmox allows with them').optional(),
     name: field.name.optional(),
     // Any string: the API looks it up among the cluster's nodes, and its refusal names them.
     node: z.string({ error: 'node must be a string' }).optional(),
@@ -44,9 +45,14 @@ export const installBodySchema = z
     mtu: field.mtu.optional(),
     /** The VM's DNS servers and search domain; without them the node's (Proxmox's default). */
     dns: field.dns.optional(),
-    /** "dhcp", or left out: the address is the VMID's in GATEWAY's /24 (a seed client's address is ignored, as the seed did). */
+    /**
+     * "dhcp"; or an address of an address pool (with ADDRESS_POOLS; a seed client's address is
+     * ignored without them, as the seed did); left out: the pool's next free address, or the
+     * VMID's in GATEWAY's /24.
+     */
     ip: field.ip.optional(),
-    // The seed ignored it: the server derives it from GATEWAY.
+    addressPool: field.addressPool.optional(),
+    // The seed ignored it: the gateway is GATEWAY's, or the address pool's.
     gateway: z.unknown().optional(),
     // Placement (issue 24). The seed ignored `storage` too; now it is the boot disk's (the API checks it).
     tags: field.tags.optional(),

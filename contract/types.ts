@@ -56,9 +56,10 @@ export interface InstallSpec {
   mtu?: number;
   /**
    * How the VM gets its IPv4 address: `dhcp` (ipconfig0 `ip=dhcp`, the address read from the
-   * guest agent). Undefined: `<GATEWAY's /24>.<vmid>`, as in every spec written before.
+   * guest agent), or one address of `addressPool`. Undefined: the pool's lowest free address
+   * with `addressPool`, else `<GATEWAY's /24>.<vmid>`, as in every spec written before.
    */
-  ip?: 'dhcp';
+  ip?: 'dhcp' | (string & {});
   /** The VM's own `nameserver` / `searchdomain` (cloud-init); undefined means the node's. */
   dns?: InstallDns;
   // Disks, machine, firmware (issue 24). Absent: none, Proxmox's defaults, as before them.
@@ -67,6 +68,9 @@ export interface InstallSpec {
   machine?: 'q35' | 'pc';
   /** `ovmf` comes with an EFI disk (efidisk0) on the install's storage. */
   bios?: 'seabios' | 'ovmf';
+  // Address pools (issue 24). Absent: the address is GATEWAY's /24 plus the VMID, as before.
+  /** The pool the VM's static address is leased from (the API fills in the default pool). */
+  addressPool?: string;
 }
 
 /** The DNS an install writes as Proxmox's `nameserver` and `searchdomain` options. */

@@ -1,5 +1,6 @@
 import type { InstallResult, InstallSecrets, InstallSpec } from './types';
 import type { ReconcileInput, ReconcileResult } from './reconcile';
+import type { AddressPoolState } from './addressPools';
 
 /**
  * Every workflow type of the product: its name (what the API starts and the Temporal UI
@@ -82,11 +83,13 @@ export interface Workflows {
   vmRebuild: (input: RebuildInput) => Promise<RebuildResult>;
   scheduledRebuild: (input: RebuildInput) => Promise<ScheduledRebuildResult>;
   reconcileVms: (input?: ReconcileInput) => Promise<ReconcileResult>;
+  /** An address pool's leases (./addressPools.ts): an entity that never ends, with no progress of its own. */
+  addressPool: (state: AddressPoolState) => Promise<void>;
 }
 
 export type WorkflowType = keyof Workflows;
 
-/** The names of the workflow types, for places that list them (the API's run lookup). */
+/** The names of the operations' workflow types, for places that list them (the API's run lookup); the pool entities are none. */
 export const WORKFLOW_TYPES = Object.keys({
   installVm: true,
   vmStart: true,
@@ -102,7 +105,7 @@ export const WORKFLOW_TYPES = Object.keys({
   vmRebuild: true,
   scheduledRebuild: true,
   reconcileVms: true,
-} satisfies Record<WorkflowType, true>) as WorkflowType[];
+} satisfies Record<Exclude<WorkflowType, 'addressPool'>, true>) as WorkflowType[];
 
 /**
  * The reserved field of every workflow input that names the workflow type the input was

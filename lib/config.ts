@@ -6,6 +6,8 @@ import { z } from 'zod';
 import { StartupError } from './startupError';
 import { LOG_LEVELS } from './observability/log';
 import { type ApiToken, readApiTokensFile, sha256 } from './apiTokens';
+import type { AddressPool } from '../contract';
+import { readAddressPools } from './addressPools/setting';
 
 /**
  * Settings, read once from the environment (and `.env`, loaded by the entry point).
@@ -121,6 +123,7 @@ export const envSchema = z.object({
     .transform((v) => v === '1' || v === 'true'),
   VM_SSH_PORT: intFrom(22),
   VM_BRIDGE: z.string().trim().default('vmbr0'),
+  ADDRESS_POOLS: z.string().optional(),
   SSH_WAIT_TIMEOUT: intFrom(600),
   GUEST_AGENT_WAIT: intFrom(120),
 
@@ -328,10 +331,13 @@ function buildConfig(
   nodes: Record<string, NodeAddress>,
   proxmoxApi: ProxmoxApiConfig | undefined,
   apiTokens: ApiToken[],
+  addressPools: AddressPool[] = [],
 ) {
   const dataDir = path.resolve(env.DATA_DIR ?? 'data');
-  const ipStart = clamp(env.ASSIGN_IP_START, 100, 254);
-  const ipEnd = clamp(env.ASSIGN_IP_END, 100, 254);
+  // The /24 formula caps VMIDs at 254; with pools a VM's address no longer follows its VMID.
+  const vmidMax = addressPools.length > 0 ? 999_999_999 : 254;
+  const ipStart = clamp(env.ASSIGN_IP_START, 100, vmidMax);
+  const ipEnd = clamp(env.ASSIGN_IP_END, 100, vmidMax);
   return {
     /**
      * What this process runs: `all` the API and a worker (and, when nothing is configured,
@@ -402,6 +408,12 @@ function buildConfig(
     defaultCiPassword: env.UNSAFE_DEFAULT_PASSWORDS ? SEED_CI_PASSWORD : undefined,
     vmSshPort: env.VM_SSH_PORT,
     bridge: env.VM_BRIDGE,
+    /**
+     * Named address pools (ADDRESS_POOLS, lib/addressPools): set, every install takes a
+     * static address from one (the first by default); empty, the VM's address is GATEWAY's
+     * /24 plus its VMID, as in the seed.
+     */
+    addressPools,
     sshWaitTimeoutSec: env.SSH_WAIT_TIMEOUT,
     /**
      * How long a new guest's SSH may answer before its agent does: past it, an image
@@ -535,6 +547,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   const proxmoxApi = parsed.success ? readApiSettings(parsed.data, problems) : undefined;
   const tokens = parsed.success && parsed.data.API_TOKENS_FILE ? readApiTokensFile(parsed.data.API_TOKENS_FILE) : { tokens: [], problems: [] };
   problems.push(...tokens.problems);
+  const addressPools = readAddressPools(source.ADDRESS_POOLS, problems);
   // A process of one role shares its Temporal server and cluster with the others: neither
   // can be one it would start for itself.
   const role = source.QEMURUN_ROLE?.trim();
@@ -547,7 +560,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     }
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
-  return Object.freeze(buildConfig(parsed.data, nodes, proxmoxApi, tokens.tokens));
+  return Object.freeze(buildConfig(parsed.data, nodes, proxmoxApi, tokens.tokens, addressPools));
 }
 
 /** API mode's settings with the token and CA read from their files; problems are collected. */

@@ -5,3 +5,4 @@ export { vmStart, vmReboot, vmShutdown, vmStop, vmDestroy, vmSetCpu, vmSetMemory
 export { vmRebuild } from './rebuild';
 export { scheduledRebuild } from './scheduledRebuild';
 export { reconcileVms } from './reconcile';
+export { addressPool } from './addressPool';

@@ -5,6 +5,7 @@ import {
   type InstallResult,
   type InstallSecrets,
   type InstallSpec,
+  type PoolAddress,
   type QemuRunSinks,
   vmName,
   vmSearchAttributes,
@@ -86,6 +87,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     );
 
     const vm = await step('VM creation > qm create', 'creating VM', () => createWithFreeVmid(cpuType));
+    if (vm.address) progress.info('VM creation > qm create', `address ${vm.ip} leased from address pool ${vm.address.pool}`);
     upsertSearchAttributes(vmSearchAttributes('install', spec, { vmid: vm.vmid, node: spec.node ?? vm.node }));
     const dhcp = vm.ip === 'dhcp';
     // A DHCP VM's address is known once its guest agent reports it, after start.
@@ -101,6 +103,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         volid,
         spec,
         ip: vm.ip,
+        ...(vm.address ? { ipconfig: vm.address.ipconfig } : {}),
         mainKey: serviceKey,
         passwd: secrets.passwd,
         passwdHash: secrets.passwdHash,
@@ -189,11 +192,12 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
    * atomically. Candidates come from one cluster query; when another install (or a VM
    * created by hand) wins the race, an auto-assigned install tries the next free ID.
    */
-  async function createWithFreeVmid(cpuType: string): Promise<{ vmid: number; ip: string; name: string; node: string }> {
+  async function createWithFreeVmid(cpuType: string): Promise<{ vmid: number; ip: string; name: string; node: string; address?: PoolAddress }> {
     const tried: number[] = [];
     for (let attempt = 0; attempt < MAX_VMID_ATTEMPTS; attempt++) {
       const vmid = spec.vmid ?? (await proxmox.allocateVmid({ exclude: tried }));
       const name = vmName(spec.name, vmid);
+      const address = spec.addressPool === undefined ? undefined : await leaseAddress(spec.addressPool, vmid);
       // Registered before the attempt: a create that times out may still have made the
       // VM. destroyOwnedVm only touches a VM whose description carries this run's marker.
       const undo = async () => {
@@ -202,9 +206,9 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       };
       compensations.unshift(undo);
       try {
-        const create = { vmid, name, spec, cpuType, owner };
+        const create = { vmid, name, spec, cpuType, owner, ...(address ? { address } : {}) };
         const created = await (patched(ACTIVITIES_NAMED_FOR_OPERATIONS) ? proxmox.createVm(create) : proxmoxRenamed.qmCreate(create));
-        return { vmid, ip: created.ip, name, node: createdOn(created, recordedMainNode) };
+        return { vmid, ip: created.ip, name, node: createdOn(created, recordedMainNode), ...(address ? { address } : {}) };
       } catch (err) {
         // Any other failure may have left a VM behind, so its undo stays registered.
         if (!isFailureOf(failureOf(err).type, 'VmidTakenError')) throw err;
@@ -216,6 +220,23 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       }
     }
     throw failure('NoFreeVmidError', `no free VMID after ${MAX_VMID_ATTEMPTS} attempts`);
+  }
+
+  /**
+   * The VM's address from its pool (issue 24), leased to this install; asked again for the
+   * next VMID when one was taken, the lease stays this install's and follows the VMID. Only
+   * specs with a pool lease: an install recorded before pools schedules what it did. The
+   * release is registered first: an allocation whose reply was lost still holds a lease.
+   */
+  async function leaseAddress(pool: string, vmid: number): Promise<PoolAddress> {
+    if (!compensations.includes(releaseLease)) compensations.push(releaseLease);
+    return proxmox.allocateAddress({ pool, owner, vmid, ...(spec.ip !== undefined ? { address: spec.ip } : {}) });
+  }
+
+  /** Runs after the VM's removal (compensations run in order, the VM's undo first). */
+  async function releaseLease(): Promise<void> {
+    const released = await cleanup.releaseAddress({ owner });
+    if (released.length > 0) progress.info(progress.current, `address ${released.join(', ')} released`);
   }
 }
 

@@ -1,4 +1,4 @@
-import { isCancellation, workflowInfo } from '@temporalio/workflow';
+import { isCancellation, patched, workflowInfo } from '@temporalio/workflow';
 import {
   adoptionOwner,
   failure,
@@ -7,7 +7,7 @@ import {
   type VmRef,
   workflowInputs,
 } from '../contract';
-import { guest, power, proxmox, transfer } from './activityOptions';
+import { cleanup, guest, power, proxmox, transfer } from './activityOptions';
 import { Progress } from './progress';
 import { describeFailure } from './install';
 import { checkedInput } from './checkInput';
@@ -20,6 +20,9 @@ import { checkedInput } from './checkInput';
  */
 
 const GiB = 1024 ** 3;
+
+/** The patch that releases a destroyed VM's address lease (issue 24, address pools). */
+const RELEASE_ADDRESS_ON_DESTROY = 'release-address-on-destroy';
 
 /** Starts a stopped VM and waits until its SSH answers. */
 export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
@@ -78,6 +81,12 @@ export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
   checkedInput(workflowInputs.vmRef, input);
   return operation('VM destroy', input.vmid, async (step) => {
     await step('destroy', `destroying VM ${input.vmid} and its disks`, () => proxmox.destroyVm({ vmid: input.vmid }));
+    // Destroys recorded before address pools released nothing, and replay as they ran.
+    if (patched(RELEASE_ADDRESS_ON_DESTROY)) {
+      // Not a step of its own: without pools there is nothing to say.
+      const released = await cleanup.releaseAddress({ vmid: input.vmid });
+      if (released.length > 0) return { done: `VM destroyed successfully, address ${released.join(', ')} released` };
+    }
     return { done: 'VM destroyed successfully' };
   });
 }

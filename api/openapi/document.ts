@@ -125,6 +125,12 @@ const OPERATIONS: Operation[] = [
   },
   {
     method: 'GET',
+    path: '/api/address-pools',
+    summary: 'Address pools and their leases',
+    answers: { 200: { description: 'ADDRESS_POOLS, each with its leases (none configured: an empty list)', json: answers.addressPools }, 502: err("the pools' leases could not be read from Temporal") },
+  },
+  {
+    method: 'GET',
     path: '/api/vm/:id/status',
     summary: 'Whether a VM runs',
     answers: { 200: { description: 'its state', text: answers.vmState }, 400: err('not a VMID'), 404: err('no such VM') },

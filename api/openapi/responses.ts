@@ -71,6 +71,28 @@ const vmEntry = z.object({
   disk: z.number(),
   memory: z.number(),
   memory_used: z.number(),
+  ip: z.string().optional().describe("with address pools: the VM's IPv4 address, its lease, else GATEWAY's /24 plus the VMID"),
+  address_pool: z.string().optional().describe('the address pool the address is leased from'),
+});
+
+const addressLease = z.object({ address: z.string(), owner: z.string().describe('the install workflow the address was leased to'), vmid: z.number().int().optional(), since: z.string() });
+
+export const addressPools = z.object({
+  count: z.number().int(),
+  pools: z.array(
+    z.object({
+      name: z.string(),
+      cidr: z.string(),
+      gateway: z.string(),
+      bridge: z.string().optional(),
+      vlan: z.number().int().optional(),
+      reserved: z.array(z.string()),
+      size: z.number().int().describe('addresses handed out in all: not the network, broadcast, gateway or reserved ones'),
+      used: z.number().int(),
+      free: z.number().int(),
+      leases: z.array(addressLease),
+    }),
+  ),
 });
 
 const nodeEntry = z.object({

@@ -56,10 +56,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams }: VmRou
   const router = Router();
   const guard = requireRole(config, 'operate');
   const vms = vmService({ config, client, proxmox });
-  const guestOf = async (vm: VmFacts) => {
-    const ip = await vms.address(vm);
-    return { vmid: vm.vmid, ...(ip !== undefined ? { ip } : {}), user: await vms.sshUser(vm) };
-  };
+  const guestOf = (vm: VmFacts) => vms.guest(vm);
 
   const operations = [
     route({

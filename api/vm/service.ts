@@ -5,6 +5,7 @@ import type { ProxmoxCluster, ProxmoxNode } from '../../lib/proxmox';
 import { readDisabledVmids } from '../../lib/stateFiles';
 import { notManagedRefusal } from '../../lib/vm/markerSeal';
 import { vmAddress } from '../../lib/vm/address';
+import { vmIp } from '../../lib/network';
 import { HttpError, workflowFailure } from '../errors';
 import { startVmOperation, type VmOperation } from './operation';
 
@@ -103,22 +104,19 @@ export function vmService({ config, client, proxmox }: VmServiceDeps) {
     },
 
     /**
-     * The account SSH readiness logs in as: the VM's cloud-init user, which cloud-init made
-     * on first boot, else the OS default user from its OS tag (as the seed did).
+     * Where and as whom SSH readiness logs in: the VM's address (lib/vm/address.ts:
+     * ipconfig0's static address, a pool's lease among them; the guest agent's for a DHCP VM,
+     * undefined while it does not answer, and then the operation's workflow asks the agent
+     * once the VM runs; else GATEWAY's /24 plus the VMID); the VM's cloud-init user, which
+     * cloud-init made on first boot, else the OS default user from its OS tag (as the seed did).
      */
-    async sshUser(vm: VmFacts): Promise<string> {
-      const conf = await onNode(vm.node).config(vm.vmid).catch(() => undefined);
-      if (conf?.entries.ciuser) return conf.entries.ciuser;
+    async guest(vm: VmFacts): Promise<{ vmid: number; ip?: string; user: string }> {
+      const node = onNode(vm.node);
+      const conf = await node.config(vm.vmid).catch(() => undefined);
+      const ip = conf ? await vmAddress(config.gateway, node, vm.vmid, conf) : vmIp(config.gateway, vm.vmid);
       const os = vm.tags.find((t): t is OsName => Object.hasOwn(OS_VERSIONS, t));
-      return os ? DEFAULT_USER[os] : 'root';
-    },
-
-    /**
-     * Where the VM answers SSH (lib/vm/address.ts). Undefined for a DHCP VM whose guest
-     * agent does not answer: the operation's workflow asks the agent once the VM runs.
-     */
-    async address(vm: VmFacts): Promise<string | undefined> {
-      return vmAddress(config.gateway, onNode(vm.node), vm.vmid);
+      const user = conf?.entries.ciuser ?? (os ? DEFAULT_USER[os] : 'root');
+      return { vmid: vm.vmid, ...(ip !== undefined ? { ip } : {}), user };
     },
 
     start(vm: VmFacts, op: Operation): Promise<WorkflowHandle> {

@@ -20,7 +20,7 @@ type IgnoredField = 'gateway';
 const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string; help: string; int?: boolean; parse?: (v: string) => unknown } } = {
   os: { flag: '--os <os>', help: 'debian, ubuntu or rockylinux' },
   version: { flag: '--version <version>', help: 'debian 11 12 13; ubuntu 20.04 22.04 24.04; rockylinux 8 9 10' },
-  id: { flag: '--id <vmid>', help: 'VMID 100..254 (default: the next free one)', int: true },
+  id: { flag: '--id <vmid>', help: 'VMID 100..254, any VMID with address pools (default: the next free one)', int: true },
   name: { flag: '--name <name>', help: 'name prefix; the VM is named <name>-<vmid>' },
   node: { flag: '--node <node>', help: 'node to migrate to before the first boot' },
   cpu: { flag: '--cpu <n>', help: 'cores (≤ 0 → 1, capped by VM_MAX_CPU)', int: true },
@@ -37,10 +37,11 @@ const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string
   vlan: { flag: '--vlan <tag>', help: 'VLAN tag of the NIC, 1..4094 (default: untagged)', int: true },
   mtu: { flag: '--mtu <mtu>', help: "MTU of the NIC, 576..65520, at most the bridge's (default: the bridge's)", int: true },
   // The servers; --dns-search adds the search domain to the same field.
-  ip: { flag: '--ip <dhcp>', help: "dhcp: the VM's address by DHCP, read from its guest agent (default: GATEWAY's /24 and the VMID)" },
   dns: { flag: '--dns <ip,...>', help: 'DNS servers, comma-separated, up to 3 (default: the node\'s)', parse: (v) => ({ servers: v.split(',').map((s) => s.trim()) }) },
   disks: { flag: '--disks <disks>', help: 'extra data disks scsi1.., comma-separated SIZE[:STORAGE], e.g. 32G,100G:local-lvm (default storage: --storage)', parse: diskList },
   machine: { flag: '--machine <type>', help: 'q35 or pc (Proxmox default: pc)' },
+  addressPool: { flag: '--address-pool <name>', help: 'the address pool (ADDRESS_POOLS) to lease the address from (default: the first)' },
+  ip: { flag: '--ip <dhcp|address>', help: "dhcp: the VM's address by DHCP, read from its guest agent; or one free address of an address pool (default: the pool's next free one, else GATEWAY's /24 and the VMID)" },
   bios: { flag: '--bios <bios>', help: 'seabios or ovmf (ovmf adds an EFI disk, no pre-enrolled Secure Boot keys)' },
   // A file, not the text: user-data is long, and may hold secrets that do not belong in ps.
   userData: { flag: '--user-data <file>', help: 'a #cloud-config file merged into the VM\'s cloud-init user-data (CLI mode only, SNIPPETS_STORAGE)', parse: (v) => readFile(v) },

@@ -7,14 +7,29 @@ import { printAnswer, table } from '../output';
 
 interface VmListBody {
   count: number;
-  list: Array<{ vmid: number; name: string; os: string; running: boolean; node: string; cpu: number; memory: number; disk: number }>;
+  list: Array<{ vmid: number; name: string; os: string; running: boolean; node: string; cpu: number; memory: number; disk: number; ip?: string; address_pool?: string }>;
   cluster: Array<{ node: string; max_cpu: number; max_memory: number; cpu: number; memory: number; running: boolean }>;
+}
+
+interface AddressPoolsBody {
+  count: number;
+  pools: Array<{ name: string; cidr: string; gateway: string; bridge?: string; vlan?: number; size: number; used: number; free: number; leases: Array<{ address: string; vmid?: number; owner: string }> }>;
+}
+
+function poolsText(b: AddressPoolsBody): string {
+  if (b.count === 0) return 'no address pools (ADDRESS_POOLS is not set): addresses are GATEWAY\'s /24 plus the VMID';
+  const pools = table(
+    ['POOL', 'CIDR', 'GATEWAY', 'BRIDGE', 'VLAN', 'SIZE', 'USED', 'FREE'],
+    b.pools.map((p) => [p.name, p.cidr, p.gateway, p.bridge ?? '-', p.vlan ?? '-', p.size, p.used, p.free]),
+  );
+  const leases = b.pools.flatMap((p) => p.leases.map((l) => [p.name, l.address, l.vmid ?? '-', l.owner]));
+  return leases.length === 0 ? pools : `${pools}\n\n${table(['POOL', 'ADDRESS', 'VMID', 'OWNER'], leases)}`;
 }
 
 function listText(b: VmListBody): string {
   const vms = table(
-    ['VMID', 'NAME', 'OS', 'NODE', 'STATE', 'CPU', 'MEM(GiB)', 'DISK(GiB)'],
-    b.list.map((v) => [v.vmid, v.name, v.os, v.node, v.running ? 'running' : 'stopped', v.cpu, v.memory, v.disk]),
+    ['VMID', 'NAME', 'OS', 'NODE', 'STATE', 'IP', 'POOL', 'CPU', 'MEM(GiB)', 'DISK(GiB)'],
+    b.list.map((v) => [v.vmid, v.name, v.os, v.node, v.running ? 'running' : 'stopped', v.ip ?? '-', v.address_pool ?? '-', v.cpu, v.memory, v.disk]),
   );
   const nodes = table(
     ['NODE', 'STATE', 'CPUS', 'MEM(GiB)', 'CPU USED', 'MEM USED'],
@@ -56,6 +71,10 @@ export function vmCommands(run: Runner): Command[] {
       }),
     );
 
+  const pools = new Command('address-pools')
+    .description('the address pools (ADDRESS_POOLS), how full they are and their leases')
+    .action(run(async (ctx) => printAnswer(ctx, await ctx.client.call('GET', '/api/address-pools'), poolsText)));
+
   const status = new Command('status')
     .argument('<vmid|workflowId>', 'a VMID (its power state) or a workflow id (its status, step and result)')
     .description("a VM's power state, or an operation's status")
@@ -89,6 +108,7 @@ export function vmCommands(run: Runner): Command[] {
 
   return [
     list,
+    pools,
     status,
     streamed('start', 'start a stopped VM and wait until its SSH answers'),
     plain('stop', 'hard-stop a running VM'),

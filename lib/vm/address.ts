@@ -9,15 +9,22 @@ import { vmIp } from '../network';
  * formula (`<GATEWAY's /24>.<vmid>`) for anything else, as every VM before DHCP had.
  */
 
-/** ipconfig0's IPv4 setting: a static address, `dhcp`, or none. */
+/** ipconfig0's IPv4 setting: a static address (a pool's lease, or the formula's), `dhcp`, or none. */
 export function ipconfigAddress(conf: VmConfig): { static: string } | 'dhcp' | undefined {
-  const ip = String(conf.entries.ipconfig0 ?? '')
-    .split(',')
-    .map((kv) => kv.split('='))
-    .find(([k]) => k === 'ip')?.[1];
-  if (ip === 'dhcp') return 'dhcp';
-  const address = ip?.split('/')[0];
-  return address && /^\d{1,3}(\.\d{1,3}){3}$/.test(address) ? { static: address } : undefined;
+  const ipconfig = String(conf.entries.ipconfig0 ?? '');
+  if (ipconfig.split(',').includes('ip=dhcp')) return 'dhcp';
+  const address = staticAddressOf(ipconfig);
+  return address ? { static: address } : undefined;
+}
+
+/** The address of an `ipconfig<n>` value with a static IPv4 (`ip=192.0.2.10/24,gw=…`); none for dhcp or none. */
+export function staticAddressOf(ipconfig: string | undefined): string | undefined {
+  const ip = ipconfig
+    ?.split(',')
+    .map((part) => part.split('='))
+    .find(([key]) => key === 'ip')?.[1];
+  const m = ip === undefined ? null : /^(\d{1,3}(?:\.\d{1,3}){3})\/\d{1,2}$/.exec(ip);
+  return m ? m[1] : undefined;
 }
 
 /** One question to the guest agent: net0's IPv4 address, or why there is none (yet). */

@@ -1,3 +1,4 @@
+import { staticAddressOf } from './address';
 import type { Client } from '@temporalio/client';
 import { checkInput, type FailureType, type InstallSpec, installSpecSchema, InvalidInputError, type RebuildTarget } from '../../contract';
 import type { Config } from '../config';
@@ -70,6 +71,10 @@ export async function inspectVmForRebuild(
   const checked = await checkSpec(config, proxmox, recorded, input.spec ? 'spec' : `${label}'s qemurun-spec marker`, found.node === config.mainNode ? conf.disks : []);
   const recordedNode = checked.node ?? config.mainNode;
   const spec: InstallSpec = { ...checked, vmid };
+  // A VM with a pool address is re-created on it: its install asks for it by name, and the
+  // pool hands a lease over to a new install only so (workflows/addressPool.ts).
+  const address = staticAddressOf(conf.entries.ipconfig0);
+  if (spec.addressPool !== undefined && spec.ip === undefined && address !== undefined) spec.ip = address;
   // A VM migrated since its install is rebuilt where it lives now (a spec given with the
   // request says where it belongs, and wins).
   const moved = !input.spec && recordedNode !== found.node;

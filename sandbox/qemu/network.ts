@@ -53,8 +53,14 @@ export function guestIpconfig(_id: string, cfg: Record<string, string>): Record<
 /** With the guest on slirp, its resolver is slirp's (the node's would be unreachable). */
 export const GUEST_RESOLV: Resolv = { nameservers: [GUEST_DNS] };
 
-/** The loopback address a VM's SSH is forwarded from: the gateway's /24 plus the VMID. */
-export function forwardAddress(gateway: string, vmid: number): string | undefined {
+/**
+ * The loopback address a VM's SSH answers on (a process guest's sshd, a QEMU guest's
+ * forward): ipconfig0's static address, as cloud-init gives it to a real guest, else, for
+ * configs without one, the gateway's /24 plus the VMID. Never a non-loopback one.
+ */
+export function forwardAddress(gateway: string, vmid: number, ipconfig0?: string): string | undefined {
+  const fixed = /(?:^|,)ip=(\d{1,3}(?:\.\d{1,3}){3})\/\d{1,2}(?:,|$)/.exec(ipconfig0 ?? '')?.[1];
+  if (fixed !== undefined) return isLoopbackV4(fixed) ? fixed : undefined;
   const octets = gateway.split('.');
   if (octets.length !== 4 || octets[0] !== '127' || vmid > 255) return undefined;
   return [...octets.slice(0, 3), String(vmid)].join('.');
@@ -62,11 +68,11 @@ export function forwardAddress(gateway: string, vmid: number): string | undefine
 
 /**
  * Where a real guest's SSH is forwarded from: for ipconfig0 `ip=dhcp`, the loopback address
- * the sandbox's DHCP stand-in leases to net0's MAC (../state/dhcp.ts), else the gateway's
- * /24 plus the VMID. The guest itself takes slirp's lease (GUEST_ADDRESS) either way.
+ * the sandbox's DHCP stand-in leases to net0's MAC (../state/dhcp.ts), else ipconfig0's
+ * static address (a pool's lease), else the gateway's /24 plus the VMID. The guest itself takes slirp's lease (GUEST_ADDRESS) either way.
  */
 export function sshForwardAddress(dir: string, conf: VmConf, gateway: string, vmid: number): string | undefined {
-  if (!wantsDhcp(conf)) return forwardAddress(gateway, vmid);
+  if (!wantsDhcp(conf)) return forwardAddress(gateway, vmid, conf.props.ipconfig0);
   const mac = netMac(conf.props.net0 ?? '');
   return mac ? dhcpLease(dir, mac, gateway) : undefined;
 }

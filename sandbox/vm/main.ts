@@ -18,14 +18,15 @@ import { customCloudinitFiles } from '../cli/qm/cicustom';
 import { applyRuncmd, applyWriteFiles, readSnippetUserData, type SnippetUserData } from './userData';
 import { netMac } from '../state/cloudinit';
 import { dhcpLease, wantsDhcp, type GuestNetwork } from '../state/dhcp';
+import { forwardAddress } from '../qemu/network';
 
 /**
  * The "QEMU" process of one running sandbox VM (`node tsrun.js vm/main.ts <dir> <vmid>`,
  * spawned detached by `qm start`). After the boot delay it "boots" the disk in the boot
  * order: if that disk was imported from an OS image, cloud-init runs (when a cloud-init
- * drive is attached) and sshd comes up on `<gateway prefix>.<vmid>:<vmSshPort>` (with
- * ipconfig0 `ip=dhcp`, on the DHCP stand-in's lease, ../state/dhcp.ts); then its stand-in
- * guest agent answers `network-get-interfaces` with that address. A VM
+ * drive is attached) and sshd comes up on ipconfig0's address (else `<gateway prefix>.<vmid>`;
+ * with `ip=dhcp`, on the DHCP stand-in's lease, ../state/dhcp.ts), port vmSshPort; then its
+ * stand-in guest agent answers `network-get-interfaces` with that address. A VM
  * without a bootable disk runs but never answers, like one stuck in its BIOS.
  *
  * SIGTERM is the ACPI power button (clean shutdown), SIGKILL is `qm stop`. The process
@@ -55,13 +56,6 @@ function loadConf(): { conf: VmConf; node: string } | undefined {
   const node = vmOwner(dir, vmid);
   const raw = node ? readIfExists(paths.conf(node, vmid)) : undefined;
   return node && raw !== undefined ? { conf: parseConf(raw), node } : undefined;
-}
-
-/** The loopback address the guest's network config gives it; never a non-loopback one. */
-function staticAddress(gateway: string): string | undefined {
-  const octets = gateway.split('.');
-  if (octets.length !== 4 || octets[0] !== '127' || vmid > 255) return undefined;
-  return [...octets.slice(0, 3), String(vmid)].join('.');
 }
 
 /** The `cicustom` user snippet on the VM's node, as `qm start` read it (it refused the start without one). */
@@ -125,7 +119,8 @@ function publishHostKey(root: string, privateKey: string): void {
 
 /** ipconfig0 `ip=dhcp`: the DHCP stand-in's lease for net0's MAC; otherwise the static address. */
 function guestAddress(conf: VmConf, gateway: string): string | undefined {
-  if (!wantsDhcp(conf)) return staticAddress(gateway);
+  // The loopback address the guest's network config gives it; never a non-loopback one.
+  if (!wantsDhcp(conf)) return forwardAddress(gateway, vmid, conf.props.ipconfig0);
   const mac = netMac(conf.props.net0 ?? '');
   return mac ? dhcpLease(dir, mac, gateway) : undefined;
 }

@@ -90,6 +90,14 @@ export class FakeCluster {
       async servicePublicKey() {
         return 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMainNodeKey root@pve1';
       },
+      async allocateAddress({ pool, vmid }) {
+        // One address a VMID in a loopback pool: enough for workflows that only pass it on.
+        const address = `127.9.${Math.floor((vmid ?? 0) / 256)}.${(vmid ?? 0) % 256}`;
+        return { pool, address, ipconfig: `ip=${address}/16,gw=127.9.0.1` };
+      },
+      async releaseAddress() {
+        return [];
+      },
       async allocateVmid({ exclude }) {
         let vmid = 120;
         while (vms.has(vmid) || exclude.includes(vmid)) vmid++;

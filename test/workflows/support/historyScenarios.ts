@@ -6,6 +6,8 @@ import { vmRebuild } from '../../../workflows/rebuild';
 import { scheduledRebuild } from '../../../workflows/scheduledRebuild';
 import { reconcileVms } from '../../../workflows/reconcile';
 import { StorageError } from '../../../lib/proxmox/errors';
+import { addressPool } from '../../../workflows/addressPool';
+import { allocateAddressUpdate, releaseAddressUpdate } from '../../../contract';
 import { outputSignal, relayedProgressSignal, vmWorkflowId, type Activities, type InstallInput, type InstallSpec } from '../../../contract';
 import { FakeCluster, untilCancelled } from './fakeCluster';
 import type { WorkflowTestEnv } from './testEnv';
@@ -174,4 +176,45 @@ export const historyScenarios: HistoryScenario[] = [
       return runToEnd(t, cluster.activities(), reconcileVms, `reconcile-fixture-${dryRun ? 'dry-run' : 'run'}`, [{ dryRun }]);
     },
   })),
+  {
+    // Address pools (issue 24): an install leasing its address, whose failure releases it.
+    name: 'installVm-address-pool-failed',
+    run: (t) => {
+      const cluster = new FakeCluster();
+      const acts = cluster.activities({
+        async importDisk() {
+          throw new StorageError({ command: 'qm disk import', node: 'pve1', exitCode: 255, stderr: "storage 'local-lvm' is not available on node 'pve1'" });
+        },
+      });
+      return runToEnd(t, acts, installVm, 'install-fixture-address-pool', [installInput({ addressPool: 'lab', vmid: 300 })]);
+    },
+  },
+  {
+    name: 'vmDestroy-release-address',
+    run: (t) => {
+      const cluster = new FakeCluster();
+      cluster.add({ vmid: 130, owner: 'install-1', status: 'stopped' });
+      const acts = cluster.activities({
+        async releaseAddress() {
+          return ['127.1.0.7'];
+        },
+      });
+      return runToEnd(t, acts, lifecycle.vmDestroy, vmWorkflowId(130), [{ vmid: 130 }]);
+    },
+  },
+  {
+    // The pool entity never ends: its history so far is what a worker replays.
+    name: 'addressPool-leases',
+    run: (t) =>
+      t.withActivities(new FakeCluster().activities(), async () => {
+        const workflowId = 'address-pool-fixture';
+        const handle = await t.env.client.workflow.start(addressPool, { workflowId, taskQueue: t.taskQueue, args: [{ pool: 'fixture', leases: [] }] });
+        const pool = { name: 'fixture', cidr: '127.1.0.0/24', gateway: '127.1.0.1', reserved: ['127.1.0.2-127.1.0.9'] };
+        await Promise.all([1, 2, 3].map((i) => handle.executeUpdate(allocateAddressUpdate, { args: [{ pool, owner: `install-${i}`, vmid: 300 + i }] })));
+        await handle.executeUpdate(allocateAddressUpdate, { args: [{ pool, owner: 'install-1', vmid: 301 }] });
+        await handle.executeUpdate(releaseAddressUpdate, { args: [{ vmid: 302 }] });
+        await handle.executeUpdate(allocateAddressUpdate, { args: [{ pool, owner: 'install-4', address: '127.1.0.200' }] }).catch(() => undefined);
+        return workflowId;
+      }),
+  },
 ];

@@ -6,6 +6,7 @@ import {
   type AddressPool,
   assignable,
   checkInput,
+  field,
   type InstallBody,
   ipToNumber,
   LIMITS,
@@ -85,7 +86,7 @@ function userDataProblem(text: string, config: Config): void {
  * pool named, else the one holding `ip`, else the first.
  */
 function addressOf(b: InstallBody, config: Config): Pick<InstallSpec, 'addressPool' | 'ip'> {
-  const pools = config.addressPools as readonly AddressPool[];
+  const pools = (config.addressPools ?? []) as readonly AddressPool[];
   if (b.ip === 'dhcp') {
     // The network's DHCP server gives the address: no pool is involved (installSpecFromBody keeps `ip`).
     if (b.addressPool !== undefined) throw new InvalidRequestError('addressPool: goes with a static address, not with ip "dhcp"');
@@ -104,6 +105,7 @@ function addressOf(b: InstallBody, config: Config): Pick<InstallSpec, 'addressPo
   const named = b.addressPool === undefined ? undefined : pools.find((p) => p.name === b.addressPool);
   if (b.addressPool !== undefined && !named) throw new InvalidRequestError(`addressPool: no address pool named '${b.addressPool}' (configured: ${names})`);
   if (b.ip === undefined || b.ip === '') return { addressPool: (named ?? pools[0]).name };
+  if (!field.staticIp.safeParse(b.ip).success) throw new InvalidRequestError('ip: must be an IPv4 address like 192.0.2.10');
   const holder = poolOfAddress(pools, b.ip);
   if (!holder) throw new InvalidRequestError(`ip: ${b.ip} is in no address pool (configured: ${pools.map((p) => `${p.name} ${p.cidr}`).join(', ')})`);
   if (named && named !== holder) throw new InvalidRequestError(`ip: ${b.ip} is in address pool '${holder.name}', not '${named.name}'`);

@@ -165,7 +165,8 @@ describe("the API's address fields", () => {
     [{ ip: '127.1.0.3' }, "ip: 127.1.0.3 is never handed out by address pool 'lab' (its network, broadcast or gateway address, or reserved)"],
     [{ ip: '127.1.0.30', addressPool: 'big' }, "ip: 127.1.0.30 is in address pool 'lab', not 'big'"],
     [{ ip: '127.01.0.30' }, 'ip: must be an IPv4 address like 192.0.2.10'],
-    [{ ip: 'dhcp6' }, 'ip: must be an IPv4 address like 192.0.2.10'],
+    [{ ip: 'dhcp6' }, 'ip: must be "dhcp" (the address is read from the guest agent) or an IPv4 address of an address pool'],
+    [{ ip: 'dhcp', addressPool: 'lab' }, 'addressPool: goes with a static address, not with ip "dhcp"'],
   ])('%j is a 400: %s', (body, problem) => {
     expect(withPools(body)).toBe(problem);
   });

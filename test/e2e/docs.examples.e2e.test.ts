@@ -231,6 +231,12 @@ test('the reconcile examples: the dry run changes nothing, the run answers what 
   expect(done.vms.map((v: { vmid: number }) => v.vmid)).toEqual(planned.vms.map((v: { vmid: number }) => v.vmid));
 });
 
+test("docs/api.md's address-pools listing answers, and without ADDRESS_POOLS it is empty, as the text says", async () => {
+  const [list] = find('api.md', '/api/address-pools');
+  const a = await runAsDocumented(list);
+  expect(JSON.parse(a.body)).toEqual({ count: 0, pools: [] });
+});
+
 test('no curl example of the docs was left out', () => {
   const all = blocks.flatMap((b) => b.commands.map((c) => c.text));
   expect(all.filter((t) => !ran.has(t))).toEqual([]);

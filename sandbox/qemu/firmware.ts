@@ -37,6 +37,9 @@ export function qemuMachineType(conf: VmConf): string {
   return machineType(conf).replace(/\.pxe$/, '').replace(/\+pve\d+$/, '');
 }
 
+/** The OVMF vars templates' sizes: what a new EFI disk holds, by `efitype` (qemu-server OVMF.pm). */
+export const OVMF_VARS_BYTES = { '4m': 540672, '2m': 131072 } as const;
+
 /**
  * `efitype=4m` boots the 4 MiB builds, with Secure Boot support (which needs SMM) on q35
  * only; `pre-enrolled-keys=1` starts from the vars with Microsoft's keys enrolled. Anything
@@ -49,8 +52,8 @@ export function ovmfFiles(conf: VmConf): OvmfFiles {
     return {
       code: `${OVMF_DIR}/${isQ35(conf) ? 'OVMF_CODE_4M.secboot.fd' : 'OVMF_CODE_4M.fd'}`,
       vars: `${OVMF_DIR}/${msKeys ? 'OVMF_VARS_4M.ms.fd' : 'OVMF_VARS_4M.fd'}`,
-      varsBytes: 540672,
+      varsBytes: OVMF_VARS_BYTES['4m'],
     };
   }
-  return { code: `${OVMF_DIR}/OVMF_CODE.fd`, vars: `${OVMF_DIR}/OVMF_VARS.fd`, varsBytes: 131072 };
+  return { code: `${OVMF_DIR}/OVMF_CODE.fd`, vars: `${OVMF_DIR}/OVMF_VARS.fd`, varsBytes: OVMF_VARS_BYTES['2m'] };
 }

@@ -11,7 +11,7 @@ import { allocationLines, contentFile, requireActive, storageFor } from '../stor
 import { firstFreeUnused, formatSize, isCdrom, isCloudinit, parseDrive, printDrive } from './vm';
 import { probeImage, transferLines } from './image';
 import { copyIntoVolume, keepsContents, volumeFile } from '../../state/volumeData';
-import { ovmfFiles } from '../../qemu/firmware';
+import { OVMF_VARS_BYTES, ovmfFiles } from '../../qemu/firmware';
 
 /**
  * Applies create/set options to a config the way update_vm / create_vm store them:
@@ -84,7 +84,7 @@ function efiVarsBytes(opts: Record<string, string>, key: string): number {
   if (type !== '2m' && type !== '4m') {
     throw paramError({ [key]: 'invalid format - format error', [`${key}.efitype`]: `value '${type}' does not have a value in the enumeration '2m, 4m'` }, 'qm set <vmid> [OPTIONS]');
   }
-  return type === '4m' ? 540672 : 131072;
+  return OVMF_VARS_BYTES[type];
 }
 
 /**

@@ -1,5 +1,6 @@
 import { linkedCloneSupported } from '../../lib/proxmox';
 import { qmClone, qmTemplate } from '../../lib/proxmox/commands';
+import { requiredPrivilege } from '../../lib/proxmox/api/privileges';
 
 // pve-storage's volume_has_feature('clone') for a base volume, per plugin.
 test.each([
@@ -36,4 +37,9 @@ test('qm clone and qm template argv: every option its own argument, in a fixed o
   ]);
   expect(qmTemplate(9000)).toEqual(['qm', 'template', '9000']);
   expect(() => qmClone(9000, 0)).toThrow(RangeError);
+});
+
+test('a bare 403 of a clone or a template names the privilege qemu-server checks', () => {
+  expect(requiredPrivilege('POST', '/nodes/pve1/qemu/9000/clone', { newid: 131 })).toEqual({ privilege: 'VM.Clone (and VM.Allocate on /vms/131)', path: '/vms/9000' });
+  expect(requiredPrivilege('POST', '/nodes/pve1/qemu/9000/template', {})).toEqual({ privilege: 'VM.Allocate', path: '/vms/9000' });
 });

@@ -41,12 +41,13 @@ export async function withStorageSlot<T>(
   const { config, client } = deps;
   const workflowId = storageSlotsWorkflowId(where.node, where.storage);
   const ask = { holder: where.holder, limit: config.cloneConcurrency, ttlMs: SLOT_TTL_MS };
-  const signal = Context.current().cancellationSignal;
+  const ctx = Context.current();
+  const signal = ctx.cancellationSignal;
 
-  const acquire = (): Promise<SlotAnswer> =>
+  const acquire = (renew = false): Promise<SlotAnswer> =>
     client.withAbortSignal(signal, () =>
       client.workflow.executeUpdateWithStart(acquireSlotUpdate, {
-        args: [ask],
+        args: [renew ? { ...ask, renew } : ask],
         startWorkflowOperation: new WithStartWorkflowOperation('storageSlots', {
           workflowId,
           taskQueue: config.temporal.taskQueue,
@@ -73,7 +74,15 @@ export async function withStorageSlot<T>(
     }
   });
 
-  const renewal = setInterval(() => void acquire().catch(() => undefined), RENEW_EVERY_MS);
+  const renewal = setInterval(() => {
+    acquire(true).then(
+      (answer) => {
+        // Renewals that did not arrive in time (Temporal unreachable a minute): the work goes on.
+        if (!answer.held) ctx.log.warn('storage slot freed by its ttl while its holder worked', { ...where });
+      },
+      () => undefined,
+    );
+  }, RENEW_EVERY_MS);
   try {
     return await fn();
   } finally {

@@ -36,14 +36,17 @@ export interface AcquireSlot {
   limit: number;
   /** How long the slot is the holder's without another acquire: a dead holder's is freed then. */
   ttlMs: number;
+  /** Only renew a slot held: a holder whose slot was freed meanwhile is told so (`expired`), not queued. */
+  renew?: boolean;
 }
 
 /**
  * `held`: the holder has a slot. Not held: ask again (`continued-as-new`: the entity
  * handed over to its next run, which kept the claim's place in the queue), or stop
- * (`released`: a release for this holder came while it waited).
+ * (`released`: a release for this holder came while it waited; `expired`: a renewal
+ * found the slot freed by its ttl).
  */
-export type SlotAnswer = { held: true; holders: number } | { held: false; reason: 'continued-as-new' | 'released' };
+export type SlotAnswer = { held: true; holders: number } | { held: false; reason: 'continued-as-new' | 'released' | 'expired' };
 
 export interface StorageSlotsView {
   node: string;

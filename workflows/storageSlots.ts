@@ -55,7 +55,7 @@ export async function storageSlots(state: StorageSlotsState): Promise<void> {
 
   setHandler(
     acquireSlotUpdate,
-    async ({ holder, limit, ttlMs }): Promise<SlotAnswer> => {
+    async ({ holder, limit, ttlMs, renew }): Promise<SlotAnswer> => {
       updates++;
       expire();
       // Asked again while holding (a retried activity, a renewal): the slot stays its, for another ttl.
@@ -64,6 +64,7 @@ export async function storageSlots(state: StorageSlotsState): Promise<void> {
         changes++;
         return { held: true, holders: holders.length };
       }
+      if (renew) return { held: false, reason: 'expired' };
       // A claim from the last run keeps its place in the queue.
       const claim = { holder, since: stamp(), ttlMs };
       waiting = waiting.some((w) => w.holder === holder) ? waiting.map((w) => (w.holder === holder ? claim : w)) : [...waiting, claim];

@@ -83,7 +83,7 @@ describeWorkflows('storage slots workflow (time-skipping server)', () => {
 
   test('a slot its holder never releases is freed after its ttl, and the next in line gets it', async () => {
     await t.withActivities(new FakeCluster().activities(), async () => {
-      const { acquire, slots } = await startSlots('ttl');
+      const { handle, acquire, slots } = await startSlots('ttl');
       expect((await acquire('dead-worker', 1, 60_000)).held).toBe(true);
       let answered: SlotAnswer | undefined;
       const waiting = acquire('next', 1, 60_000).then((a) => (answered = a));
@@ -93,6 +93,10 @@ describeWorkflows('storage slots workflow (time-skipping server)', () => {
       await t.env.sleep(31_000);
       expect(await waiting).toEqual({ held: true, holders: 1 });
       expect((await slots()).holders.map((h) => h.holder)).toEqual(['next']);
+      // The dead holder's renewal, had it one, finds its slot gone, and queues for none.
+      expect(await handle.executeUpdate(acquireSlotUpdate, { args: [{ holder: 'dead-worker', limit: 1, ttlMs: 60_000, renew: true }] })).toEqual({ held: false, reason: 'expired' });
+      expect(await slots()).toMatchObject({ waiting: [] });
+      expect(await handle.executeUpdate(acquireSlotUpdate, { args: [{ holder: 'next', limit: 1, ttlMs: 60_000, renew: true }] })).toEqual({ held: true, holders: 1 });
     });
   });
 

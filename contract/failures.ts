@@ -14,6 +14,9 @@ export const FAILURE_TYPES = {
   // What Proxmox answered (lib/proxmox/errors.ts knows its texts).
   VmLockedError: { retryable: true, status: 409 },
   LockTimeoutError: { retryable: true, status: 409 },
+  // A storage's lock, held by parallel clones or template conversions on it (pve-storage
+  // waits 10 s): the next attempt usually gets it.
+  StorageLockError: { retryable: true, status: 409 },
   ProxmoxCommandError: { retryable: true },
   VmidTakenError: { retryable: false },
   VmNotFoundError: { retryable: false, status: 404 },

@@ -19,3 +19,4 @@ export * from './activities';
 export * from './reconcile';
 export * from './addressPools';
 export * from './addressRanges';
+export * from './storageSlots';

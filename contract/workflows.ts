@@ -1,6 +1,7 @@
 import type { InstallResult, InstallSecrets, InstallSpec } from './types';
 import type { ReconcileInput, ReconcileResult } from './reconcile';
 import type { AddressPoolState } from './addressPools';
+import type { StorageSlotsState } from './storageSlots';
 
 /**
  * Every workflow type of the product: its name (what the API starts and the Temporal UI
@@ -85,11 +86,13 @@ export interface Workflows {
   reconcileVms: (input?: ReconcileInput) => Promise<ReconcileResult>;
   /** An address pool's leases (./addressPools.ts): an entity that never ends, with no progress of its own. */
   addressPool: (state: AddressPoolState) => Promise<void>;
+  /** A storage's clone slots (./storageSlots.ts): an entity like addressPool. */
+  storageSlots: (state: StorageSlotsState) => Promise<void>;
 }
 
 export type WorkflowType = keyof Workflows;
 
-/** The names of the operations' workflow types, for places that list them (the API's run lookup); the pool entities are none. */
+/** The names of the operations' workflow types, for places that list them (the API's run lookup); the entities (pools, slots) are none. */
 export const WORKFLOW_TYPES = Object.keys({
   installVm: true,
   vmStart: true,
@@ -105,7 +108,7 @@ export const WORKFLOW_TYPES = Object.keys({
   vmRebuild: true,
   scheduledRebuild: true,
   reconcileVms: true,
-} satisfies Record<Exclude<WorkflowType, 'addressPool'>, true>) as WorkflowType[];
+} satisfies Record<Exclude<WorkflowType, 'addressPool' | 'storageSlots'>, true>) as WorkflowType[];
 
 /**
  * The reserved field of every workflow input that names the workflow type the input was

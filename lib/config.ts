@@ -124,6 +124,7 @@ export const envSchema = z.object({
   VM_SSH_PORT: intFrom(22),
   VM_BRIDGE: z.string().trim().default('vmbr0'),
   ADDRESS_POOLS: z.string().optional(),
+  CLONE_CONCURRENCY: intFrom(2).refine((n) => n >= 1 && n <= 64, 'must be an integer from 1 to 64'),
   SSH_WAIT_TIMEOUT: intFrom(600),
   GUEST_AGENT_WAIT: intFrom(120),
 
@@ -414,6 +415,11 @@ function buildConfig(
      * /24 plus its VMID, as in the seed.
      */
     addressPools,
+    /**
+     * Clones running at once on one storage of one node (workflows/storageSlots.ts): more
+     * only queue on pve-storage's storage lock, whose 10 s wait fails the ones behind.
+     */
+    cloneConcurrency: env.CLONE_CONCURRENCY,
     sshWaitTimeoutSec: env.SSH_WAIT_TIMEOUT,
     /**
      * How long a new guest's SSH may answer before its agent does: past it, an image

@@ -6,3 +6,4 @@ export { vmRebuild } from './rebuild';
 export { scheduledRebuild } from './scheduledRebuild';
 export { reconcileVms } from './reconcile';
 export { addressPool } from './addressPool';
+export { storageSlots } from './storageSlots';

@@ -91,6 +91,16 @@ export class CliNode implements ProxmoxNode {
     await this.write(cmd.qmCreate(vmid, options), call);
   }
 
+  /** `qm clone`. A used `newid` throws VmidTakenError; a storage lock timeout, StorageLockError. */
+  async cloneVm(vmid: number, newid: number, opts: TaskOptions & cmd.QmCloneOptions = {}): Promise<void> {
+    await this.write(cmd.qmClone(vmid, newid, opts), opts);
+  }
+
+  /** `qm template`. A running VM or a template already throws VmStateError. */
+  async convertToTemplate(vmid: number, call: TaskOptions = {}): Promise<void> {
+    await this.write(cmd.qmTemplate(vmid), call);
+  }
+
   /**
    * `qm importdisk`: copies an image file on this node into `storage` as a new volume of
    * the VM and returns its volume ID (`local-lvm:vm-100-disk-0`). `onProgress` gets every

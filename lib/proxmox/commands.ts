@@ -114,6 +114,32 @@ export const qmMigrate = (vmid: number, target: string, opts: QmMigrateOptions =
   ...options({ ...opts }),
 ];
 
+/** Options of `qm clone` the service uses (qemu-server API2/Qemu.pm clone_vm). */
+export interface QmCloneOptions {
+  name?: string;
+  description?: string;
+  /** Absent: Proxmox's default, linked for a template and full for a VM. */
+  full?: boolean;
+  /** Full clones only: the storage of the new disks. */
+  storage?: string;
+  /** Full clones only. */
+  format?: 'raw' | 'qcow2' | 'vmdk';
+  /** Another node: the VM's disks must be on shared storage. */
+  target?: string;
+  pool?: string;
+}
+
+export const qmClone = (vmid: number, newid: number, opts: QmCloneOptions = {}): Argv => [
+  'qm',
+  'clone',
+  vm(vmid),
+  vm(newid),
+  ...options({ name: opts.name, description: opts.description, full: opts.full, storage: opts.storage, format: opts.format, target: opts.target, pool: opts.pool }),
+];
+
+/** `qm template`: the VM becomes a template, its disks base volumes. */
+export const qmTemplate = (vmid: number): Argv => ['qm', 'template', vm(vmid)];
+
 export const qmStart = (vmid: number, opts: { timeout?: number; skiplock?: boolean } = {}): Argv => [
   'qm',
   'start',

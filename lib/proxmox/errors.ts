@@ -58,6 +58,20 @@ export class LockTimeoutError extends ProxmoxError {
   override readonly name: string = 'LockTimeoutError';
 }
 
+/**
+ * pve-storage's storage lock (Plugin.pm `cluster_lock_storage`) not got within its 10 s:
+ * `can't lock file '/var/lock/pve-manager/pve-storage-<id>' - got timeout` on a local
+ * storage, `cfs-lock 'storage-<id>' error: got lock request timeout` on a shared one. Other
+ * clones or template conversions on the storage held it; it clears when they end.
+ */
+export class StorageLockError extends ProxmoxError {
+  override readonly name: string = 'StorageLockError';
+  /** The storage whose lock timed out. */
+  get storage(): string | undefined {
+    return /pve-storage-([^'\s]+)' - got timeout|cfs-lock 'storage-([^']+)' error/.exec(this.stderr)?.slice(1).find((s) => s !== undefined);
+  }
+}
+
 /** `VM <id> already exists on node '<n>'`: the VMID belongs to another guest. */
 export class VmidTakenError extends ProxmoxError {
   override readonly name: string = 'VmidTakenError';
@@ -201,6 +215,8 @@ const RULES: ReadonlyArray<readonly [RegExp, ErrorClass]> = [
   [/already exists on node '[^']*'|config file already exists|^vmid: VM \d+ already exists/m, VmidTakenError],
   [/Configuration file '[^']*' does not exist|unable to find configuration file for VM \d+/, VmNotFoundError],
   [/\b(?:VM|CT) is locked \([^)]*\)/, VmLockedError],
+  // Before the VM config's lock: both are `can't lock file ... - got timeout`.
+  [/can't lock file '\/var\/lock\/pve-manager\/pve-storage-[^']*' - got timeout|cfs-lock 'storage-[^']*' error: got lock request timeout/, StorageLockError],
   [/can't lock file '[^']*' - got timeout/, LockTimeoutError],
   [/no such cluster node '[^']*'/, NoSuchNodeError],
   [/^bridge '[^']*' does not exist$/m, BridgeNotFoundError],
@@ -208,15 +224,17 @@ const RULES: ReadonlyArray<readonly [RegExp, ErrorClass]> = [
   [
     // download_url's content check and read_status' unknown storage (pve-storage
     // PVE/API2/Storage/Status.pm): a storage's configuration does not heal by itself.
-    /storage '[^']*' (?:does not exist|is disabled|is not available on node|is not configured for content-type '[^']*')|storage \S+ does not support vm images|content type '[^']*' is not available on storage|^storage: No such storage\./m,
+    // clone_vm's storage checks: a linked clone needs its template's storage to clone, a
+    // clone to another node shared storage.
+    /storage '[^']*' (?:does not exist|is disabled|is not available on node|is not configured for content-type '[^']*')|storage \S+ does not support vm images|content type '[^']*' is not available on storage|^storage: No such storage\.|(?:Linked|Full) clone feature is not supported for '[^']*'|can't clone to non-shared storage '[^']*'|can't clone VM to node '[^']*' \(VM uses local storage\)/m,
     StorageError,
   ],
   [
-    /VM \d+ already running|VM \d+ not running|VM \d+ is running - destroy failed|can't migrate running VM without --online|you can't start a vm if it's a template|VM is paused - cannot shutdown/,
+    /VM \d+ already running|VM \d+ not running|VM \d+ is running - destroy failed|can't migrate running VM without --online|you can't start a vm if it's a template|VM is paused - cannot shutdown|you can't convert a template to a template|you can't convert a VM to template if VM is running/,
     VmStateError,
   ],
   [
-    /^400 (?:Parameter verification failed|too many arguments|not enough arguments)|^no options specified|Only root may use this option|shrinking disks is not supported|you can't resize a cdrom|^disk '[^']*' (?:does not exist|has no associated volume)|non-existent or non-regular file|balloon value too large/m,
+    /^400 (?:Parameter verification failed|too many arguments|not enough arguments)|^no options specified|Only root may use this option|shrinking disks is not supported|you can't resize a cdrom|^disk '[^']*' (?:does not exist|has no associated volume)|non-existent or non-regular file|balloon value too large|parameter '(?:storage|format)' not allowed for linked clones/m,
     ParameterError,
   ],
 ];

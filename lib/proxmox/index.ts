@@ -9,6 +9,8 @@ export type { ProxmoxNode, ProxmoxMode, CallOptions, TaskOptions } from './node'
 export { proxmoxCluster, type ProxmoxCluster, type ClusterNodes } from './cluster';
 export { CliNode } from './cli';
 export { ApiNode } from './api/node';
+export { linkedCloneSupported } from './linkedClone';
+export type { QmCloneOptions } from './commands';
 
 /**
  * CLI mode: the nodes it has an executor for (NODE_<name>, and the main node), reached

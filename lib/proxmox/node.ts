@@ -1,5 +1,5 @@
 import type { GuestInterface } from './guestAgent';
-import type { QmCreateOptions, QmSetOptions } from './commands';
+import type { QmCloneOptions, QmCreateOptions, QmSetOptions } from './commands';
 import type { MigrationLine, QmListEntry, StorageStatus, TransferProgress, VmRunState } from './parse';
 import type { ClusterNode, ClusterResourceByType, NodeStatus, PveVersion } from './pvesh';
 import type { VmConfig } from './vmConfig';
@@ -44,6 +44,18 @@ export interface ProxmoxNode {
 
   /** Creates a VM (`qm create`, `POST /nodes/{node}/qemu`). A used VMID throws VmidTakenError. */
   createVm(vmid: number, options: QmCreateOptions, call?: TaskOptions): Promise<void>;
+  /**
+   * Clones a VM or template into `newid` (`qm clone`, `POST .../clone`, a task): linked
+   * by default from a template (where its storage can: ./linkedClone), full from a VM
+   * or with `full`. A used `newid` throws VmidTakenError; the storage's lock not got in
+   * time (parallel clones), the retryable StorageLockError.
+   */
+  cloneVm(vmid: number, newid: number, opts?: TaskOptions & QmCloneOptions): Promise<void>;
+  /**
+   * Turns a stopped VM into a template (`qm template`, `POST .../template`), its disks into
+   * base volumes. A running VM or a template already throws VmStateError.
+   */
+  convertToTemplate(vmid: number, call?: TaskOptions): Promise<void>;
   /**
    * Copies an image into `storage` as a new volume of the VM and returns its volume ID.
    * The CLI reads a file on this node and leaves the disk unused unless `targetDisk`;

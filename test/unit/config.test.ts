@@ -126,6 +126,13 @@ describe('API mode settings', () => {
   });
 });
 
+test('CLONE_CONCURRENCY: 2 clones per storage by default; a bad value stops the start, naming it', () => {
+  expect(loadConfig({}).cloneConcurrency).toBe(2);
+  expect(loadConfig({ CLONE_CONCURRENCY: '4' }).cloneConcurrency).toBe(4);
+  expect(() => loadConfig({ CLONE_CONCURRENCY: '0' })).toThrow(/CLONE_CONCURRENCY: must be an integer from 1 to 64/);
+  expect(() => loadConfig({ CLONE_CONCURRENCY: 'two' })).toThrow(/CLONE_CONCURRENCY: must be an integer/);
+});
+
 test('QEMURUN_ROLE: all by default; api and worker need the Temporal server and cluster they share', () => {
   expect(loadConfig({}).role).toBe('all');
   expect(() => loadConfig({ QEMURUN_ROLE: 'scheduler' })).toThrow(/QEMURUN_ROLE: must be all, api or worker/);

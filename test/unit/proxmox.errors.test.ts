@@ -7,6 +7,7 @@ import {
   ParameterError,
   ProxmoxCommandError,
   StorageError,
+  StorageLockError,
   VmLockedError,
   VmNotFoundError,
   VmStateError,
@@ -66,6 +67,14 @@ describe('classifyFailure (the texts Proxmox prints)', () => {
       false,
     ],
     ["netdev net0: MTU '575' is smaller than the IP minimum MTU '576'\n", NicMtuError, false],
+    // qemu-server clone_vm and template, pve-storage cluster_lock_storage (local, then shared).
+    ["clone failed: can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout\n", StorageLockError, true],
+    ["clone failed: cfs-lock 'storage-nfs-vm' error: got lock request timeout\n", StorageLockError, true],
+    ["you can't convert a template to a template\n", VmStateError, false],
+    ["you can't convert a VM to template if VM is running\n", VmStateError, false],
+    ["Linked clone feature is not supported for 'local-lvm:vm-303-disk-0' (scsi0)\n", StorageError, false],
+    ["can't clone VM to node 'pve2' (VM uses local storage)\n", StorageError, false],
+    ["parameter 'storage' not allowed for linked clones\n", ParameterError, false],
     ['cluster not ready - no quorum?\n', ProxmoxCommandError, true],
     ['', ProxmoxCommandError, true],
   ] as const)('%j → %p', (stderr, ErrorType, retryable) => {
@@ -97,10 +106,12 @@ describe('classifyFailure (the texts Proxmox prints)', () => {
   it('exposes the lock value and the node owning a taken VMID', () => {
     expect((failure('VM is locked (backup)\n') as VmLockedError).lock).toBe('backup');
     expect((failure("unable to create VM 9000 - VM 9000 already exists on node 'pve2'\n") as VmidTakenError).ownerNode).toBe('pve2');
+    expect((failure("clone failed: can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout\n") as StorageLockError).storage).toBe('local-lvm');
+    expect((failure("clone failed: cfs-lock 'storage-nfs-vm' error: got lock request timeout\n") as StorageLockError).storage).toBe('nfs-vm');
   });
 
   it('takes whether a class is retryable from the one table the workflows use', () => {
-    const all = [VmidTakenError, VmNotFoundError, ParameterError, StorageError, NoSuchNodeError, VmStateError, PermissionDeniedError, VmLockedError, LockTimeoutError, ProxmoxCommandError];
+    const all = [VmidTakenError, VmNotFoundError, ParameterError, StorageError, NoSuchNodeError, VmStateError, PermissionDeniedError, VmLockedError, LockTimeoutError, StorageLockError, ProxmoxCommandError];
     for (const E of all) {
       const err = new E({ node: 'n', command: 'c', exitCode: 1, stderr: '' });
       expect(Object.keys(FAILURE_TYPES)).toContain(err.name);

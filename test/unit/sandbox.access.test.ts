@@ -59,7 +59,7 @@ test('the docs recipe makes a token that may create, configure, migrate and down
   const t = token('qemurun@pve!service');
   expect(t.secret).toBe(secret);
   expect(t.privsep).toBe(true);
-  for (const p of ['VM.Allocate', 'VM.Config.Disk', 'VM.Config.Cloudinit', 'VM.Migrate', 'VM.PowerMgmt']) expect([p, can(t, '/vms/120', [p])]).toEqual([p, true]);
+  for (const p of ['VM.Allocate', 'VM.Clone', 'VM.Config.Disk', 'VM.Config.Cloudinit', 'VM.Migrate', 'VM.PowerMgmt']) expect([p, can(t, '/vms/120', [p])]).toEqual([p, true]);
   expect(can(t, '/storage/local-lvm', ['Datastore.AllocateSpace', 'Datastore.Audit'])).toBe(true);
   expect(can(t, '/nodes/pve2', ['Sys.Audit'])).toBe(true);
   expect(can(t, '/sdn/zones/localnetwork/vmbr0', ['SDN.Use'])).toBe(true);

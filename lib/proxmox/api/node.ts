@@ -1,4 +1,4 @@
-import type { QmCreateOptions, QmSetOptions } from '../commands';
+import type { QmCloneOptions, QmCreateOptions, QmSetOptions } from '../commands';
 import { ciPasswordHashOf } from '../cipassword';
 import { startOrFindRunning } from '../errors';
 import type { CallOptions, ProxmoxNode, TaskOptions } from '../node';
@@ -107,6 +107,17 @@ export class ApiNode implements ProxmoxNode {
 
   async createVm(vmid: number, options: QmCreateOptions, call: TaskOptions = {}): Promise<void> {
     await this.task('POST', `${this.nodePath}/qemu`, { vmid, ...options }, call);
+  }
+
+  /** `POST .../clone`: clone_vm answers its early checks itself, then runs a qmclone task. */
+  async cloneVm(vmid: number, newid: number, opts: TaskOptions & QmCloneOptions = {}): Promise<void> {
+    const { name, description, full, storage, format, target, pool } = opts;
+    await this.task('POST', this.vm(vmid, '/clone'), { newid, name, description, full, storage, format, target, pool }, opts);
+  }
+
+  /** `POST .../template`: a qmtemplate task. */
+  async convertToTemplate(vmid: number, call: TaskOptions = {}): Promise<void> {
+    await this.task('POST', this.vm(vmid, '/template'), {}, call);
   }
 
   /**

@@ -14,6 +14,9 @@ export function requiredPrivilege(method: string, path: string, params: Params):
     if (method === 'DELETE' && sub === '') return { privilege: 'VM.Allocate', path: vm };
     if (sub.startsWith('/agent/')) return { privilege: 'VM.Monitor', path: vm };
     if (sub === '/migrate') return { privilege: 'VM.Migrate', path: vm };
+    // qemu-server PVE/API2/Qemu.pm clone_vm and template.
+    if (sub === '/clone') return { privilege: `VM.Clone (and VM.Allocate on /vms/${params.newid ?? '<newid>'})`, path: vm };
+    if (sub === '/template') return { privilege: 'VM.Allocate', path: vm };
     if (/^\/status\/(?:start|stop|shutdown|reboot)$/.test(sub)) return { privilege: 'VM.PowerMgmt', path: vm };
     // qemu-server PVE/API2/Qemu.pm, resize_vm: VM.Config.Disk on the VM, then
     // Datastore.AllocateSpace on the disk's storage.

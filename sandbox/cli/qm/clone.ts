@@ -125,7 +125,9 @@ function cloneLocked(ctx: Ctx, p: Params, { source, newconf, drives }: ReturnTyp
   if (newconf.vmgenid) newconf.vmgenid = randomUUID();
   delete newconf.template;
   newconf.name = p.name ?? `Copy-of-VM-${source.props.name ?? vmid}`;
-  if (p.description) newconf.description = p.description;
+  // The description is no `key: value` line but the config's leading comment: clone_vm
+  // copies the source's with every other option, and `description` replaces it.
+  const description = p.description || source.description;
 
   // file_set_contents of the temporary config: pmxcfs refuses a VMID that exists anywhere.
   if (claimVmid(ctx.dir, newid, ctx.node)) throw new CliError(`unable to create VM ${newid}: config file already exists`);
@@ -157,10 +159,10 @@ function cloneLocked(ctx: Ctx, p: Params, { source, newconf, drives }: ReturnTyp
       writeVm(ctx, newid, { props: { ...newconf }, sections: '' });
     }
     delete newconf.lock;
-    writeVm(ctx, newid, { props: newconf, sections: '' });
+    writeVm(ctx, newid, { props: newconf, sections: '', ...(description !== undefined ? { description } : {}) });
     // The storage is shared (checked above): moving the config moves the VM.
     if (target) {
-      writeVm(ctx, newid, { props: newconf, sections: '' }, target);
+      writeVm(ctx, newid, { props: newconf, sections: '', ...(description !== undefined ? { description } : {}) }, target);
       fs.rmSync(ctx.paths.conf(ctx.node, newid), { force: true });
       moveVmid(ctx.dir, newid, target);
     }

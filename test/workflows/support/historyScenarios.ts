@@ -7,7 +7,8 @@ import { scheduledRebuild } from '../../../workflows/scheduledRebuild';
 import { reconcileVms } from '../../../workflows/reconcile';
 import { StorageError } from '../../../lib/proxmox/errors';
 import { addressPool } from '../../../workflows/addressPool';
-import { allocateAddressUpdate, releaseAddressUpdate } from '../../../contract';
+import { storageSlots } from '../../../workflows/storageSlots';
+import { acquireSlotUpdate, allocateAddressUpdate, releaseAddressUpdate, releaseSlotUpdate } from '../../../contract';
 import { outputSignal, relayedProgressSignal, vmWorkflowId, type Activities, type InstallInput, type InstallSpec } from '../../../contract';
 import { FakeCluster, untilCancelled } from './fakeCluster';
 import type { WorkflowTestEnv } from './testEnv';
@@ -214,6 +215,25 @@ export const historyScenarios: HistoryScenario[] = [
         await handle.executeUpdate(allocateAddressUpdate, { args: [{ pool, owner: 'install-1', vmid: 301 }] });
         await handle.executeUpdate(releaseAddressUpdate, { args: [{ vmid: 302 }] });
         await handle.executeUpdate(allocateAddressUpdate, { args: [{ pool, owner: 'install-4', address: '127.1.0.200' }] }).catch(() => undefined);
+        return workflowId;
+      }),
+  },
+  {
+    // A storage's clone slots, an entity too: two held, one waiting, a release, a renewal,
+    // a slot given to the waiter, and a slot freed by its ttl.
+    name: 'storageSlots-slots',
+    run: (t) =>
+      t.withActivities(new FakeCluster().activities(), async () => {
+        const workflowId = 'storage-slots-pve1-fixture';
+        const handle = await t.env.client.workflow.start(storageSlots, { workflowId, taskQueue: t.taskQueue, args: [{ node: 'pve1', storage: 'fixture', holders: [], waiting: [] }] });
+        const acquire = (holder: string, ttlMs = 60_000) => handle.executeUpdate(acquireSlotUpdate, { args: [{ holder, limit: 2, ttlMs }] });
+        await Promise.all([acquire('install-1/9'), acquire('install-2/9', 5_000)]);
+        const third = acquire('install-3/9');
+        await acquire('install-1/9');
+        await handle.executeUpdate(releaseSlotUpdate, { args: [{ holder: 'install-1/9' }] });
+        await third;
+        await t.env.sleep(6_000);
+        await acquire('install-4/9');
         return workflowId;
       }),
   },

@@ -16,6 +16,7 @@ import { rebuildActivities } from './rebuild';
 import { temporalActivities } from './temporal';
 import { reconcileActivities } from './reconcile';
 import { addressPoolActivities } from './addressPools';
+import { templateActivities } from './templates';
 import { heartbeating } from './keepAlive';
 
 export interface ActivityDeps {
@@ -59,6 +60,7 @@ export function createActivities(deps: ActivityDeps): Activities & RenamedActivi
       ...temporal,
       ...reconcileActivities(deps),
       ...addressPoolActivities(deps),
+      ...templateActivities(deps),
     }),
     relayProgress,
   };

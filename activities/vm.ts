@@ -89,43 +89,31 @@ export function vmActivities({ config, proxmox }: VmDeps) {
     async createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string; address?: PoolAddress }): Promise<{ ip: string; node: string }> {
       const { vmid } = input;
       const spec = checkedInput(installSpecSchema, input.spec, 'createVm');
-      // The run from Temporal, not from the input: a later run under the same workflow id
-      // (a reset, or one started by hand) is not the owner of what this one built.
-      const run = Context.current().info.workflowExecution?.runId;
-      if (!run) throw failure('ConfigError', 'createVm runs for an install workflow only: its markers name the run');
-      const markers = { owner: input.owner, run, spec: specMarkerValue(spec) };
-      const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
-      const ip = spec.ip === 'dhcp' ? 'dhcp' : (input.address?.address ?? vmIp(config.gateway, vmid));
-      // A VM that exists already (this run's, on a retry, or another's) is Proxmox's create to judge.
-      if (ip !== 'dhcp' && !(await proxmox.locateVm(vmid)) && (await portAnswers(ip, config.vmSshPort))) {
-        throw failure('AddressInUseError', `VM ${vmid}'s address ${ip} already answers SSH on port ${config.vmSshPort}: another machine uses it`);
-      }
+      const { run, ip, description } = await newVmIdentity(config, proxmox, 'createVm', { ...input, spec });
       try {
+        const { cores, cpu, memory, net0, numa, balloon, machine, bios } = hardwareOptions(config, spec, input.cpuType, input.address);
+        // In the seed's order, which the sandbox's call log and the tests read.
         await main().createVm(vmid, {
           name: input.name,
-          cores: spec.cores,
-          cpu: input.cpuType,
+          cores,
+          cpu,
           scsihw: 'virtio-scsi-pci',
-          memory: spec.ramMb,
+          memory,
           ostype: 'l26',
           agent: '1',
-          // The pool's bridge and VLAN, unless the request named its own.
-          net0: net0Of({ bridge: input.address?.bridge, vlan: input.address?.vlan, ...definedOf(spec) }, config.bridge),
+          net0,
           serial0: 'socket',
-          description: installedDescription(markers, markerSealFor(config).seal({ vmid, ...markers }), spec.description),
-          ...(balloon ? { numa: 1, balloon } : {}),
+          description,
+          ...(balloon ? { numa, balloon } : {}),
           // Proxmox refuses a pool that does not exist (403, PermissionDeniedError: not retried).
           ...(spec.pool !== undefined ? { pool: spec.pool } : {}),
-          // Machine and firmware (issue 24): only when asked for, so an older spec creates what it did.
-          ...(spec.machine !== undefined ? { machine: spec.machine } : {}),
-          ...(spec.bios !== undefined ? { bios: spec.bios } : {}),
+          ...(machine !== undefined ? { machine } : {}),
+          ...(bios !== undefined ? { bios } : {}),
         });
       } catch (err) {
         if (err instanceof VmidTakenError) {
           // A retry after a crash finds the VM this very run created.
-          const vm = await proxmox.locateVm(vmid);
-          const conf = vm ? await proxmox.requireNode(vm.node).config(vmid).catch(() => undefined) : undefined;
-          if (vm && conf && sealedFor(conf.description, vmid, input.owner, run)) return { ip, node: vm.node };
+          if (await isThisRunsVm(config, proxmox, vmid, input.owner, run)) return { ip, node: (await proxmox.locateVm(vmid))!.node };
           throw failure('VmidTakenError', err.message);
         }
         throw err;
@@ -136,7 +124,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
     /** Cloud-init, disks, boot order and network in the seed's order; every step absolute. */
     async configureVm(input: {
       vmid: number;
-      volid: string;
+      volid?: string;
       spec: InstallSpec;
       ip: string;
       ipconfig?: string;
@@ -164,7 +152,10 @@ export function vmActivities({ config, proxmox }: VmDeps) {
         ciupgrade: 0,
         tags: proxmoxTags([spec.os, ...(spec.tags ?? [])]),
       });
-      if (!conf.disks.some((d) => d.key === 'scsi0')) await node.setVmOptions(vmid, { scsi0: input.volid });
+      if (!conf.disks.some((d) => d.key === 'scsi0')) {
+        if (input.volid === undefined) throw failure('ConfigError', `VM ${vmid} has no boot disk (scsi0) and none was imported`);
+        await node.setVmOptions(vmid, { scsi0: input.volid });
+      }
       const cloudinit = cloudinitDriveKey(spec);
       if (!conf.disks.some((d) => d.key === cloudinit)) await node.setVmOptions(vmid, { [cloudinit]: `${spec.storage ?? config.storage}:cloudinit` });
       for (const [key, value] of extraDriveOptions(spec, config.storage)) {
@@ -253,6 +244,66 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       await removeUserSnippet(proxmox, conf.entries.cicustom, input.vmid, snippetNodes(vm.node));
       return true;
     },
+  };
+}
+
+/**
+ * Who a new VM is and where it answers: the run that creates it (from Temporal, not from the
+ * input: a later run under the same workflow id, a reset or one started by hand, is not the
+ * owner of what this one built), its address, and its description with the sealed owner and
+ * spec markers. The address must be free first, whether the VMID was allocated or asked for:
+ * a machine already answering SSH there would receive what is meant for the new VM. A DHCP
+ * install's `ip` is `dhcp`: its address is the DHCP server's to give, and the guest agent's to
+ * report after start.
+ */
+export async function newVmIdentity(
+  config: Config,
+  proxmox: ProxmoxCluster,
+  activity: string,
+  input: { vmid: number; spec: InstallSpec; owner: string; address?: PoolAddress },
+): Promise<{ run: string; ip: string; description: string }> {
+  const { vmid, spec } = input;
+  const run = Context.current().info.workflowExecution?.runId;
+  if (!run) throw failure('ConfigError', `${activity} runs for a workflow only: its markers name the run`);
+  const markers = { owner: input.owner, run, spec: specMarkerValue(spec) };
+  const ip = spec.ip === 'dhcp' ? 'dhcp' : (input.address?.address ?? vmIp(config.gateway, vmid));
+  // A VM that exists already (this run's, on a retry, or another's) is Proxmox's create to judge.
+  if (ip !== 'dhcp' && !(await proxmox.locateVm(vmid)) && (await portAnswers(ip, config.vmSshPort))) {
+    throw failure('AddressInUseError', `VM ${vmid}'s address ${ip} already answers SSH on port ${config.vmSshPort}: another machine uses it`);
+  }
+  return { run, ip, description: installedDescription(markers, markerSealFor(config).seal({ vmid, ...markers }), spec.description) };
+}
+
+/** Whether VM `vmid` exists with markers sealed for this run of `owner`: what a create or clone retried after a crash finds. */
+export async function isThisRunsVm(config: Config, proxmox: ProxmoxCluster, vmid: number, owner: string, run: string): Promise<boolean> {
+  const vm = await proxmox.locateVm(vmid);
+  const conf = vm ? await proxmox.requireNode(vm.node).config(vmid).catch(() => undefined) : undefined;
+  if (!conf) return false;
+  const check = markerSealFor(config).check(conf.description, vmid);
+  return check.sealed && check.fields.owner === owner && check.fields.run === run;
+}
+
+/**
+ * The hardware an install asks for, as `qm create` or, on a clone, `qm set` options: cores
+ * and the cluster's CPU type, memory with the balloon rule, net0 on the pool's bridge and VLAN
+ * unless the request named its own, and machine and firmware only when asked for, so an
+ * older spec creates what it did.
+ */
+export function hardwareOptions(
+  config: Config,
+  spec: InstallSpec,
+  cpuType: string,
+  address?: PoolAddress,
+): { cores: number; cpu: string; memory: number; net0: string; numa?: number; balloon?: number; machine?: string; bios?: string } {
+  const balloon = balloonFor(spec.ramMb, config.balloonMinMb);
+  return {
+    cores: spec.cores,
+    cpu: cpuType,
+    memory: spec.ramMb,
+    net0: net0Of({ bridge: address?.bridge, vlan: address?.vlan, ...definedOf(spec) }, config.bridge),
+    ...(balloon ? { numa: 1, balloon } : {}),
+    ...(spec.machine !== undefined ? { machine: spec.machine } : {}),
+    ...(spec.bios !== undefined ? { bios: spec.bios } : {}),
   };
 }
 

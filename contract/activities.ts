@@ -1,6 +1,7 @@
 import type { InstallSpec, OsName } from './types';
 import type { ReconcileItem } from './reconcile';
 import type { PoolAddress } from './addressPools';
+import type { TemplateChoice, TemplateMarker } from './templates';
 
 /**
  * Every activity of the product, as workflows call it: the name is what the Temporal UI
@@ -62,7 +63,8 @@ export interface Activities {
   importDisk(input: { vmid: number; imagePath: string; storage?: string }): Promise<string>;
   configureVm(input: {
     vmid: number;
-    volid: string;
+    /** The imported boot disk; absent: the VM has its boot disk already (a clone of a template). */
+    volid?: string;
     spec: InstallSpec;
     ip: string;
     /** ipconfig0 of a pool address (`ip=<addr>/<prefix>,gw=<gw>`); absent: `ip=<ip>/24,gw=<GATEWAY>`. */
@@ -79,6 +81,24 @@ export interface Activities {
     userData?: string;
   }): Promise<void>;
   migrateVm(input: { vmid: number; target: string }): Promise<void>;
+
+  // Golden templates (issue 25): built by buildTemplate, cloned by installs.
+  templateRecipe(input: { os: OsName; version: string; storage?: string }): Promise<{ recipe: string; storage: string }>;
+  findTemplate(input: { os: OsName; version: string; storage?: string; diskGb: number }): Promise<TemplateChoice>;
+  /** `qm clone` of `template` as the install's VM (`ip` and `node` as createVm's), in one of the storage's clone slots. */
+  cloneVm(input: {
+    template: { vmid: number; node: string; storage: string; linked: boolean };
+    vmid: number;
+    name: string;
+    spec: InstallSpec;
+    cpuType: string;
+    owner: string;
+    address?: PoolAddress;
+  }): Promise<{ ip: string; node: string }>;
+  /** Seals the template marker into the built VM's description, then `qm template`. */
+  convertToTemplate(input: { vmid: number; owner: string; spec: InstallSpec; marker: TemplateMarker }): Promise<void>;
+  /** Removes this target's templates other than `keep`; those linked clones still use are kept. */
+  retireTemplates(input: { os: OsName; version: string; storage?: string; keep: number }): Promise<{ retired: number[]; kept: number[] }>;
 
   // Power and lifecycle of an existing VM.
   startVm(input: { vmid: number }): Promise<void>;
@@ -109,7 +129,17 @@ export interface Activities {
    */
   readGuestAddress(input: { vmid: number; wait?: boolean }): Promise<{ ip?: string; reason?: string }>;
   waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void>;
-  runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string }): Promise<void>;
+  /** `phase`: a template's shared part, its cleaning for cloning, or a clone's per-VM part; absent: the whole script. */
+  runInitScript(input: {
+    ip: string;
+    user: string;
+    os: string;
+    version: string;
+    rootPassword?: string;
+    vmid?: number;
+    hostKey?: string;
+    phase?: 'template' | 'seal' | 'clone';
+  }): Promise<void>;
 
   // Rebuilds.
   inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec }): Promise<RebuildTarget>;

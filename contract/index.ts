@@ -20,3 +20,4 @@ export * from './reconcile';
 export * from './addressPools';
 export * from './addressRanges';
 export * from './storageSlots';
+export * from './templates';

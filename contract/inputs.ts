@@ -272,6 +272,9 @@ function diskFields() {
     bios: z
       .enum(['seabios', 'ovmf'], { error: 'bios must be "seabios" or "ovmf"' })
       .describe('the firmware; ovmf (UEFI) comes with an EFI disk on the install\'s storage, without pre-enrolled Secure Boot keys'),
+    source: z
+      .enum(['template', 'image'], { error: 'source must be "template" or "image"' })
+      .describe('what the VM is built from: a clone of its OS version\'s template, or the cloud image; left out: the template when a fresh one exists'),
   };
 }
 
@@ -346,6 +349,8 @@ const installSpecObject = z
     disks: field.specDisks.optional(),
     machine: field.machine.optional(),
     bios: field.bios.optional(),
+    // Templates (issue 25): absent in specs written before, which meant the image (there were no templates).
+    source: field.source.optional(),
     // Address pools (issue 24): absent in specs written before, which meant the /24 formula.
     addressPool: field.addressPool.optional(),
   })
@@ -387,6 +392,10 @@ export const workflowInputs = {
   adopt: vmRef.extend({ by: z.string().regex(/^[0-9A-Fa-f.:]{1,45}$/, 'by must be an IP address').optional() }).strict(),
   rebuild: vmRef.extend({ spec: installSpecSchema.optional(), passwd: field.passwd.optional() }).strict(),
   install: installInputSchema,
+  buildTemplate: z
+    .object({ os: field.os, version: field.version, storage: field.storage.optional() })
+    .strict()
+    .superRefine(versionOfOs),
 };
 
 /** A schema of the contract: what workflow code names without importing zod itself. */

@@ -1,5 +1,6 @@
 import { renameLegacySpecFields } from './inputs';
 import type { InstallSpec } from './types';
+import type { TemplateMarker } from './templates';
 
 /**
  * Markers the product writes into a VM's description (Proxmox keeps it in the VM config,
@@ -18,6 +19,7 @@ const RUN = 'qemurun-run=';
 const SPEC = 'qemurun-spec=';
 const ADOPTED = 'qemurun-adopted=';
 const SEAL = 'qemurun-seal=';
+const TEMPLATE = 'qemurun-template=';
 
 /** What a seal covers: every marker a destructive decision reads, and the VM they are about. */
 export interface MarkerFields {
@@ -29,11 +31,14 @@ export interface MarkerFields {
   spec?: string;
   /** The adoption line's value, if any. */
   adopted?: string;
+  /** A template's `qemurun-template=` value (base64url JSON, TemplateMarker), if any. */
+  template?: string;
 }
 
 /** The text a seal is the HMAC of: one field a line, none of which can hold a newline. */
 export function sealedText(f: MarkerFields): string {
-  return ['qemurun-markers/1', String(f.vmid), f.owner, f.run, f.spec ?? '', f.adopted ?? ''].join('\n');
+  // A template's marker is a line more: the text of every seal made before templates stays the same.
+  return ['qemurun-markers/1', String(f.vmid), f.owner, f.run, f.spec ?? '', f.adopted ?? '', ...(f.template !== undefined ? [f.template] : [])].join('\n');
 }
 
 /** The markers of a description as written, sealed or not (`vmid` is the VM's own). */
@@ -44,7 +49,12 @@ export function markerFields(description: string | undefined, vmid: number): { o
   if (owner === undefined || run === undefined) return { owner, seal };
   const spec = markerValue(description, SPEC);
   const adopted = adoptionOf(description);
-  return { owner, fields: { vmid, owner, run, ...(spec !== undefined ? { spec } : {}), ...(adopted !== undefined ? { adopted } : {}) }, seal };
+  const template = markerValue(description, TEMPLATE);
+  return {
+    owner,
+    fields: { vmid, owner, run, ...(spec !== undefined ? { spec } : {}), ...(adopted !== undefined ? { adopted } : {}), ...(template !== undefined ? { template } : {}) },
+    seal,
+  };
 }
 
 /**
@@ -54,8 +64,25 @@ export function markerFields(description: string | undefined, vmid: number): { o
  * (markerLines), so a text holding lines like `qemurun-owner=…` or `qemurun-adopted=…`
  * neither forges a marker nor adds one the seal does not cover.
  */
-export function installedDescription(f: { owner: string; run: string; spec: string }, seal: string, text?: string): string {
-  return `${OWNER}${f.owner}\n${RUN}${f.run}\n${SPEC}${f.spec}\n${SEAL}${seal}${text ? `\n${text}` : ''}`;
+export function installedDescription(f: { owner: string; run: string; spec: string; template?: string }, seal: string, text?: string): string {
+  const template = f.template !== undefined ? `${TEMPLATE}${f.template}\n` : '';
+  return `${OWNER}${f.owner}\n${RUN}${f.run}\n${SPEC}${f.spec}\n${template}${SEAL}${seal}${text ? `\n${text}` : ''}`;
+}
+
+/** A template marker's value as written into a description. */
+export function templateMarkerValue(marker: TemplateMarker): string {
+  return Buffer.from(JSON.stringify(marker)).toString('base64url');
+}
+
+/** The template marker of sealed fields (MarkerSeal.check's), unchecked: undefined when there is none or it does not parse. */
+export function parseTemplateMarker(v: string | undefined): TemplateMarker | undefined {
+  if (!v) return undefined;
+  try {
+    const m = JSON.parse(Buffer.from(v, 'base64url').toString('utf8')) as TemplateMarker;
+    return typeof m === 'object' && m !== null && typeof m.os === 'string' && typeof m.recipe === 'string' ? m : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** What Proxmox stores of a description at most (qemu-server `description`, `maxLength => 1024 * 8`). */
@@ -152,7 +179,7 @@ function adoptionNote(adoption: { at: string; workflowId: string; runId: string;
  * spec marker included, so the adoption writes its own instead of adding to them.
  */
 export function withoutMarkers(description: string | undefined): string {
-  const ours = [OWNER, RUN, SPEC, ADOPTED, SEAL];
+  const ours = [OWNER, RUN, SPEC, ADOPTED, TEMPLATE, SEAL];
   return (description ?? '')
     .split('\n')
     .filter((l) => !ours.some((prefix) => l.trim().startsWith(prefix)))

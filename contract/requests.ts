@@ -63,6 +63,8 @@ export const installBodySchema = z
     disks: field.disks.optional(),
     machine: field.machine.optional(),
     bios: field.bios.optional(),
+    // Templates (issue 25): "template" or "image"; left out, the template when a fresh one exists.
+    source: field.source.optional(),
     // cloud-init user-data (issue 24): travels as a secret, never in the spec.
     userData: field.userData.optional(),
   })
@@ -110,6 +112,7 @@ export function installSpecFromBody(b: InstallBody, caps: SizeCaps): InstallSpec
     ...placementOf(b),
     ...disksOf(b),
     ...(b.ip === 'dhcp' ? { ip: 'dhcp' as const } : {}),
+    ...(b.source !== undefined ? { source: b.source } : {}),
   };
 }
 

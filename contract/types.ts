@@ -71,6 +71,11 @@ export interface InstallSpec {
   // Address pools (issue 24). Absent: the address is GATEWAY's /24 plus the VMID, as before.
   /** The pool the VM's static address is leased from (the API fills in the default pool). */
   addressPool?: string;
+  /**
+   * What the VM is built from (issue 25): a clone of its OS version's template, or the cloud
+   * image. Undefined: the template when a fresh one exists, else the image.
+   */
+  source?: 'template' | 'image';
 }
 
 /** The DNS an install writes as Proxmox's `nameserver` and `searchdomain` options. */

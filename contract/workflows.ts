@@ -2,6 +2,7 @@ import type { InstallResult, InstallSecrets, InstallSpec } from './types';
 import type { ReconcileInput, ReconcileResult } from './reconcile';
 import type { AddressPoolState } from './addressPools';
 import type { StorageSlotsState } from './storageSlots';
+import type { BuildTemplateInput, BuildTemplateResult } from './templates';
 
 /**
  * Every workflow type of the product: its name (what the API starts and the Temporal UI
@@ -84,6 +85,8 @@ export interface Workflows {
   vmRebuild: (input: RebuildInput) => Promise<RebuildResult>;
   scheduledRebuild: (input: RebuildInput) => Promise<ScheduledRebuildResult>;
   reconcileVms: (input?: ReconcileInput) => Promise<ReconcileResult>;
+  /** A golden template of an OS version (./templates.ts), on demand or from its schedule. */
+  buildTemplate: (input: BuildTemplateInput) => Promise<BuildTemplateResult>;
   /** An address pool's leases (./addressPools.ts): an entity that never ends, with no progress of its own. */
   addressPool: (state: AddressPoolState) => Promise<void>;
   /** A storage's clone slots (./storageSlots.ts): an entity like addressPool. */
@@ -108,6 +111,7 @@ export const WORKFLOW_TYPES = Object.keys({
   vmRebuild: true,
   scheduledRebuild: true,
   reconcileVms: true,
+  buildTemplate: true,
 } satisfies Record<Exclude<WorkflowType, 'addressPool' | 'storageSlots'>, true>) as WorkflowType[];
 
 /**

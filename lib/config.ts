@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { StartupError } from './startupError';
 import { LOG_LEVELS } from './observability/log';
 import { type ApiToken, readApiTokensFile, sha256 } from './apiTokens';
-import type { AddressPool } from '../contract';
+import { OS_VERSIONS, type AddressPool, type OsName, type TemplateTarget } from '../contract';
 import { readAddressPools } from './addressPools/setting';
 
 /**
@@ -75,6 +75,16 @@ function durationMs(v: string): number | undefined {
   if (!m) return undefined;
   return Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2].toLowerCase() as 's' | 'm' | 'h' | 'd'];
 }
+/** `debian-12` or `debian-12@local-zfs` (TEMPLATES): a target, or why it is none. */
+function parseTemplateTarget(item: string): TemplateTarget | string {
+  const m = /^([a-z]+)-([0-9.]+)(?:@([A-Za-z][A-Za-z0-9_.-]*))?$/.exec(item);
+  const os = m?.[1] as OsName | undefined;
+  if (!m || !os || !Object.hasOwn(OS_VERSIONS, os)) return `"${item}" is not <os>-<version>[@storage], e.g. debian-12 or ubuntu-24.04@local-zfs (os: ${Object.keys(OS_VERSIONS).join(', ')})`;
+  const versions: readonly string[] = OS_VERSIONS[os];
+  if (!versions.includes(m[2])) return `"${item}": ${os} has versions ${versions.join(', ')}`;
+  return { os, version: m[2], ...(m[3] !== undefined ? { storage: m[3] } : {}) };
+}
+
 /** `user@realm!tokenid=secret`, as `pveum user token add` prints its parts. */
 const API_TOKEN_FORMAT = /^[^\s@!=]+@[^\s@!=]+![A-Za-z][A-Za-z0-9._-]*=\S+$/;
 
@@ -196,6 +206,30 @@ export const envSchema = z.object({
     .transform((v) => durationMs(v) as number),
   SCHEDULE_MAX_COUNT: intFrom(100),
   MANAGE_ALL_VMS: flag,
+  // Golden templates (issue 25).
+  TEMPLATES: z
+    .string()
+    .default('')
+    .transform((v, ctx) => {
+      const targets: TemplateTarget[] = [];
+      for (const item of v.split(',').map((s) => s.trim()).filter(Boolean)) {
+        const target = parseTemplateTarget(item);
+        if (typeof target === 'string') ctx.addIssue({ code: 'custom', message: target });
+        else targets.push(target);
+      }
+      return targets;
+    }),
+  TEMPLATE_SCHEDULE: z
+    .string()
+    .trim()
+    .regex(/^(@(daily|weekly|hourly|midnight)|[0-9*,/-]+( [0-9A-Za-z*,/-]+){4})$/, 'must be a cron expression like "30 2 * * *" (every night at 02:30), or @daily or @weekly')
+    .default('30 2 * * *'),
+  TEMPLATE_MAX_AGE: z
+    .string()
+    .trim()
+    .regex(/^[1-9]\d*(s|m|h|d)$/i, 'must be a duration like 7d or 36h')
+    .default('7d')
+    .transform((v) => durationMs(v) as number),
 
   RECONCILE_INTERVAL: z
     .string()
@@ -490,6 +524,12 @@ function buildConfig(
     /** GET /api/reconcile answers a preview at most this old (seconds) instead of starting another run. */
     reconcilePreviewMaxAgeSec: Math.max(0, env.RECONCILE_PREVIEW_MAX_AGE),
     schedules: { minIntervalMs: env.SCHEDULE_MIN_INTERVAL, maxCount: Math.max(0, env.SCHEDULE_MAX_COUNT) },
+    /**
+     * Golden templates (issue 25): the targets refreshed on TEMPLATE_SCHEDULE (Temporal
+     * Schedules made at start, app/templateSchedules.ts), and how old a template may be for
+     * an install to clone it when it did not ask for a source.
+     */
+    templates: { targets: env.TEMPLATES, schedule: env.TEMPLATE_SCHEDULE, maxAgeMs: env.TEMPLATE_MAX_AGE },
     sandboxOptions: {
       bootDelayMs: env.SANDBOX_BOOT_DELAY_MS,
       /** A slow package mirror: the guests' first apt-get/dnf says nothing for this long. */

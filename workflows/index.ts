@@ -7,3 +7,4 @@ export { scheduledRebuild } from './scheduledRebuild';
 export { reconcileVms } from './reconcile';
 export { addressPool } from './addressPool';
 export { storageSlots } from './storageSlots';
+export { buildTemplate } from './template';

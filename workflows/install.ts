@@ -7,10 +7,9 @@ import {
   type InstallSpec,
   type PoolAddress,
   type QemuRunSinks,
-  vmName,
+  type TemplateChoice,
   vmSearchAttributes,
   workflowInputs,
-  isFailureOf,
 } from '../contract';
 import {
   CancellationScope,
@@ -24,8 +23,7 @@ import {
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
 import { cleanup, guest, proxmox, proxmoxRenamed, transfer } from './activityOptions';
-
-const MAX_VMID_ATTEMPTS = 20;
+import { makeWithFreeVmid } from './freeVmid';
 
 /**
  * The patch that renamed two activities after what they do: qmCreate (API mode runs no
@@ -49,6 +47,14 @@ const WAIT_FOR_CLOUD_INIT = 'wait-for-cloud-init';
  * Installs that started before it read nothing.
  */
 const GUEST_ADDRESS = 'guest-address';
+
+/**
+ * The patch that clones the OS version's golden template when there is a current one
+ * (issue 25): installs that started before it built every VM from the image.
+ */
+const INSTALL_FROM_TEMPLATE = 'install-from-template';
+
+type Template = Extract<TemplateChoice, { vmid: number }>;
 
 const { metrics } = proxySinks<QemuRunSinks>();
 
@@ -75,32 +81,39 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const cpuType = await step('preparation > CPU baseline', 'detecting cluster CPU baseline', () =>
       proxmox.clusterCpuType({ os: spec.os, version: spec.version }),
     );
-    const image = await step('OS preparation > download', `fetching ${spec.os} ${spec.version} cloud image`, () =>
-      transfer.downloadImage({ os: spec.os, version: spec.version }),
-    );
-    const imagePath = await step('OS preparation > stage image', 'placing the image on the main node', () =>
-      transfer.stageImage({ path: image.path, sha: image.sha, os: spec.os, version: spec.version }),
-    );
+    // The fast path (issue 25): a clone of the current template skips the image and the slow part of the init script.
+    const template = patched(INSTALL_FROM_TEMPLATE) ? await chooseTemplate() : undefined;
+    let imagePath: string | undefined;
+    if (!template) {
+      const image = await step('OS preparation > download', `fetching ${spec.os} ${spec.version} cloud image`, () =>
+        transfer.downloadImage({ os: spec.os, version: spec.version }),
+      );
+      imagePath = await step('OS preparation > stage image', 'placing the image on the main node', () =>
+        transfer.stageImage({ path: image.path, sha: image.sha, os: spec.os, version: spec.version }),
+      );
+    }
     // The step keeps the name clients of the seed know.
     const serviceKey = await step('SSH preparation > main node key', 'reading the main node SSH key', () =>
       patched(ACTIVITIES_NAMED_FOR_OPERATIONS) ? proxmox.servicePublicKey() : proxmoxRenamed.mainNodeKey(),
     );
 
-    const vm = await step('VM creation > qm create', 'creating VM', () => createWithFreeVmid(cpuType));
-    if (vm.address) progress.info('VM creation > qm create', `address ${vm.ip} leased from address pool ${vm.address.pool}`);
+    const creation = template ? 'VM creation > qm clone' : 'VM creation > qm create';
+    const vm = await step(creation, template ? `cloning template ${template.name}` : 'creating VM', () => makeVm(creation, cpuType, template));
+    if (vm.address) progress.info(creation, `address ${vm.ip} leased from address pool ${vm.address.pool}`);
     upsertSearchAttributes(vmSearchAttributes('install', spec, { vmid: vm.vmid, node: spec.node ?? vm.node }));
     const dhcp = vm.ip === 'dhcp';
     // A DHCP VM's address is known once its guest agent reports it, after start.
     if (!dhcp) progress.vm = { vmid: vm.vmid, ip: vm.ip };
-    progress.info('VM creation > qm create', `VMID ${vm.vmid}, IP ${dhcp ? 'by DHCP' : vm.ip}, name ${vm.name}`);
+    progress.info(creation, `VMID ${vm.vmid}, IP ${dhcp ? 'by DHCP' : vm.ip}, name ${vm.name}`);
 
-    const volid = await step('VM creation > import disk', 'importing the cloud image as a disk', () =>
-      transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }),
-    );
+    const volid =
+      imagePath === undefined
+        ? undefined
+        : await step('VM creation > import disk', 'importing the cloud image as a disk', () => transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }));
     await step('VM initialization > cloud-init', 'configuring cloud-init, disks and network', () =>
       proxmox.configureVm({
         vmid: vm.vmid,
-        volid,
+        ...(volid !== undefined ? { volid } : {}),
         spec,
         ip: vm.ip,
         ...(vm.address ? { ipconfig: vm.address.ipconfig } : {}),
@@ -156,12 +169,17 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         rootPassword: secrets.rootPassword,
         vmid: vm.vmid,
         hostKey,
+        // A clone runs the per-VM part only: the template ran the rest.
+        ...(template ? { phase: 'clone' as const } : {}),
       });
     });
-    await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid }));
-    await step('VM initialization > wait for SSH', `waiting for SSH on ${ip} after reboot`, () =>
-      guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, hostKey }),
-    );
+    // A clone's kernel and packages are the template's, already booted once: nothing asks for a reboot.
+    if (!template) {
+      await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid }));
+      await step('VM initialization > wait for SSH', `waiting for SSH on ${ip} after reboot`, () =>
+        guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, hostKey }),
+      );
+    }
 
     const elapsedSec = (Date.now() - started) / 1000;
     metrics.installFinished(os, 'completed', elapsedSec);
@@ -188,38 +206,46 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   }
 
   /**
-   * Creating the VM is the real VMID reservation: the cluster filesystem creates a config
-   * atomically. Candidates come from one cluster query; when another install (or a VM
-   * created by hand) wins the race, an auto-assigned install tries the next free ID.
+   * The template an install clones, or none: the image when asked for, or when no current
+   * template exists (the event says why). `source: "template"` without one fails: the caller
+   * asked for the fast path and should know it did not run.
    */
-  async function createWithFreeVmid(cpuType: string): Promise<{ vmid: number; ip: string; name: string; node: string; address?: PoolAddress }> {
-    const tried: number[] = [];
-    for (let attempt = 0; attempt < MAX_VMID_ATTEMPTS; attempt++) {
-      const vmid = spec.vmid ?? (await proxmox.allocateVmid({ exclude: tried }));
-      const name = vmName(spec.name, vmid);
-      const address = spec.addressPool === undefined ? undefined : await leaseAddress(spec.addressPool, vmid);
-      // Registered before the attempt: a create that times out may still have made the
-      // VM. destroyOwnedVm only touches a VM whose description carries this run's marker.
-      const undo = async () => {
-        progress.info(progress.current, `removing VM ${vmid}`);
-        if (await cleanup.destroyOwnedVm({ vmid, owner, run: runId })) progress.info(progress.current, `VM ${vmid} removed`);
-      };
-      compensations.unshift(undo);
-      try {
-        const create = { vmid, name, spec, cpuType, owner, ...(address ? { address } : {}) };
-        const created = await (patched(ACTIVITIES_NAMED_FOR_OPERATIONS) ? proxmox.createVm(create) : proxmoxRenamed.qmCreate(create));
-        return { vmid, ip: created.ip, name, node: createdOn(created, recordedMainNode), ...(address ? { address } : {}) };
-      } catch (err) {
-        // Any other failure may have left a VM behind, so its undo stays registered.
-        if (!isFailureOf(failureOf(err).type, 'VmidTakenError')) throw err;
-        compensations.splice(compensations.indexOf(undo), 1); // the ID belongs to someone else
-        if (spec.vmid !== undefined) throw err;
-        progress.info('VM creation > qm create', `VMID ${vmid} was taken meanwhile, picking another`);
-        metrics.vmidTaken();
-        tried.push(vmid);
-      }
+  async function chooseTemplate(): Promise<Template | undefined> {
+    const at = 'preparation > template';
+    if (spec.source === 'image') {
+      progress.info(at, 'building from the cloud image, as asked (source "image")');
+      return undefined;
     }
-    throw failure('NoFreeVmidError', `no free VMID after ${MAX_VMID_ATTEMPTS} attempts`);
+    const found = await step(at, `looking for a template of ${spec.os} ${spec.version}`, () =>
+      proxmox.findTemplate({ os: spec.os, version: spec.version, ...onStorage, diskGb: spec.diskGb }),
+    );
+    if (!('vmid' in found)) {
+      if (spec.source === 'template') throw failure('TemplateNotFoundError', `source "template": ${found.reason} (build one with POST /api/templates)`);
+      progress.info(at, `building from the cloud image: ${found.reason}`);
+      return undefined;
+    }
+    progress.info(at, `installing as a ${found.linked ? 'linked' : 'full'} clone of template ${found.name} (VMID ${found.vmid}, built ${found.builtAt})`);
+    return found;
+  }
+
+  /** The VM under a free VMID: `qm create`, or `qm clone` of the template. */
+  async function makeVm(creation: string, cpuType: string, template: Template | undefined): Promise<{ vmid: number; ip: string; name: string; node: string; address?: PoolAddress }> {
+    const { vmid, name, made, prepared: address } = await makeWithFreeVmid({
+      vmid: spec.vmid,
+      namePrefix: spec.name,
+      step: creation,
+      progress,
+      owner,
+      runId,
+      compensations,
+      prepare: async (id) => (spec.addressPool === undefined ? undefined : await leaseAddress(spec.addressPool, id)),
+      make: (id, vmName, lease) => {
+        const create = { vmid: id, name: vmName, spec, cpuType, owner, ...(lease ? { address: lease } : {}) };
+        if (template) return proxmox.cloneVm({ ...create, template: { vmid: template.vmid, node: template.node, storage: template.storage, linked: template.linked } });
+        return patched(ACTIVITIES_NAMED_FOR_OPERATIONS) ? proxmox.createVm(create) : proxmoxRenamed.qmCreate(create);
+      },
+    });
+    return { vmid, ip: made.ip, name, node: createdOn(made, recordedMainNode), ...(address ? { address } : {}) };
   }
 
   /**

@@ -41,7 +41,7 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
 
     expect(result).toMatchObject({ vmid: 120, name: 'web-120', node: 'pve1', user: 'admin', ip: '10.10.0.120' });
     expect(cluster.sequence()).toEqual([
-      'checkStorage', 'clusterCpuType', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
+      'checkStorage', 'clusterCpuType', 'findTemplate', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
       'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'readGuestAddress', 'waitForCloudInit', 'runInitScript', 'rebootVm', 'waitForSsh',
     ]);
     expect(cluster.inputs('createVm')[0]).toMatchObject({ vmid: 120, name: 'web-120', owner: workflowId, cpuType: 'x86-64-v2-AES' });
@@ -61,7 +61,7 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     });
     expect(result).toMatchObject({ vmid: 120, ip: '10.20.0.120' });
     expect(cluster.sequence()).toEqual([
-      'checkStorage', 'clusterCpuType', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
+      'checkStorage', 'clusterCpuType', 'findTemplate', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
       'importDisk', 'configureVm', 'startVm', 'readGuestAddress', 'waitForSsh', 'waitForCloudInit', 'runInitScript', 'rebootVm', 'waitForSsh',
     ]);
     expect(cluster.inputs('readGuestAddress')).toEqual([{ vmid: 120, wait: true }]);

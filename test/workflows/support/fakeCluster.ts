@@ -1,5 +1,5 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { verdict, type Activities, type InstallSpec, type OwnerState } from '../../../contract';
+import { verdict, type Activities, type InstallSpec, type OwnerState, type TemplateMarker } from '../../../contract';
 import { VmidTakenError } from '../../../lib/proxmox/errors';
 
 export interface FakeVm {
@@ -15,6 +15,10 @@ export interface FakeVm {
   marked?: boolean;
   /** Seconds since Proxmox created it (default 0); the namespace's retention here is one day. */
   ageSec?: number;
+  /** A template's marker (convertToTemplate); absent: a VM. */
+  template?: TemplateMarker;
+  /** A linked clone's template. */
+  cloneOf?: number;
 }
 
 export interface Call {
@@ -110,6 +114,38 @@ export class FakeCluster {
         }
         vms.set(vmid, { vmid, name, owner, node: mainNode, status: 'stopped', spec });
         return { ip: spec.ip === 'dhcp' ? 'dhcp' : `10.10.0.${vmid % 250}`, node: mainNode };
+      },
+      async templateRecipe({ storage }) {
+        return { recipe: 'recipe-1', storage: storage ?? 'local-lvm' };
+      },
+      async findTemplate({ os, version, storage }) {
+        const t = [...vms.values()].reverse().find((v) => v.template?.os === os && v.template.version === version && v.template.storage === (storage ?? 'local-lvm'));
+        if (!t?.template) return { reason: `no template of ${os} ${version}` };
+        return { vmid: t.vmid, name: t.name, node: t.node, storage: t.template.storage, builtAt: t.template.builtAt, linked: true, diskGb: 16 };
+      },
+      async cloneVm({ template, vmid, name, spec, owner }) {
+        if (vms.has(vmid)) {
+          throw new VmidTakenError({ command: 'qm clone', node: mainNode, exitCode: 255, stderr: `unable to create VM ${vmid}: config file already exists` });
+        }
+        vms.set(vmid, { vmid, name, owner, node: template.node, status: 'stopped', spec, cloneOf: template.vmid });
+        return { ip: spec.ip === 'dhcp' ? 'dhcp' : `10.10.0.${vmid % 250}`, node: template.node };
+      },
+      async convertToTemplate({ vmid, marker }) {
+        const vm = get(vmid)!;
+        vm.status = 'stopped';
+        vm.template = marker;
+      },
+      async retireTemplates({ os, version, keep }) {
+        const retired: number[] = [];
+        const kept: number[] = [];
+        for (const t of [...vms.values()].filter((v) => v.template?.os === os && v.template.version === version && v.vmid !== keep)) {
+          if ([...vms.values()].some((v) => v.cloneOf === t.vmid)) kept.push(t.vmid);
+          else {
+            vms.delete(t.vmid);
+            retired.push(t.vmid);
+          }
+        }
+        return { retired, kept };
       },
       async importDisk({ vmid }) {
         return `local:${vmid}/vm-${vmid}-disk-0.raw`;

@@ -8,6 +8,7 @@ import { reconcileVms } from '../../../workflows/reconcile';
 import { StorageError } from '../../../lib/proxmox/errors';
 import { addressPool } from '../../../workflows/addressPool';
 import { storageSlots } from '../../../workflows/storageSlots';
+import { buildTemplate } from '../../../workflows/template';
 import { acquireSlotUpdate, allocateAddressUpdate, releaseAddressUpdate, releaseSlotUpdate } from '../../../contract';
 import { outputSignal, relayedProgressSignal, vmWorkflowId, type Activities, type InstallInput, type InstallSpec } from '../../../contract';
 import { FakeCluster, untilCancelled } from './fakeCluster';
@@ -188,6 +189,19 @@ export const historyScenarios: HistoryScenario[] = [
         },
       });
       return runToEnd(t, acts, installVm, 'install-fixture-address-pool', [installInput({ addressPool: 'lab', vmid: 300 })]);
+    },
+  },
+  {
+    name: 'buildTemplate-completed',
+    run: (t) => runToEnd(t, new FakeCluster().activities(), buildTemplate, 'template-debian-12', [{ os: 'debian', version: '12' }]),
+  },
+  {
+    // Issue 25's fast path: a clone of the current template, the per-VM init script, no reboot.
+    name: 'installVm-from-template',
+    run: (t) => {
+      const cluster = new FakeCluster();
+      cluster.add({ vmid: 110, owner: 'template-debian-12', status: 'stopped', name: 'tpl-debian-12-110', template: { os: 'debian', version: '12', storage: 'local-lvm', recipe: 'recipe-1', builtAt: '2026-12-01T03:30:00.000Z' } });
+      return runToEnd(t, cluster.activities(), installVm, 'install-fixture-template', [installInput({ name: 'web' })]);
     },
   },
   {

@@ -1,0 +1,120 @@
+import {
+  type BuildTemplateInput,
+  type BuildTemplateResult,
+  DEFAULT_USER,
+  type InstallSpec,
+  TEMPLATE_DISK_GB,
+  templateNamePrefix,
+  workflowInputs,
+} from '../contract';
+import { CancellationScope, isCancellation, log, workflowInfo } from '@temporalio/workflow';
+import { Progress } from './progress';
+import { checkedInput } from './checkInput';
+import { cleanup, guest, power, proxmox, transfer } from './activityOptions';
+import { makeWithFreeVmid } from './freeVmid';
+import { describeFailure } from './install';
+
+/**
+ * Builds the golden template of an OS version (issue 25): the cloud image as a VM, the shared
+ * part of the init script (package sources, upgrade, packages, guest agent), cleaned for
+ * cloning, shut down and turned into a Proxmox template that installs clone. Older templates
+ * of the same OS version and storage are retired once no linked clone uses them. Runs on
+ * demand (POST /api/templates) and from its schedule (TEMPLATES, TEMPLATE_SCHEDULE); its
+ * workflow id is the target's, so one build per target runs at a time.
+ */
+export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTemplateResult> {
+  const target = checkedInput(workflowInputs.buildTemplate, input) as BuildTemplateInput;
+  const progress = new Progress();
+  const step = progress.step.bind(progress);
+  const started = Date.now();
+  const { workflowId: owner, runId } = workflowInfo();
+  const compensations: Array<() => Promise<void>> = [];
+  const onStorage = target.storage !== undefined ? { storage: target.storage } : {};
+  // What every VM of the OS version shares; the per-VM settings are each clone's own.
+  const spec: InstallSpec = {
+    os: target.os,
+    version: target.version,
+    name: templateNamePrefix(target),
+    cores: 2,
+    ramMb: 2048,
+    diskGb: TEMPLATE_DISK_GB,
+    user: DEFAULT_USER[target.os],
+    tags: ['qemurun-template'],
+    ...onStorage,
+  };
+
+  progress.emit('preparation > workflow', 'info', `[*] workflow id: ${owner}`);
+  try {
+    const { recipe, storage } = await step('preparation > recipe', 'reading what the template is built with', () => proxmox.templateRecipe(target));
+    progress.info('preparation > recipe', `recipe ${recipe}, storage ${storage}`);
+    await step('preparation > storage', 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb, ...onStorage }));
+    const cpuType = await step('preparation > CPU baseline', 'detecting cluster CPU baseline', () => proxmox.clusterCpuType({ os: spec.os, version: spec.version }));
+    const image = await step('OS preparation > download', `fetching ${spec.os} ${spec.version} cloud image`, () => transfer.downloadImage({ os: spec.os, version: spec.version }));
+    const imagePath = await step('OS preparation > stage image', 'placing the image on the main node', () =>
+      transfer.stageImage({ path: image.path, sha: image.sha, os: spec.os, version: spec.version }),
+    );
+    const serviceKey = await step('SSH preparation > main node key', 'reading the main node SSH key', () => proxmox.servicePublicKey());
+
+    const vm = await step('VM creation > qm create', 'creating the template VM', () =>
+      makeWithFreeVmid({
+        namePrefix: spec.name,
+        step: 'VM creation > qm create',
+        progress,
+        owner,
+        runId,
+        compensations,
+        make: (vmid, name) => proxmox.createVm({ vmid, name, spec, cpuType, owner }),
+      }),
+    );
+    const ip = vm.made.ip;
+    progress.vm = { vmid: vm.vmid, ip };
+    progress.info('VM creation > qm create', `VMID ${vm.vmid}, IP ${ip}, name ${vm.name}`);
+    const volid = await step('VM creation > import disk', 'importing the cloud image as a disk', () => transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }));
+    await step('VM initialization > cloud-init', 'configuring cloud-init, disks and network', () =>
+      proxmox.configureVm({ vmid: vm.vmid, volid, spec, ip, mainKey: serviceKey }),
+    );
+    await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid }));
+    const pinned = await step('VM initialization > wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid }));
+    const at = { ip, user: spec.user, os: spec.os, version: spec.version, vmid: vm.vmid, ...(pinned ? { hostKey: pinned.hostKey } : {}) };
+    await step('VM initialization > init script', `running the shared part of the ${spec.os} ${spec.version} init script`, async () => {
+      await guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, ...(pinned ? { hostKey: pinned.hostKey } : {}) });
+      await guest.runInitScript({ ...at, phase: 'template' });
+    });
+    await step('template > clean for cloning', 'removing what must differ between clones (cloud-init state, machine-id, host keys, logs)', () =>
+      guest.runInitScript({ ...at, phase: 'seal' }),
+    );
+    await step('template > shutdown', 'shutting the VM down', () => power.shutdownVm({ vmid: vm.vmid }));
+    const builtAt = new Date().toISOString();
+    await step('template > qm template', 'converting the VM to a template', () =>
+      proxmox.convertToTemplate({ vmid: vm.vmid, owner, spec, marker: { os: spec.os, version: spec.version, storage, recipe, builtAt } }),
+    );
+    // From here on the template is what installs clone: a failure to retire is no reason to remove it.
+    compensations.length = 0;
+    const { retired, kept } = await step('template > retire', 'retiring older templates of the same OS version', () =>
+      cleanup.retireTemplates({ os: spec.os, version: spec.version, ...onStorage, keep: vm.vmid }),
+    );
+    if (retired.length > 0) progress.info('template > retire', `removed ${retired.map((v) => `VM ${v}`).join(', ')}`);
+    if (kept.length > 0) progress.info('template > retire', `kept ${kept.map((v) => `VM ${v}`).join(', ')}: linked clones still use them; a later build retires them`);
+
+    const elapsedSec = (Date.now() - started) / 1000;
+    progress.emit('template > finished', 'success', `[+] template ${vm.name} (VMID ${vm.vmid}) built in ${elapsedSec.toFixed(2)}s`);
+    progress.state = 'completed';
+    return { vmid: vm.vmid, name: vm.name, node: vm.made.node ?? '', storage, recipe, builtAt, elapsedSec, retired, kept };
+  } catch (err) {
+    const cancelled = isCancellation(err);
+    const failedStep = progress.current;
+    await CancellationScope.nonCancellable(async () => {
+      for (const undo of compensations) {
+        try {
+          await undo();
+        } catch (cleanupErr) {
+          log.error('cleanup step failed', { error: describeFailure(cleanupErr) });
+          progress.emit(failedStep, 'processing', `[-] cleanup failed: ${describeFailure(cleanupErr)}`);
+        }
+      }
+    });
+    progress.emit(failedStep, 'error', `[-] ${cancelled ? 'template build cancelled' : describeFailure(err)}`);
+    progress.state = cancelled ? 'cancelled' : 'failed';
+    throw err;
+  }
+}

@@ -14,6 +14,7 @@ import { errorMiddleware, HttpError, InvalidRequestError } from './errors';
 import { vmRoutes } from './vm/routes';
 import { listRoutes } from './list';
 import { addressPoolRoutes } from './addressPools';
+import { templateRoutes } from './templates';
 import { clusterRoutes } from './cluster';
 import { rebuildRoutes } from './rebuild';
 import { scheduleRoutes } from './schedules/routes';
@@ -104,6 +105,7 @@ export function createApp(deps: AppDeps): express.Express {
   api.use(installRoutes({ ...deps, streams }));
   api.use(listRoutes(deps));
   api.use(addressPoolRoutes(deps));
+  api.use(templateRoutes(deps));
   api.use(vmRoutes({ ...deps, streams }));
   api.use(clusterRoutes(deps));
   api.use(rebuildRoutes({ ...deps, streams }));

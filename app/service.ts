@@ -9,6 +9,7 @@ import { connectService } from './temporal';
 import { startWorker, type RunningWorker } from './worker';
 import { startApi } from './api';
 import { ensureReconcileSchedule } from './reconcileSchedule';
+import { ensureTemplateSchedules } from './templateSchedules';
 import { bindRebuildScheduleTypes } from './rebuildSchedules';
 import { reason } from '../lib/startupError';
 import { checkNodeVersions } from '../lib/nodeVersions';
@@ -65,6 +66,10 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   // Not fatal: installs work without it, and the next start tries again.
   await ensureReconcileSchedule(temporal.client, config).catch((err: unknown) => {
     logger.warn(`the reconcile schedule could not be set up: ${reason(err).split('\n')[0]}`);
+  });
+  // The template refreshes TEMPLATES asks for; not fatal either: an install then takes the image.
+  await ensureTemplateSchedules(temporal.client, config).catch((err: unknown) => {
+    logger.warn(`the template schedules could not be set up: ${reason(err).split('\n')[0]}`);
   });
   // Rebuild schedules saved by an older version lack their input's workflow type. Not fatal either.
   await bindRebuildScheduleTypes(temporal.client, config, logger).catch((err: unknown) => {

@@ -6,6 +6,7 @@ import { installCommand } from './commands/install';
 import { vmCommands } from './commands/vm';
 import { schedulesCommand } from './commands/schedules';
 import { reconcileCommand } from './commands/reconcile';
+import { templatesCommand } from './commands/templates';
 import { integer } from './args';
 import { printAnswer } from './output';
 import { UnreachableError } from './client';
@@ -50,6 +51,7 @@ function buildProgram(setExit: (code: number) => void): Command {
   for (const c of vmCommands(run)) program.addCommand(c);
   program.addCommand(schedulesCommand(run));
   program.addCommand(reconcileCommand(run));
+  program.addCommand(templatesCommand(run));
   // Subcommands report usage errors through the same override as the program.
   for (const c of allCommands(program)) c.exitOverride().showHelpAfterError('(qemurun --help for usage)');
   return program;

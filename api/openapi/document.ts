@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { adoptBody, cpuBody, diskBody, installBodySchema, memoryBody, nodeBody, rebuildBodySchema } from '../../contract';
+import { adoptBody, cpuBody, diskBody, installBodySchema, memoryBody, nodeBody, rebuildBodySchema, workflowInputs } from '../../contract';
 import { createScheduleSchema, reasonSchema, updateScheduleSchema } from '../schedules/request';
 import * as answers from './responses';
 import type { Role } from '../../lib/apiTokens';
@@ -128,6 +128,20 @@ const OPERATIONS: Operation[] = [
     path: '/api/address-pools',
     summary: 'Address pools and their leases',
     answers: { 200: { description: 'ADDRESS_POOLS, each with its leases (none configured: an empty list)', json: answers.addressPools }, 502: err("the pools' leases could not be read from Temporal") },
+  },
+  {
+    method: 'GET',
+    path: '/api/templates',
+    summary: 'Golden templates and their refresh schedules',
+    answers: { 200: { description: "the cluster's QemuRun templates, newest first, and the TEMPLATES schedules", json: answers.templates }, 502: err("the cluster's templates could not be read") },
+  },
+  {
+    method: 'POST',
+    path: '/api/templates',
+    summary: "Build an OS version's golden template now",
+    role: 'operate',
+    body: workflowInputs.buildTemplate,
+    answers: { 202: { description: 'the build started (or one of the same target runs already)', json: answers.templateBuild }, 400: err('a bad os, version or storage') },
   },
   {
     method: 'GET',

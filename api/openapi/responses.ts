@@ -130,6 +130,33 @@ export const adopted = z
 /** Schedules answer with their description; the fields are those of docs/api.md's Schedules. */
 export const scheduleAnswer = z.looseObject({ success: z.literal(true) });
 
+export const templates = z.object({
+  count: z.number().int(),
+  templates: z.array(
+    z.object({
+      vmid: z.number().int(),
+      name: z.string().optional(),
+      node: z.string(),
+      os: z.string(),
+      version: z.string(),
+      storage: z.string(),
+      recipe: z.string().describe("what the template's guest was prepared with: the init script's version, INIT_PACKAGES, INIT_MIRROR, INIT_LOCALE"),
+      builtAt: z.string(),
+      state: z.enum(['current', 'stale', 'retired']).describe('current: what installs clone; stale: another recipe, or older than TEMPLATE_MAX_AGE; retired: a newer one exists, kept while linked clones use it'),
+    }),
+  ),
+  schedules: z.array(z.object({ target: z.string(), scheduleId: z.string(), cron: z.string() })).describe('the TEMPLATES schedules'),
+  maxAgeSec: z.number(),
+});
+
+export const templateBuild = z.object({
+  success: z.literal(true),
+  workflowId: z.string(),
+  started: z.boolean().describe('false: a build of this target was running already, and that one is answered'),
+  status: z.string(),
+  events: z.string().describe("the build's event stream"),
+});
+
 export const reconcileAnswer = z.object({
   success: z.literal(true),
   workflowId: z.string(),

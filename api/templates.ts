@@ -1,0 +1,66 @@
+import { Router, Request, Response } from 'express';
+import { type Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { Config } from '../lib/config';
+import type { ProxmoxCluster } from '../lib/proxmox';
+import { readTemplates } from '../lib/vm/templates';
+import { type BuildTemplateInput, checkInput, InvalidInputError, templateKey, templateScheduleId, templateWorkflowId, workflowInputs, type Workflows } from '../contract';
+import { requireRole } from './guard';
+import { HttpError } from './errors';
+import { startedByMemo } from './startedBy';
+
+export interface TemplateRouteDeps {
+  config: Config;
+  client: Client;
+  proxmox: ProxmoxCluster;
+}
+
+/**
+ * Golden templates (issue 25). `GET /templates`: the cluster's QemuRun templates with their
+ * state, and the targets TEMPLATES refreshes on TEMPLATE_SCHEDULE. `POST /templates`
+ * (`{ "os", "version", "storage"? }`): builds one now, as the buildTemplate workflow; a build
+ * of the same target that is running already is answered instead of starting another.
+ */
+export function templateRoutes({ config, client, proxmox }: TemplateRouteDeps): Router {
+  const router = Router();
+
+  router.get('/templates', async (_req: Request, res: Response) => {
+    const templates = await readTemplates(config, proxmox).catch((err: Error) => err);
+    if (templates instanceof Error) throw new HttpError(502, `could not read the cluster's templates: ${templates.message}`);
+    const schedules = config.templates.targets.map((t) => ({ target: templateKey(t), scheduleId: templateScheduleId(t), cron: config.templates.schedule }));
+    res.json({ count: templates.length, templates, schedules, maxAgeSec: config.templates.maxAgeMs / 1000 });
+  });
+
+  router.post('/templates', requireRole(config, 'operate'), async (req: Request, res: Response) => {
+    let target: BuildTemplateInput;
+    try {
+      target = checkInput(workflowInputs.buildTemplate, req.body, 'POST /api/templates') as BuildTemplateInput;
+    } catch (err) {
+      if (err instanceof InvalidInputError) throw new HttpError(400, err.message.replace(/^invalid input for POST \/api\/templates: /, ''));
+      throw err;
+    }
+    const workflowId = templateWorkflowId(target);
+    let started = true;
+    try {
+      await client.workflow.start<Workflows['buildTemplate']>('buildTemplate', {
+        taskQueue: config.temporal.taskQueue,
+        workflowId,
+        args: [target],
+        // One build per target at a time; a finished one may run again.
+        workflowIdConflictPolicy: 'FAIL',
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+        memo: startedByMemo(res),
+        staticSummary: `build the ${target.os} ${target.version} template${target.storage !== undefined ? ` on ${target.storage}` : ''} (POST /api/templates)`,
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      started = false;
+    }
+    const base = `${req.baseUrl}/workflows/${encodeURIComponent(workflowId)}`;
+    res
+      .status(202)
+      .set({ Location: base, 'X-Workflow-Id': workflowId })
+      .json({ success: true, workflowId, started, status: base, events: `${base}/events` });
+  });
+
+  return router;
+}

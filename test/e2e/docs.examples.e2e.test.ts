@@ -237,6 +237,21 @@ test("docs/api.md's address-pools listing answers, and without ADDRESS_POOLS it 
   expect(JSON.parse(a.body)).toEqual({ count: 0, pools: [] });
 });
 
+test("docs/api.md's template examples: the listing answers as shown with no template yet, and a build starts (202)", async () => {
+  const [list] = find('api.md', 'curl http://127.0.0.1:8080/api/templates');
+  expect(JSON.parse((await runAsDocumented(list)).body)).toEqual({ count: 0, templates: [], schedules: [], maxAgeSec: 604800 });
+  const [build] = find('api.md', '-X POST http://127.0.0.1:8080/api/templates');
+  const a = await runAsDocumented(build);
+  expect(a.status).toBe(202);
+  expect(JSON.parse(a.body)).toEqual({
+    success: true,
+    workflowId: 'template-debian-12',
+    started: true,
+    status: '/api/workflows/template-debian-12',
+    events: '/api/workflows/template-debian-12/events',
+  });
+});
+
 test('no curl example of the docs was left out', () => {
   const all = blocks.flatMap((b) => b.commands.map((c) => c.text));
   expect(all.filter((t) => !ran.has(t))).toEqual([]);

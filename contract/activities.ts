@@ -1,4 +1,4 @@
-import type { InstallSpec, OsName } from './types';
+import type { InitScriptPhase, InstallSpec, OsName } from './types';
 import type { ReconcileItem } from './reconcile';
 import type { PoolAddress } from './addressPools';
 
@@ -109,7 +109,8 @@ export interface Activities {
    */
   readGuestAddress(input: { vmid: number; wait?: boolean }): Promise<{ ip?: string; reason?: string }>;
   waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void>;
-  runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string }): Promise<void>;
+  /** Without `phase`, the full run (a VM built from an image); see InitScriptPhase. */
+  runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string; phase?: InitScriptPhase }): Promise<void>;
 
   // Rebuilds.
   inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec }): Promise<RebuildTarget>;

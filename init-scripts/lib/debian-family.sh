@@ -123,7 +123,7 @@ qr_pkg_install() {
 qr_pkg_missing() {
   local pkg
   for pkg in "$@"; do
-    if [[ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null)" != installed ]]; then
+    if [[ "$(dpkg-query --show --showformat='${db:Status-Status}' "$pkg" 2>/dev/null)" != installed ]]; then
       printf '%s\n' "$pkg"
     fi
   done

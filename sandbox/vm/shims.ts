@@ -84,13 +84,14 @@ export const SHIMS: Record<string, ShimDef> = {
     rootOnlyWhen: '[[ "$1" != status && "$1" != query && "$1" != --version && " $* " != *" --help "* && " $* " != *" -h "* ]]',
     denied: 'cloud-init: error: insufficient permissions',
     // `clean` does what cloud-init 22.4's does to the guest's files (cmd/clean.py): its
-    // state under /var/lib/cloud (the seed too with --seed), its logs with --logs. The
+    // state under /var/lib/cloud (the seed too with --seed), its logs with --logs, and with
+    // --machine-id it deletes /etc/machine-id (23.1 writes 'uninitialized' instead). The
     // next boot then finds no instance recorded and runs the per-instance part again.
     after: `case "$1" in
   status) echo "status: done" ;;
   clean)
     if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then
-      printf '%s\\n' 'usage: /usr/bin/cloud-init clean [-h] [-l] [--machine-id] [-r] [-s]' '' 'options:' '  -h, --help        show this help message and exit' '  -l, --logs        Remove cloud-init logs.' "  --machine-id      Set /etc/machine-id to 'uninitialized' for golden image creation." '  -r, --reboot      Reboot system after logs are cleaned so cloud-init re-runs.' '  -s, --seed        Remove cloud-init seed directory /var/lib/cloud/seed.'
+      printf '%s\\n' 'usage: /usr/bin/cloud-init clean [-h] [-l] [--machine-id] [-r] [-s]' '' 'options:' '  -h, --help        show this help message and exit' '  -l, --logs        Remove cloud-init logs.' '  --machine-id      Remove /etc/machine-id for golden image creation. Next boot generates a new machine-id.' '  -r, --reboot      Reboot system after logs are cleaned so cloud-init re-runs.' '  -s, --seed        Remove cloud-init seed directory /var/lib/cloud/seed.'
       exit 0
     fi
     if [[ -d /var/lib/cloud ]]; then
@@ -98,7 +99,7 @@ export const SHIMS: Record<string, ShimDef> = {
       if [[ " $* " == *" --seed "* || " $* " == *" -s "* ]]; then rm -rf /var/lib/cloud/seed; fi
     fi
     if [[ " $* " == *" --logs "* || " $* " == *" -l "* ]]; then rm -f /var/log/cloud-init.log /var/log/cloud-init-output.log; fi
-    if [[ " $* " == *" --machine-id "* ]]; then printf 'uninitialized\\n' > /etc/machine-id; fi
+    if [[ " $* " == *" --machine-id "* ]]; then rm -f /etc/machine-id; fi
     ;;
 esac`,
   },

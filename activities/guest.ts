@@ -11,7 +11,7 @@ import { shellQuote } from '../lib/executor/quote';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { checkedInput } from './checkInput';
-import { failure, field, isFailureOf, type PinnedHostKey } from '../contract';
+import { failure, field, isFailureOf, type InitScriptPhase, type PinnedHostKey } from '../contract';
 import type { ApplicationFailure } from '@temporalio/common';
 
 export interface GuestDeps {
@@ -183,7 +183,10 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
      * Delivers the OS init script over the SSH session itself (the VM need not reach the
      * API) and streams its output. Settings and the root password travel in the script's
      * stdin, never on a command line. The script is safe to run twice, so a retry after
-     * a dropped connection is harmless.
+     * a dropped connection is harmless. `phase` picks the part of the work for golden
+     * templates and their clones (docs/init-scripts.md); absent, the full run. A template
+     * or seal run gets no root password: the template's root stays locked, each clone's
+     * own password is set by its clone run.
      */
     async runInitScript(input: {
       ip: string;
@@ -194,13 +197,16 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
       /** The key waitForSsh pinned; a run from before pinning has none. */
       hostKey?: string;
       vmid?: number;
+      phase?: InitScriptPhase;
     }): Promise<void> {
       checkedInput(field.user, input.user, 'runInitScript');
+      if (input.phase !== undefined) checkedInput(field.initScriptPhase, input.phase, 'runInitScript');
       const ctx = Context.current();
-      const rootPassword = input.rootPassword ?? config.rootPassword;
+      const perVm = input.phase === undefined || input.phase === 'clone';
+      const rootPassword = perVm ? (input.rootPassword ?? config.rootPassword) : undefined;
       // Only a crypt hash leaves the service: whoever might answer at the VM's address
       // gets nothing that logs in anywhere.
-      const env = initScriptEnv(config.initScript, rootPassword ? { hash: hashRootPassword(rootPassword) } : undefined);
+      const env = initScriptEnv(config.initScript, rootPassword ? { hash: hashRootPassword(rootPassword) } : undefined, input.phase);
       const exports = Object.entries(env)
         .map(([k, v]) => `export ${k}=${shellQuote(v)}`)
         .join('\n');

@@ -1,4 +1,4 @@
-import type { InstallSpec, OsName } from './types';
+import type { InitScriptPhase, InstallSpec, OsName } from './types';
 import type { ReconcileItem } from './reconcile';
 import type { PoolAddress } from './addressPools';
 import type { TemplateChoice, TemplateMarker } from './templates';
@@ -129,17 +129,8 @@ export interface Activities {
    */
   readGuestAddress(input: { vmid: number; wait?: boolean }): Promise<{ ip?: string; reason?: string }>;
   waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void>;
-  /** `phase`: a template's shared part, its cleaning for cloning, or a clone's per-VM part; absent: the whole script. */
-  runInitScript(input: {
-    ip: string;
-    user: string;
-    os: string;
-    version: string;
-    rootPassword?: string;
-    vmid?: number;
-    hostKey?: string;
-    phase?: 'template' | 'seal' | 'clone';
-  }): Promise<void>;
+  /** Without `phase`, the full run (a VM built from an image); see InitScriptPhase. */
+  runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string; phase?: InitScriptPhase }): Promise<void>;
 
   // Rebuilds.
   inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec }): Promise<RebuildTarget>;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isOpenSshPublicKey, keyLines } from './openSshKey';
-import { type InstallSpec, OS_VERSIONS, type OsName } from './types';
+import { INIT_SCRIPT_PHASES, type InstallSpec, OS_VERSIONS, type OsName } from './types';
 
 /**
  * The rules for every value a caller controls, as zod schemas: the one set the API checks
@@ -108,6 +108,8 @@ export const field = {
   cores: int('cores', LIMITS.setCores),
   memoryMb: int('memoryMb', LIMITS.setMemoryMb),
   os: z.enum(OS_NAMES, { error: 'os must be debian, ubuntu or rockylinux' }),
+  /** Absent is the full run; `full` itself is never sent, so a full run's input stays as it was. */
+  initScriptPhase: z.enum(INIT_SCRIPT_PHASES, { error: 'phase must be template, seal or clone' }),
   version: z.string({ error: 'version must be a string' }),
   name: z
     .string({ error: 'name must be a string' })

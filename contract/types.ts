@@ -12,6 +12,14 @@ export const OS_VERSIONS = {
 
 export type OsName = keyof typeof OS_VERSIONS;
 
+/**
+ * The init script's phases besides `full` (a VM built from an image, the default and the
+ * only one a run without a phase means): `template` and `seal` build a golden template,
+ * `clone` finishes a clone of one (init-scripts/lib/common.sh, docs/init-scripts.md).
+ */
+export const INIT_SCRIPT_PHASES = ['template', 'seal', 'clone'] as const;
+export type InitScriptPhase = (typeof INIT_SCRIPT_PHASES)[number];
+
 export const DEFAULT_USER: Record<OsName, string> = {
   debian: 'debian',
   ubuntu: 'ubuntu',

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { OS_VERSIONS } from '../contract';
+import { INIT_SCRIPT_PHASES, OS_VERSIONS, type InitScriptPhase } from '../contract';
 import { REPO_ROOT } from './repoRoot';
 
 /**
@@ -105,9 +105,11 @@ export function listInitScripts(): Array<{ os: string; version: string; file: st
  * The QEMURUN_* variables that carry the settings into the script. Throws, naming every bad
  * value, for a setting the script would refuse. The root password is included only when
  * given; without it the script locks root's password. The service gives it as a crypt
- * hash (`{ hash }`), so the plain password never reaches the VM's address.
+ * hash (`{ hash }`), so the plain password never reaches the VM's address. Without a
+ * `phase` the script makes its full run, and no QEMURUN_PHASE is sent: a full run's
+ * script text is what it was before phases existed.
  */
-export function initScriptEnv(settings: InitScriptSettings, root?: string | { hash: string }): Record<string, string> {
+export function initScriptEnv(settings: InitScriptSettings, root?: string | { hash: string }, phase?: InitScriptPhase): Record<string, string> {
   const rootPassword = typeof root === 'string' ? root : undefined;
   const rootHash = typeof root === 'object' ? root.hash : undefined;
   const problems: string[] = [];
@@ -121,6 +123,7 @@ export function initScriptEnv(settings: InitScriptSettings, root?: string | { ha
   }
   if (rootPassword !== undefined && /[\r\n]/.test(rootPassword)) problems.push('root password must be one line');
   if (rootHash !== undefined && !CRYPT_HASH_PATTERN.test(rootHash)) problems.push('root password hash must be a crypt hash');
+  if (phase !== undefined && !(INIT_SCRIPT_PHASES as readonly string[]).includes(phase)) problems.push(`phase must be template, seal or clone: '${String(phase)}'`);
   if (problems.length > 0) throw new Error(`invalid init script settings: ${problems.join('; ')}`);
 
   const env: Record<string, string> = {
@@ -132,5 +135,6 @@ export function initScriptEnv(settings: InitScriptSettings, root?: string | { ha
   };
   if (rootPassword) env.QEMURUN_ROOT_PASSWORD = rootPassword;
   if (rootHash) env.QEMURUN_ROOT_PASSWORD_HASH = rootHash;
+  if (phase) env.QEMURUN_PHASE = phase;
   return env;
 }

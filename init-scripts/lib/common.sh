@@ -21,12 +21,27 @@
 #   QEMURUN_TIMEZONE       default UTC
 #   QEMURUN_LOCALE         default en_US.UTF-8 (Debian and Ubuntu; Rocky keeps the image's)
 #   QEMURUN_SWAP_SIZE      swap file size, e.g. 2G or 512M (default 2G); 0 removes it
+#   QEMURUN_PHASE          what part of the work to do (default full); for golden
+#                          templates and their clones (docs/init-scripts.md):
+#                          full      everything below, on a VM built from an image
+#                          template  what every VM of the OS version shares: package
+#                                    sources, upgrade, base packages and QEMURUN_PACKAGES,
+#                                    locale, sysctl, guest agent, the marker; no account,
+#                                    no root password, no time zone, no swap
+#                          seal      cleans a template VM for cloning, right before it is
+#                                    shut down and converted: cloud-init state, machine-id,
+#                                    SSH host keys, logs, shell history, package lists
+#                          clone     the per-VM part on a clone of a template: accounts,
+#                                    root password, time zone, swap, and only the packages
+#                                    still missing; without the template's marker of this
+#                                    script version it runs full instead
 #
 # Safe to run twice: every edit rewrites a whole file or a keyed line, so nothing is
 # duplicated, and the settings are applied again on every run. The marker file
-# /var/lib/qemurun/init-done holds the version of the last script that finished; when it
-# equals this script's version, the full package upgrade (the slow step) is skipped.
-# Delete the marker to force the upgrade.
+# /var/lib/qemurun/init-done holds the version of the last script that finished a full or
+# template run; when it equals this script's version, the full package upgrade (the slow
+# step) is skipped, and a clone skips the package work altogether. Delete the marker to
+# force the upgrade.
 
 set -Eeuo pipefail
 umask 022
@@ -87,6 +102,12 @@ qr_read_settings() {
   if [[ ! $QR_SWAP_SIZE =~ ^(0|[1-9][0-9]*[MG])$ ]]; then
     problems+=("QEMURUN_SWAP_SIZE must be 0 or a size like 2G or 512M: '$QR_SWAP_SIZE'")
   fi
+
+  QR_PHASE=${QEMURUN_PHASE:-full}
+  case $QR_PHASE in
+    full | template | seal | clone) ;;
+    *) problems+=("QEMURUN_PHASE must be full, template, seal or clone: '$QR_PHASE'") ;;
+  esac
 
   QR_PACKAGES=()
   read -r -d '' -a QR_PACKAGES <<<"${QEMURUN_PACKAGES:-}" || true
@@ -395,27 +416,89 @@ qr_enable_guest_agent() {
 }
 
 # ---------------------------------------------------------------------------------------
-# The OS family file defines: qr_pkg_prepare (mirror + metadata), qr_pkg_upgrade,
-# qr_pkg_install PACKAGE..., qr_configure_locale, and the array QR_BASE_PACKAGES.
+# Sealing: what makes one VM many. Every step leaves the running session working (the
+# product shuts the VM down right after): sshd keeps the keys it loaded, systemd and
+# journald the machine-id they read at boot.
 
-qr_main() {
-  local started=$SECONDS
-  trap 'qr_on_error "$?" "$LINENO" "$BASH_COMMAND"' ERR
-  qr_read_settings
-  qr_info "QemuRun init script $QR_SCRIPT_VERSION for $QR_OS $QR_VERSION"
-  qr_require_root
-  qr_check_os
-  qr_wait_for_cloud_init
-  qr_ensure_os_account
-  qr_set_root_password
-  qr_lock_password_changes
-  qr_pkg_prepare
+# A clone's cloud-init drive carries a new instance-id (Proxmox derives it from the
+# user-data and network-config, and a clone has a new MAC and name), so cloud-init runs
+# its per-instance modules again: the account and keys, the host keys, the hostname. Its
+# own state is cleared too, so nothing of the template's instance is left to confuse it.
+# `--seed` is not in every release; `--machine-id` only in newer ones (done below by hand).
+qr_seal_cloud_init() {
+  local args=(clean --logs)
+  if ! command -v cloud-init >/dev/null 2>&1; then
+    qr_info "no cloud-init on this image: no cloud-init state to clean"
+    return 0
+  fi
+  if [[ "$(cloud-init clean --help 2>&1)" == *--seed* ]]; then
+    args+=(--seed)
+  fi
+  qr_info "cleaning cloud-init's state and logs (cloud-init ${args[*]})"
+  cloud-init "${args[@]}"
+}
+
+# Emptied, not deleted: with an empty /etc/machine-id systemd takes the boot for a first
+# boot and writes a new ID (systemd-machine-id-setup); a missing file would make some
+# releases boot without one. D-Bus's copy, where it is a file of its own, would keep the
+# old ID, so it becomes the link to /etc/machine-id that current releases ship.
+qr_seal_machine_id() {
+  qr_info "emptying /etc/machine-id: each clone makes its own on its first boot"
+  : >/etc/machine-id
+  if [[ -f /var/lib/dbus/machine-id && ! -L /var/lib/dbus/machine-id ]]; then
+    ln -sf /etc/machine-id /var/lib/dbus/machine-id
+  fi
+  # Clones would otherwise start from the same entropy seed and DHCP leases.
+  rm -f /var/lib/systemd/random-seed /var/lib/dhcp/*.leases /var/lib/NetworkManager/*.lease
+}
+
+qr_seal_host_keys() {
+  qr_info "removing the SSH host keys: cloud-init makes new ones on each clone"
+  rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub
+}
+
+qr_seal_logs() {
+  local home
+  qr_info "removing shell history and clearing logs"
+  rm -f /root/.bash_history
+  for home in /home/*; do
+    rm -f "$home/.bash_history"
+  done
+  if command -v journalctl >/dev/null 2>&1; then
+    journalctl --rotate >/dev/null 2>&1 || true
+    journalctl --vacuum-time=1s >/dev/null 2>&1 || true
+  fi
+  if [[ -d /var/log ]]; then
+    # Rotated files go; the live ones are emptied in place (their owners keep them open).
+    # The journal's own files are journalctl's to remove.
+    find /var/log -path /var/log/journal -prune -o -type f \( -name '*.gz' -o -name '*.[0-9]' -o -name '*.old' \) -exec rm -f {} +
+    find /var/log -path /var/log/journal -prune -o -type f -exec truncate -s 0 {} +
+  fi
+}
+
+# ---------------------------------------------------------------------------------------
+# The OS family file defines: qr_pkg_prepare (mirror + metadata), qr_pkg_refresh
+# (metadata only), qr_pkg_upgrade, qr_pkg_install PACKAGE..., qr_pkg_missing PACKAGE...
+# (prints those not installed), qr_pkg_clean (caches and metadata), qr_configure_locale,
+# and the array QR_BASE_PACKAGES.
+
+# The upgrade runs once per script version: a second run, or a template's, skips it.
+qr_upgrade_once() {
   if [[ -f $QR_MARKER ]] && [[ "$(<"$QR_MARKER")" == "$QR_SCRIPT_VERSION" ]]; then
     qr_info "skipping the full upgrade: this script version already finished here ($QR_MARKER)"
   else
     qr_info "upgrading packages"
     qr_pkg_upgrade
   fi
+}
+
+qr_phase_full() {
+  qr_wait_for_cloud_init
+  qr_ensure_os_account
+  qr_set_root_password
+  qr_lock_password_changes
+  qr_pkg_prepare
+  qr_upgrade_once
   qr_info "installing packages: ${QR_BASE_PACKAGES[*]} ${QR_PACKAGES[*]}"
   qr_pkg_install "${QR_BASE_PACKAGES[@]}" "${QR_PACKAGES[@]}"
   qr_set_timezone
@@ -424,5 +507,89 @@ qr_main() {
   qr_configure_swap
   qr_enable_guest_agent
   qr_put_file "$QR_MARKER" 644 "$QR_SCRIPT_VERSION"
+}
+
+# What every VM of this OS version shares; nothing tied to one VM or its user.
+qr_phase_template() {
+  qr_wait_for_cloud_init
+  qr_pkg_prepare
+  qr_upgrade_once
+  qr_info "installing packages: ${QR_BASE_PACKAGES[*]} ${QR_PACKAGES[*]}"
+  qr_pkg_install "${QR_BASE_PACKAGES[@]}" "${QR_PACKAGES[@]}"
+  qr_configure_locale
+  qr_tune_sysctl
+  qr_enable_guest_agent
+  qr_put_file "$QR_MARKER" 644 "$QR_SCRIPT_VERSION"
+}
+
+# The marker stays: it is how a clone knows what its template already did.
+qr_phase_seal() {
+  qr_wait_for_cloud_init
+  qr_seal_cloud_init
+  qr_info "removing package caches and lists (a clone refreshes them when it installs)"
+  qr_pkg_clean
+  qr_seal_machine_id
+  qr_seal_host_keys
+  qr_seal_logs
+  sync
+}
+
+# The per-VM part, on a clone of a template this script version made.
+qr_phase_clone() {
+  local missing=()
+  qr_info "template made by this script version ($QR_MARKER): skipping package sources, the upgrade and the base packages"
+  qr_wait_for_cloud_init
+  qr_ensure_os_account
+  qr_set_root_password
+  qr_lock_password_changes
+  if ((${#QR_PACKAGES[@]} > 0)); then
+    mapfile -t missing < <(qr_pkg_missing "${QR_PACKAGES[@]}")
+  fi
+  if ((${#missing[@]} > 0)); then
+    qr_info "refreshing package metadata (the template was sealed without it)"
+    qr_pkg_refresh
+    qr_info "installing packages the template lacks: ${missing[*]}"
+    qr_pkg_install "${missing[@]}"
+  elif ((${#QR_PACKAGES[@]} > 0)); then
+    qr_info "every package is on the template already: ${QR_PACKAGES[*]}"
+  fi
+  qr_set_timezone
+  qr_configure_swap
+}
+
+# Why a clone cannot take the fast path, or nothing when it can.
+qr_clone_fallback_reason() {
+  local found
+  if [[ ! -f $QR_MARKER ]]; then
+    printf '%s\n' "no template marker ($QR_MARKER)"
+    return 0
+  fi
+  found=$(<"$QR_MARKER")
+  if [[ $found != "$QR_SCRIPT_VERSION" ]]; then
+    [[ $found =~ ^[A-Za-z0-9._-]{1,64}$ ]] || found=unreadable
+    printf '%s\n' "the template was made by script version $found, this is $QR_SCRIPT_VERSION"
+  fi
+}
+
+qr_main() {
+  local started=$SECONDS phase reason
+  trap 'qr_on_error "$?" "$LINENO" "$BASH_COMMAND"' ERR
+  qr_read_settings
+  phase=$QR_PHASE
+  if [[ $phase == full ]]; then
+    qr_info "QemuRun init script $QR_SCRIPT_VERSION for $QR_OS $QR_VERSION"
+  else
+    qr_info "QemuRun init script $QR_SCRIPT_VERSION for $QR_OS $QR_VERSION, phase $phase"
+  fi
+  qr_require_root
+  qr_check_os
+  if [[ $phase == clone ]]; then
+    reason=$(qr_clone_fallback_reason)
+    if [[ -n $reason ]]; then
+      qr_info "running the full script instead of the clone phase: $reason"
+      phase=full
+    fi
+  fi
+  "qr_phase_$phase"
   qr_ok "init script finished in $((SECONDS - started))s"
 }

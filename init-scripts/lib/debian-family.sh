@@ -108,12 +108,32 @@ qr_pkg_prepare() {
   qr_apt update
 }
 
+qr_pkg_refresh() {
+  qr_apt update
+}
+
 qr_pkg_upgrade() {
   qr_apt dist-upgrade
 }
 
 qr_pkg_install() {
   qr_apt install "$@"
+}
+
+qr_pkg_missing() {
+  local pkg
+  for pkg in "$@"; do
+    if [[ "$(dpkg-query --show --showformat='${db:Status-Status}' "$pkg" 2>/dev/null)" != installed ]]; then
+      printf '%s\n' "$pkg"
+    fi
+  done
+}
+
+# The lists are a snapshot of the archive on the day the template was built; a clone
+# that needs them fetches today's (qr_pkg_refresh).
+qr_pkg_clean() {
+  qr_apt clean
+  rm -rf /var/lib/apt/lists/*
 }
 
 qr_configure_locale() {

@@ -95,12 +95,31 @@ qr_pkg_prepare() {
   qr_dnf makecache --refresh
 }
 
+qr_pkg_refresh() {
+  qr_dnf makecache --refresh
+}
+
 qr_pkg_upgrade() {
   qr_dnf upgrade
 }
 
 qr_pkg_install() {
   qr_dnf install "$@"
+}
+
+# --whatprovides: a name the package manager resolves by what a package provides
+# (vim for vim-enhanced) counts as installed too.
+qr_pkg_missing() {
+  local pkg
+  for pkg in "$@"; do
+    if ! rpm -q --quiet --whatprovides "$pkg" 2>/dev/null; then
+      printf '%s\n' "$pkg"
+    fi
+  done
+}
+
+qr_pkg_clean() {
+  qr_dnf clean all
 }
 
 qr_configure_locale() {

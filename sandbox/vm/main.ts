@@ -16,7 +16,9 @@ import { generateEd25519 } from '../sshKeys';
 import { makeCtx } from '../cli/context';
 import { customCloudinitFiles } from '../cli/qm/cicustom';
 import { applyRuncmd, applyWriteFiles, readSnippetUserData, type SnippetUserData } from './userData';
-import { netMac } from '../state/cloudinit';
+import { netMac, nocloudFiles } from '../state/cloudinit';
+import { nodeResolv } from '../qemu/network';
+import { bootMachineId, INSTANCE_ID_FILE, recordInstance } from './instance';
 import { dhcpLease, wantsDhcp, type GuestNetwork } from '../state/dhcp';
 import { forwardAddress } from '../qemu/network';
 
@@ -96,6 +98,24 @@ function cloudInit(conf: VmConf, users: string[], custom: SnippetUserData | unde
   };
 }
 
+/**
+ * The instance-id on the VM's cloud-init drive (`nocloud_gen_metadata`, or a `cicustom`
+ * meta snippet's): a hash of the user-data and network-config, so a clone, with its new
+ * name and MACs, has a new one. Undefined when the drive could not be made.
+ */
+function instanceId(conf: VmConf, node: string): string | undefined {
+  try {
+    const custom = conf.props.cicustom ? customCloudinitFiles(makeCtx(dir, node, { out: log, err: log }), conf) : {};
+    const meta = nocloudFiles(conf, vmid, nodeResolv(), undefined, custom)['meta-data'];
+    return /^instance-id:\s*(\S+)/m.exec(meta)?.[1];
+  } catch (err) {
+    log(`no instance-id: ${(err as Error).message}`);
+    return undefined;
+  }
+}
+
+const GUEST_HOST_KEY_PUB = '/etc/ssh/ssh_host_ed25519_key.pub';
+
 function hostKey(): string {
   const file = paths.guestHostKey(vmid);
   const existing = readIfExists(file);
@@ -114,7 +134,7 @@ function publishHostKey(root: string, privateKey: string): void {
   const parsed = utils.parseKey(privateKey);
   if (parsed instanceof Error || Array.isArray(parsed)) throw new Error('unreadable guest host key');
   fs.mkdirSync(`${root}/etc/ssh`, { recursive: true });
-  fs.writeFileSync(`${root}/etc/ssh/ssh_host_ed25519_key.pub`, `${parsed.type} ${parsed.getPublicSSH().toString('base64')} root@vm${vmid}\n`, { mode: 0o644 });
+  fs.writeFileSync(`${root}${GUEST_HOST_KEY_PUB}`, `${parsed.type} ${parsed.getPublicSSH().toString('base64')} root@vm${vmid}\n`, { mode: 0o644 });
 }
 
 /** ipconfig0 `ip=dhcp`: the DHCP stand-in's lease for net0's MAC; otherwise the static address. */
@@ -146,11 +166,22 @@ async function boot(): Promise<void> {
   const firstBoot = !fs.existsSync(`${root}/etc/os-release`);
   const fault = model.guestFaults?.[String(vmid)] ?? {};
   prepareGuestRoot(root, os, ci, { packageOutputLines: model.packageOutputLines, packageSilenceMs: model.packageSilenceMs, packageExitCode: fault.packageExitCode, cloudInitStatus: fault.cloudInitStatus });
-  if (ci && firstBoot && conf.props.ciupgrade !== '0') {
+  // systemd, before anything else: an empty (sealed) /etc/machine-id gets a new ID.
+  if (bootMachineId(root)) log('first boot of this machine-id: wrote a new /etc/machine-id');
+  // cloud-init's per-instance part runs when the drive's instance-id is not the one it
+  // recorded: on the first boot, on a clone's, and after `cloud-init clean`.
+  const iid = ci ? instanceId(conf, node) : undefined;
+  const newInstance = ci !== undefined && (iid === undefined ? firstBoot : recordInstance(root, iid));
+  if (ci && newInstance) {
+    // cc_ssh (ssh_deletekeys, ssh_genkeytypes): the old host keys go, new ones are made.
+    fs.rmSync(paths.guestHostKey(vmid), { force: true });
+    log(`cloud-init: new instance ${iid ?? '(no id)'}: new SSH host keys (${INSTANCE_ID_FILE})`);
+  }
+  if (ci && newInstance && conf.props.ciupgrade !== '0') {
     // cloud-init's package_upgrade (PVE's ciupgrade, default on) runs at first boot.
     fs.appendFileSync(paths.guestLog(vmid), `${new Date().toISOString()} cloud-init: package_upgrade (${os.id === 'rocky' ? 'dnf -y upgrade' : 'apt-get -y dist-upgrade'})\n`);
   }
-  if (ci && custom && firstBoot) {
+  if (ci && custom && newInstance) {
     // cloud-init's per-instance modules, before sshd here (QemuRun waits for cloud-init anyway).
     if (custom.packages.length) fs.appendFileSync(paths.guestLog(vmid), `${new Date().toISOString()} cloud-init: packages ${custom.packages.join(' ')} (not installed: process guests have no package manager)\n`);
     applyWriteFiles(root, custom.writeFiles, log);
@@ -161,6 +192,14 @@ async function boot(): Promise<void> {
   if (fault.noSsh) return log('sshd not started (guest fault noSsh): the guest never answers SSH');
   const address = guestAddress(conf, model.gateway);
   if (!address) return log(`no loopback address for VMID ${vmid} with gateway ${model.gateway} (or no MAC for DHCP): sshd not reachable`);
+  const keyInRoot = fs.existsSync(`${root}${GUEST_HOST_KEY_PUB}`);
+  if (!keyInRoot && !newInstance && !firstBoot && os.id !== 'rocky') {
+    // Debian's and Ubuntu's ssh.service run `sshd -t` first; without host keys (a sealed
+    // disk booted with no new instance-id to make cloud-init make them) sshd never starts.
+    // Rocky's sshd-keygen@ units make missing keys at boot.
+    return log('sshd: no hostkeys available -- exiting.');
+  }
+  if (!keyInRoot) fs.rmSync(paths.guestHostKey(vmid), { force: true });
   const key = hostKey();
   publishHostKey(root, key);
   server = await startGuestSsh({

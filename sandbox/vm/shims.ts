@@ -7,6 +7,9 @@
  */
 export const PRIVILEGED_LOG = '/run/sandbox/privileged.log';
 
+/** The packages the package manager stand-ins were asked to install, one a line. */
+const INSTALLED_PACKAGES = '/var/lib/sandbox/installed-packages';
+
 export interface ShimDef {
   /** Where the real tool lives on a Debian guest: only root's PATH has sbin. */
   dir: 'bin' | 'sbin';
@@ -78,9 +81,57 @@ export const SHIMS: Record<string, ShimDef> = {
   shutdown: { dir: 'sbin', denied: 'Call to PowerOff failed: Interactive authentication required.' },
   'cloud-init': {
     dir: 'bin',
-    rootOnlyWhen: '[[ "$1" != status && "$1" != query && "$1" != --version ]]',
+    rootOnlyWhen: '[[ "$1" != status && "$1" != query && "$1" != --version && " $* " != *" --help "* && " $* " != *" -h "* ]]',
     denied: 'cloud-init: error: insufficient permissions',
-    after: '[[ "$1" == status ]] && echo "status: done"',
+    // `clean` does what cloud-init 22.4's does to the guest's files (cmd/clean.py): its
+    // state under /var/lib/cloud (the seed too with --seed), its logs with --logs, and with
+    // --machine-id it deletes /etc/machine-id (23.1 writes 'uninitialized' instead). The
+    // next boot then finds no instance recorded and runs the per-instance part again.
+    after: `case "$1" in
+  status) echo "status: done" ;;
+  clean)
+    if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then
+      printf '%s\\n' 'usage: /usr/bin/cloud-init clean [-h] [-l] [--machine-id] [-r] [-s]' '' 'options:' '  -h, --help        show this help message and exit' '  -l, --logs        Remove cloud-init logs.' '  --machine-id      Remove /etc/machine-id for golden image creation. Next boot generates a new machine-id.' '  -r, --reboot      Reboot system after logs are cleaned so cloud-init re-runs.' '  -s, --seed        Remove cloud-init seed directory /var/lib/cloud/seed.'
+      exit 0
+    fi
+    if [[ -d /var/lib/cloud ]]; then
+      find /var/lib/cloud -mindepth 1 -maxdepth 1 ! -name seed -exec rm -rf {} +
+      if [[ " $* " == *" --seed "* || " $* " == *" -s "* ]]; then rm -rf /var/lib/cloud/seed; fi
+    fi
+    if [[ " $* " == *" --logs "* || " $* " == *" -l "* ]]; then rm -f /var/log/cloud-init.log /var/log/cloud-init-output.log; fi
+    if [[ " $* " == *" --machine-id "* ]]; then rm -f /etc/machine-id; fi
+    ;;
+esac`,
+  },
+  journalctl: {
+    dir: 'bin',
+    rootOnlyWhen: '[[ " $* " == *" --rotate "* || " $* " == *" --flush "* || "$*" == *--vacuum-* ]]',
+    denied: 'Failed to rotate journal files: Access denied',
+  },
+  // Not privileged: they answer, from what the package manager stand-ins installed, the
+  // questions a script asks before installing (dpkg-query -W, rpm -q).
+  'dpkg-query': {
+    dir: 'bin',
+    rootOnlyWhen: 'false',
+    denied: '',
+    after: `pkg="\${@: -1}"
+if grep -qxF -- "$pkg" ${INSTALLED_PACKAGES} 2>/dev/null; then
+  if [[ " $* " == *" -f"* || " $* " == *" --showformat"* ]]; then printf installed; else printf '%s\\t1.0\\n' "$pkg"; fi
+else
+  echo "dpkg-query: no packages found matching $pkg" >&2; exit 1
+fi`,
+  },
+  rpm: {
+    dir: 'bin',
+    rootOnlyWhen: 'false',
+    denied: '',
+    after: `pkg="\${@: -1}"
+if grep -qxF -- "$pkg" ${INSTALLED_PACKAGES} 2>/dev/null; then
+  [[ " $* " == *" --quiet "* ]] || echo "$pkg-1.0-1.el9.x86_64"
+else
+  if [[ " $* " != *" --quiet "* ]]; then if [[ " $* " == *" --whatprovides "* ]]; then echo "no package provides $pkg"; else echo "package $pkg is not installed"; fi; fi
+  exit 1
+fi`,
   },
 };
 
@@ -120,7 +171,12 @@ export function shimScript(tool: string, def: ShimDef, opts: { outputLines?: num
       ? `printf '%s\\n' 'E: Failed to fetch http://deb.debian.org/debian/dists/stable/InRelease  503  Service Unavailable [IP: 127.0.0.1 80]' 'E: Some index files failed to download. They have been ignored, or old ones used instead.' >&2; exit ${Math.floor(opts.exitCode)}`
       : '';
   // cloud-init 20.4 to 22.4 exit 1 when a module failed, whether or not they waited.
-  const after = tool === 'cloud-init' && opts.cloudInitStatus === 'error' ? `[[ "$1" == status ]] && { echo 'status: error'; exit 1; }` : (def.after ?? '');
+  const statusError = tool === 'cloud-init' && opts.cloudInitStatus === 'error' ? `[[ "$1" == status ]] && { echo 'status: error'; exit 1; }` : '';
+  const after = [statusError, def.after ?? ''].filter(Boolean).join('\n');
+  // What an install names (the words after `install` that are not options) counts as installed.
+  const installs = isPackageManager
+    ? `seen=0; for a in "$@"; do if ((seen)) && [[ "$a" != -* ]]; then mkdir -p ${INSTALLED_PACKAGES.replace(/\/[^/]+$/, '')}; printf '%s\\n' "$a" >> ${INSTALLED_PACKAGES}; elif [[ "$a" == install ]]; then seen=1; fi; done`
+    : '';
   return `#!/bin/bash
 # Sandbox guest: records '${tool}' instead of running it (see sandbox/vm/shims.ts).
 tool=${bashQuote(tool)}
@@ -133,6 +189,7 @@ if [[ "$(id -u)" != 0 ]] && ${rootOnly}; then
 fi
 ${failure}
 ${after}
+${installs}
 ${silence}
 ${noise}
 exit 0

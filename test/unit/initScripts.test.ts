@@ -21,12 +21,15 @@ import { hashRootPassword } from '../../lib/rootPassword';
 const PRIVILEGED = [
   'sudo', 'apt-get', 'apt', 'dnf', 'yum', 'chpasswd', 'passwd', 'chage', 'usermod', 'useradd',
   'systemctl', 'timedatectl', 'hostnamectl', 'locale-gen', 'localectl', 'update-locale', 'sysctl',
-  'fallocate', 'mkswap', 'swapon', 'swapoff',
+  'fallocate', 'mkswap', 'swapon', 'swapoff', 'cloud-init', 'journalctl', 'dpkg-query', 'rpm',
 ];
 
-const LOG_DIR = '/var/log/qemurun-test';
+// Not under /var/log: the seal phase empties that.
+const LOG_DIR = '/var/lib/qemurun-test';
 
 // sudo runs its command; fallocate makes the file (sparse) so a second run can find it.
+// apt-get and dnf note what they install, and dpkg-query and rpm answer from that list.
+// cloud-init clean removes its state, as the real one does.
 // A tool that finds the root password in its environment is noted too.
 const SHIM = `#!/bin/bash
 tool=\${0##*/}
@@ -42,6 +45,20 @@ case $tool in
     exec "$@" ;;
   chpasswd) cat >>${LOG_DIR}/chpasswd.stdin ;;
   fallocate) truncate -s "$2" "$3" ;;
+  apt-get|dnf)
+    seen=0
+    for arg in "$@"; do
+      if ((seen)); then echo "$arg" >>${LOG_DIR}/installed; elif [[ $arg == install ]]; then seen=1; fi
+    done ;;
+  dpkg-query) if grep -qx -- "\${@: -1}" ${LOG_DIR}/installed 2>/dev/null; then printf installed; fi ;;
+  rpm) grep -qx -- "\${@: -1}" ${LOG_DIR}/installed 2>/dev/null; exit ;;
+  cloud-init)
+    if [[ $1 == clean && " $* " == *" --help "* ]]; then
+      printf '%s\n' 'usage: cloud-init clean [-h] [-l] [--machine-id] [-r] [-s]' '  -s, --seed  Remove cloud-init seed directory /var/lib/cloud/seed.'
+    elif [[ $1 == clean ]]; then
+      rm -rf /var/lib/cloud
+      if [[ " $* " == *" --logs "* ]]; then rm -f /var/log/cloud-init.log /var/log/cloud-init-output.log; fi
+    fi ;;
 esac
 exit 0
 `;
@@ -368,6 +385,12 @@ describe('lib/initScripts', () => {
     expect(() => initScriptEnv({ ...SETTINGS, ...change })).toThrow(message);
   });
 
+  test('initScriptEnv sends QEMURUN_PHASE only for a phase other than the full run', () => {
+    expect(initScriptEnv(SETTINGS)).not.toHaveProperty('QEMURUN_PHASE');
+    expect(initScriptEnv(SETTINGS, undefined, 'seal').QEMURUN_PHASE).toBe('seal');
+    expect(() => initScriptEnv(SETTINGS, undefined, 'full' as never)).toThrow(/phase must be template, seal or clone: 'full'/);
+  });
+
   test('initScriptEnv rejects a multi-line root password', () => {
     expect(() => initScriptEnv(SETTINGS, 'a\nb')).toThrow(/one line/);
   });
@@ -517,6 +540,123 @@ describe('init scripts in a bubblewrap jail', () => {
     expect(jail.read('etc/apt/sources.list.d/debian.sources')).toBe(DEB822_DEBIAN('trixie'));
     expect(called(restored, 'fallocate')).toEqual([['fallocate', '-l', '512M', '/swapfile.new']]);
     expect(jail.read('etc/fstab').match(/swapfile/g)).toHaveLength(1);
+  });
+
+  // What a booted cloud image has that a clone must not inherit.
+  const SEALED_AWAY: Record<string, string> = {
+    'etc/machine-id': '0f3c1e5f8a1b4c7d9e2f00112233aabb\n',
+    'var/lib/dbus/machine-id': '0f3c1e5f8a1b4c7d9e2f00112233aabb\n',
+    'etc/ssh/ssh_host_ed25519_key': 'PRIVATE\n',
+    'etc/ssh/ssh_host_ed25519_key.pub': 'ssh-ed25519 AAAA root@template\n',
+    'etc/ssh/ssh_host_rsa_key': 'PRIVATE\n',
+    'var/lib/cloud/data/instance-id': 'iid-template\n',
+    'var/log/cloud-init.log': 'cloud-init ran\n',
+    'var/log/syslog': 'template booted\n',
+    'var/log/syslog.1': 'older\n',
+    'var/log/dpkg.log.2.gz': 'gz',
+    'root/.bash_history': 'ls\n',
+    'var/lib/apt/lists/deb.debian.org_debian_dists_bookworm_InRelease': 'lists\n',
+    'var/lib/systemd/random-seed': 'seed',
+  };
+  const upgrades = (r: RunResult) => r.calls.filter((c) => c.includes('dist-upgrade') || (c[0] === 'dnf' && c.includes('upgrade')));
+  const refreshes = (r: RunResult) => r.calls.filter((c) => c.includes('update') || c.includes('makecache'));
+
+  test.each<[Family, string]>([['debian', '12'], ['ubuntu', '24.04'], ['rockylinux', '9']])(
+    '%s %s: template, then seal, then clone on one root; the clone skips the upgrade',
+    (family, version) => {
+      const jail = makeJail(`phases-${family}_${version}`, family, version);
+      for (const [rel, text] of Object.entries(SEALED_AWAY)) {
+        fs.mkdirSync(path.dirname(path.join(jail.root, rel)), { recursive: true });
+        fs.writeFileSync(path.join(jail.root, rel), text);
+      }
+      const script = initScriptFor(family, version);
+
+      const template = runInJail(jail, script, initScriptEnv(SETTINGS, undefined, 'template'));
+      expect({ status: template.status, stderr: template.stderr }).toEqual({ status: 0, stderr: '' });
+      expect(template.stdout).toMatch(/^\[\*\] QemuRun init script \w+ for \w+ [\d.]+, phase template$/m);
+      expect(template.stdout).toMatch(/^\[\+\] init script finished in \d+s$/m);
+      expect(upgrades(template)).toHaveLength(1);
+      const install = template.calls.find((c) => c.includes('install') && c.includes('qemu-guest-agent'));
+      expect(install?.slice(-3)).toEqual(['qemu-guest-agent', 'nginx', 'python3-pip']);
+      expect(called(template, 'systemctl')).toEqual([['systemctl', 'enable', '--now', 'qemu-guest-agent']]);
+      // Nothing of one VM: no password, account, time zone or swap.
+      for (const tool of ['chpasswd', 'passwd', 'chage', 'useradd', 'timedatectl', 'fallocate', 'swapon']) expect(called(template, tool)).toEqual([]);
+      expect(jail.exists('swapfile')).toBe(false);
+      expect(jail.read('var/lib/qemurun/init-done')).toBe(`${INIT_SCRIPT_VERSION}\n`);
+
+      const seal = runInJail(jail, script, initScriptEnv(SETTINGS, undefined, 'seal'));
+      expect({ status: seal.status, stderr: seal.stderr }).toEqual({ status: 0, stderr: '' });
+      expect(seal.stdout).toMatch(/^\[\+\] init script finished in \d+s$/m);
+      expect(called(seal, 'cloud-init', 'clean')).toEqual([['cloud-init', 'clean', '--help'], ['cloud-init', 'clean', '--logs', '--seed']]);
+      expect(jail.exists('var/lib/cloud')).toBe(false);
+      expect(jail.read('etc/machine-id')).toBe('');
+      expect(fs.readlinkSync(path.join(jail.root, 'var/lib/dbus/machine-id'))).toBe('/etc/machine-id');
+      expect(fs.readdirSync(path.join(jail.root, 'etc/ssh'))).toEqual([]);
+      expect(jail.read('var/log/syslog')).toBe('');
+      for (const gone of ['var/log/syslog.1', 'var/log/dpkg.log.2.gz', 'var/log/cloud-init.log', 'root/.bash_history', 'var/lib/systemd/random-seed']) expect(jail.exists(gone)).toBe(false);
+      expect(called(seal, 'journalctl')).toEqual([['journalctl', '--rotate'], ['journalctl', '--vacuum-time=1s']]);
+      if (family === 'rockylinux') expect(called(seal, 'dnf')).toEqual([['dnf', '-y', 'clean', 'all']]);
+      else {
+        expect(called(seal, 'apt-get').map((c) => c.at(-1))).toEqual(['clean']);
+        expect(fs.readdirSync(path.join(jail.root, 'var/lib/apt/lists'))).toEqual([]);
+      }
+      expect(upgrades(seal)).toEqual([]);
+      // The marker stays for the clone.
+      expect(jail.read('var/lib/qemurun/init-done')).toBe(`${INIT_SCRIPT_VERSION}\n`);
+
+      const packages = [...SETTINGS.packages, 'postgresql'];
+      const clone = runInJail(jail, script, initScriptEnv({ ...SETTINGS, packages }, PASSWORD, 'clone'));
+      expect({ status: clone.status, stderr: clone.stderr }).toEqual({ status: 0, stderr: '' });
+      expect(clone.stdout).toContain('skipping package sources, the upgrade and the base packages');
+      expect(clone.stdout).toMatch(/^\[\+\] init script finished in \d+s$/m);
+      expect(upgrades(clone)).toEqual([]);
+      expect(called(clone, 'dnf', '-y', 'install', 'epel-release')).toEqual([]);
+      // Only what the template lacks, after a metadata refresh (the seal removed the lists).
+      expect(refreshes(clone)).toHaveLength(1);
+      expect(clone.calls.filter((c) => c.includes('install')).map((c) => c.slice(c.indexOf('install') + 1))).toEqual([['postgresql']]);
+      expect(called(clone, 'chpasswd')).toEqual([['chpasswd']]);
+      expect(called(clone, 'chage')).toEqual([['chage', '--mindays', '99999', 'cloud']]);
+      expect(called(clone, 'timedatectl')).toEqual([['timedatectl', 'set-timezone', 'Asia/Taipei']]);
+      expect(called(clone, 'fallocate')).toEqual([['fallocate', '-l', '2G', '/swapfile.new']]);
+      expect(clone.argvLog + clone.stdout + clone.stderr).not.toContain('s3cr3t');
+
+      // With every package on the template, a clone touches no package manager at all.
+      const again = runInJail(jail, script, initScriptEnv(SETTINGS, PASSWORD, 'clone'));
+      expect(again.status).toBe(0);
+      expect(again.stdout).toContain('every package is on the template already: nginx python3-pip');
+      expect(again.calls.filter((c) => ['apt-get', 'apt', 'dnf'].includes(c[0]))).toEqual([]);
+    },
+  );
+
+  test('a clone without the marker, or with another version, runs the full script and says why', () => {
+    const jail = makeJail('clone-unmarked', 'debian', '12');
+    const script = initScriptFor('debian', '12');
+    const env = initScriptEnv(SETTINGS, PASSWORD, 'clone');
+
+    const first = runInJail(jail, script, env);
+    expect({ status: first.status, stderr: first.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(first.stdout.split('\n').filter((l) => l.includes('instead of the clone phase'))).toEqual([
+      '[*] running the full script instead of the clone phase: no template marker (/var/lib/qemurun/init-done)',
+    ]);
+    expect(upgrades(first)).toHaveLength(1);
+    expect(first.calls.find((c) => c.includes('install') && c.includes('qemu-guest-agent'))).toBeDefined();
+    expect(first.stdout).toMatch(/^\[\+\] init script finished in \d+s$/m);
+    expect(jail.read('var/lib/qemurun/init-done')).toBe(`${INIT_SCRIPT_VERSION}\n`);
+
+    fs.writeFileSync(path.join(jail.root, 'var/lib/qemurun/init-done'), '0123456789ab\n');
+    const older = runInJail(jail, script, env);
+    expect(older.status).toBe(0);
+    expect(older.stdout).toContain(`[*] running the full script instead of the clone phase: the template was made by script version 0123456789ab, this is ${INIT_SCRIPT_VERSION}\n`);
+    expect(upgrades(older)).toHaveLength(1);
+  });
+
+  test('a bad phase is refused before anything runs', () => {
+    const jail = makeJail('bad-phase', 'debian', '12');
+    const res = runInJail(jail, initScriptFor('debian', '12'), initScriptEnv(SETTINGS), { QEMURUN_PHASE: 'golden' });
+    expect(res.status).toBe(2);
+    expect(res.stderr).toContain("QEMURUN_PHASE must be full, template, seal or clone: 'golden'");
+    expect(res.calls).toEqual([['sudo', 'bash', '-s']]);
+    expect(jail.exists('var/lib/qemurun')).toBe(false);
   });
 
   test('a script refuses to run on another OS', () => {

@@ -26,7 +26,7 @@ const common = {
 
 // The suites of the install, the VM lifecycle, rebuild and the failure paths, which run a
 // second time with the sandbox reached through its REST API (Proxmox API mode).
-const apiModeSuites = ['install.e2e', 'install.behaviour', 'install.placement', 'install.userData', 'install.dhcp', 'lifecycle', 'lifecycle.cpu', 'rebuild'];
+const apiModeSuites = ['install.e2e', 'install.behaviour', 'install.placement', 'install.userData', 'install.dhcp', 'lifecycle', 'lifecycle.cpu', 'rebuild', 'templates'];
 
 const endToEnd = {
   ...common,

@@ -42,12 +42,9 @@ export async function buildTemplate(url: string, timeoutMs: number): Promise<Tem
   return { workflowId, ok, seconds, outcome: final ?? errors[0] ?? `stream ended without a [+] template event (status ${stream.status})` };
 }
 
-/**
- * The path an install took, as its events tell: a clone of a template names the clone
- * (`qm clone`), an install from the image does not.
- */
+/** The path an install took, as its `preparation > template` event tells (workflows/install.ts). */
 export function pathOf(run: InstallRun): 'template' | 'image' {
-  return run.messages.some((m) => /\bclon(e|ed|ing)\b/i.test(m)) ? 'template' : 'image';
+  return run.messages.some((m) => /installing as a (linked|full) clone of template /.test(m)) ? 'template' : 'image';
 }
 
 export interface Spread {

@@ -58,7 +58,8 @@ describe('template bench', () => {
 
   test('the path an install took, from its events', () => {
     const run = (messages: string[]) => ({ messages }) as InstallRun;
-    expect(pathOf(run(['[*] qm clone 9000 101 --full 0']))).toBe('template');
-    expect(pathOf(run(['[*] importing debian-12-genericcloud-amd64.qcow2']))).toBe('image');
+    expect(pathOf(run(['[*] installing as a linked clone of template qr-tpl-debian-12 (VMID 9000, built 2026-12-03T12:00:00Z)']))).toBe('template');
+    expect(pathOf(run(['[*] building from the cloud image, as asked (source "image")']))).toBe('image');
+    expect(pathOf(run(['[*] building from the cloud image: no template of debian 12']))).toBe('image');
   });
 });

@@ -7,6 +7,9 @@
  * runs on the same machine. --quick skips the 50-install batch (event latency and RSS
  * are then taken after the 10-install batch) and uses 3 installs for the stream cost.
  * --real-guests measures real QEMU guests instead (./bench/realGuests.ts).
+ * --templates measures only the template figures (issue 25, ./bench/templates.ts): the
+ * build of a Debian 12 template, then `--count N` installs from the image and N from the
+ * template (5 each on process guests, 3 on real guests), side by side.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -26,10 +29,15 @@ import { Report } from './bench/report';
 import { startBenchService, type BenchService } from './bench/service';
 import { benchVmidAllocation } from './bench/vmidAllocation';
 import { probeQueries } from './bench/queryProbe';
-import { benchRealGuests } from './bench/realGuests';
+import { benchRealGuestTemplates, benchRealGuests } from './bench/realGuests';
+import { benchTemplates } from './bench/templates';
 
 const quick = process.argv.includes('--quick');
 const realGuests = process.argv.includes('--real-guests');
+const templates = process.argv.includes('--templates');
+const countArg = process.argv.indexOf('--count');
+const count = countArg > 0 ? Number(process.argv[countArg + 1]) : realGuests ? 3 : 5;
+if (!Number.isInteger(count) || count < 1) throw new Error('--count takes a whole number of installs, 1 or more');
 const root = path.resolve(__dirname, '..');
 const MiB = 1024 * 1024;
 /** Activities whose time is the sandbox guest's (booting, answering SSH, running the init script). */
@@ -75,8 +83,9 @@ function sandboxCalls(service: BenchService, from: number, to: number) {
 async function main(): Promise<void> {
   if (realGuests) {
     const report = new Report(false);
-    console.log(`qemurun bench --real-guests: ${os.cpus().length} cores, node ${process.version}`);
-    await benchRealGuests(root, report);
+    console.log(`qemurun bench --real-guests${templates ? ' --templates' : ''}: ${os.cpus().length} cores, node ${process.version}`);
+    if (templates) await benchRealGuestTemplates(root, report, count);
+    else await benchRealGuests(root, report);
     report.print();
     return;
   }
@@ -100,7 +109,7 @@ async function main(): Promise<void> {
   const report = new Report(quick);
   const load = () => os.loadavg().map((l) => l.toFixed(1)).join(' ');
   const loadAtStart = load();
-  console.log(`qemurun bench${quick ? ' (quick)' : ''}: ${os.cpus().length} cores, node ${process.version}, working in ${dir}`);
+  console.log(`qemurun bench${quick ? ' (quick)' : ''}${templates ? ' --templates' : ''}: ${os.cpus().length} cores, node ${process.version}, working in ${dir}`);
 
   const t0 = Date.now();
   const service = await startBenchService({ root, dir, env, port, temporalPort });
@@ -112,6 +121,10 @@ async function main(): Promise<void> {
   const url = service.url;
 
   try {
+    if (templates) {
+      await benchTemplates({ url, client, report, guests: 'process guests', count, timeoutMs: 10 * 60_000 });
+      return;
+    }
     // Idle for a while: the memory it settles at, and the CPU it burns doing nothing
     // (Temporal's timers and persistence, the worker's polls).
     const i0 = cpuNow(service);

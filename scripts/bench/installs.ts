@@ -14,6 +14,8 @@ export interface InstallRun {
   historyEvents: number;
   /** Per activity: from its scheduling to its start, as the history records them (ms). */
   scheduleToStartMs: number[];
+  /** The messages of the install's own stream, in order (which path ran, what failed). */
+  messages: string[];
 }
 
 export interface BatchResult {
@@ -68,6 +70,10 @@ export async function installBatch(opts: {
   watchers?: number;
   node?: string;
   osIndex?: number;
+  /** More fields of every install's body (e.g. `source`). */
+  body?: Record<string, unknown>;
+  /** How long one install's stream may take (the stream client's default otherwise: 10 min). */
+  timeoutMs?: number;
   /** Told each install's workflow id as soon as it starts, and when its stream has closed. */
   onStart?: (workflowId: string) => void;
   onEnd?: (workflowId: string) => void;
@@ -81,7 +87,8 @@ export async function installBatch(opts: {
       const started = Date.now();
       const extra: Array<Promise<WatchedStream>> = [];
       const own = await watch(`${opts.url}/api/vm/install`, {
-        body: { os, version, ...(opts.node ? { node: opts.node } : {}) },
+        body: { os, version, ...(opts.node ? { node: opts.node } : {}), ...opts.body },
+        timeoutMs: opts.timeoutMs,
         onOpen: (id) => {
           opts.onStart?.(id);
           for (let w = 1; w < (opts.watchers ?? 1); w++) extra.push(watch(`${opts.url}/api/workflows/${id}/events`));
@@ -111,6 +118,7 @@ export async function installBatch(opts: {
       latenciesMs,
       historyEvents: history?.events?.length ?? 0,
       scheduleToStartMs: history ? spansOf(history).map((a) => a.start - a.scheduled) : [],
+      messages: own.arrivals.map((e) => e.message),
     };
     runs.push(run);
   }

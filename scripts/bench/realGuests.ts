@@ -12,6 +12,7 @@ import { activitySpans } from './history';
 import { installBatch } from './installs';
 import type { Report } from './report';
 import { startBenchService } from './service';
+import { benchTemplates } from './templates';
 import { killSandboxVms } from '../../test/support/serviceProcess';
 
 /**
@@ -33,24 +34,7 @@ export async function benchRealGuests(root: string, report: Report): Promise<voi
     report.add('real guests: Debian 12 image build (mmdebstrap, once per recipe)', '—', '—', `${((Date.now() - b0) / 1000).toFixed(0)} s`);
     fs.rmSync(path.join(dir, 'image-cache'), { recursive: true, force: true });
 
-    const [port, temporalPort, uiPort] = [await freePort(), await freePort(), await freePort()];
-    const env: Record<string, string> = {
-      SSH_KEY_PATH: path.join(dir, 'ssh', 'id_ed25519'),
-      MAIN_NODE_IMAGE_DIR: path.join(dir, 'node-images'),
-      ALLOW_IPS: '127.0.0.1',
-      GATEWAY: '127.0.0.1',
-      VM_SSH_PORT: String(await freePort()),
-      TEMPORAL_UI_PORT: String(uiPort),
-      SANDBOX_SSH_PORT_BASE: String(await freePorts(2)),
-      SANDBOX_GUESTS: 'qemu',
-      SANDBOX_QEMU_IMAGES: '12',
-      SSH_WAIT_TIMEOUT: '900',
-      LOG_LEVEL: 'WARN',
-    };
-    const service = await startBenchService({ root, dir, env, port, temporalPort });
-    const config = loadConfig({ ...env, DATA_DIR: service.dataDir, PORT: String(port) });
-    const keys = resolveEncryptionKeys({ ...config.encryption, dataDir: service.dataDir });
-    const temporal = await connectTemporal({ address: service.temporalAddress, namespace: 'default', dataConverter: dataConverterFor(new EncryptionCodec(keys)) });
+    const { service, temporal, stop } = await startRealGuestService(root, dir);
     try {
       for (const kind of ['cold', 'warm'] as const) {
         console.log(`${kind} real-guest install ...`);
@@ -69,12 +53,60 @@ export async function benchRealGuests(root: string, report: Report): Promise<voi
         report.add('  reboot to SSH', '—', '—', `${(total('rebootVm') + total('waitForSsh', 1)).toFixed(0)} s`);
       }
     } finally {
-      await temporal.close();
-      await service.stop();
-      // The sandbox's VMs outlive the service, as a cluster's do: these were the bench's.
-      killSandboxVms(service.dataDir);
+      await stop();
     }
   } finally {
     if (!process.env.KEEP_BENCH_TMP) fs.rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * `npm run bench -- --templates --real-guests`: the template figures (./templates.ts) on
+ * real guests, with the images this machine has built already (scripts/build-guest-image.sh).
+ */
+export async function benchRealGuestTemplates(root: string, report: Report, count: number): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-bench-guests-'));
+  try {
+    const { service, temporal, stop } = await startRealGuestService(root, dir);
+    try {
+      // Under TCG an image install takes minutes: the issue's target is for these guests.
+      await benchTemplates({ url: service.url, client: temporal.client, report, guests: 'real guests', count, targetRatio: 4, timeoutMs: 60 * 60_000 });
+    } finally {
+      await stop();
+    }
+  } finally {
+    if (!process.env.KEEP_BENCH_TMP) fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The service on real guests, as `npm start` runs it, and a Temporal client to read its workflows. */
+async function startRealGuestService(root: string, dir: string) {
+  const [port, temporalPort, uiPort] = [await freePort(), await freePort(), await freePort()];
+  const env: Record<string, string> = {
+    SSH_KEY_PATH: path.join(dir, 'ssh', 'id_ed25519'),
+    MAIN_NODE_IMAGE_DIR: path.join(dir, 'node-images'),
+    ALLOW_IPS: '127.0.0.1',
+    GATEWAY: '127.0.0.1',
+    VM_SSH_PORT: String(await freePort()),
+    TEMPORAL_UI_PORT: String(uiPort),
+    SANDBOX_SSH_PORT_BASE: String(await freePorts(2)),
+    SANDBOX_GUESTS: 'qemu',
+    SANDBOX_QEMU_IMAGES: '12',
+    SSH_WAIT_TIMEOUT: '900',
+    LOG_LEVEL: 'WARN',
+  };
+  const service = await startBenchService({ root, dir, env, port, temporalPort });
+  const config = loadConfig({ ...env, DATA_DIR: service.dataDir, PORT: String(port) });
+  const keys = resolveEncryptionKeys({ ...config.encryption, dataDir: service.dataDir });
+  const temporal = await connectTemporal({ address: service.temporalAddress, namespace: 'default', dataConverter: dataConverterFor(new EncryptionCodec(keys)) });
+  return {
+    service,
+    temporal,
+    async stop() {
+      await temporal.close();
+      await service.stop();
+      // The sandbox's VMs outlive the service, as a cluster's do: these were the bench's.
+      killSandboxVms(service.dataDir);
+    },
+  };
 }

@@ -210,17 +210,20 @@ test('ip "dhcp": the real guest takes its lease, the install learns the address 
   expect(await inGuest(efi.ip, efi.user, 'systemctl is-active qemu-guest-agent')).toBe('active');
 });
 
-// The rebuild of `custom` runs beside the power operations on `efi`: two real guests
+// The Debian 12 template is built beside the power operations on `efi`: two real guests
 // share the machine's cores, as the installs do, instead of one test leaving a core idle.
-let rebuilding: Promise<SseResponse> | undefined;
+// The rebuild of `custom` after it then clones that template (issue 25's fast path).
+let templateBuild: Promise<SseResponse> | undefined;
 let customHostKey: string;
 
 test(
   'stop, start and reboot through the API boot the real UEFI guest again, at its DHCP address',
   async () => {
     customHostKey = await inGuest(custom.ip, 'alice', 'cat /etc/ssh/ssh_host_ed25519_key.pub');
-    rebuilding = requestSse(`${h.api}/vm/${custom.vmid}/rebuild`, { body: {}, timeoutMs: 30 * MINUTES });
-    rebuilding.catch(() => undefined); // awaited, and reported, by the rebuild test
+    const started = await apiCall(h.api, 'POST', '/templates', { os: 'debian', version: '12' });
+    expect(started.status).toBe(202);
+    templateBuild = requestSse(`${h.api}${String((started.json as { events: string }).events).replace(/^\/api/, '')}`, { timeoutMs: 30 * MINUTES });
+    templateBuild.catch(() => undefined); // awaited, and reported, by the rebuild test
     const vm = efi;
     const before = await bootId(vm);
     const reboot = await requestSse(`${h.api}/vm/${vm.vmid}/reboot`, { body: {}, timeoutMs: 15 * MINUTES });
@@ -240,11 +243,17 @@ test(
 );
 
 test(
-  'a rebuild makes a new real guest from the recorded spec',
+  'a real Debian 12 template is built (shared init script, cleaned, qm template), and a rebuild clones it: a new real guest from the recorded spec, its per-VM settings applied',
   async () => {
-    expect(rebuilding).toBeDefined();
-    const res = await rebuilding!;
+    expect(templateBuild).toBeDefined();
+    const built = await templateBuild!;
+    expect(built.events.filter((e) => e.status === 'error')).toEqual([]);
+    expect(built.events.at(-1)!.message).toMatch(/^\[\+\] template tpl-debian-12-\d+ \(VMID \d+\) built in /);
+    const res = await requestSse(`${h.api}/vm/${custom.vmid}/rebuild`, { body: {}, timeoutMs: 30 * MINUTES });
     expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+    // The fast path ran: a linked clone, no image, no upgrade, no reboot.
+    expect(res.events.some((e) => /installing as a linked clone of template tpl-debian-12-/.test(e.message))).toBe(true);
+    expect(res.events.some((e) => e.step === 'OS preparation > download' || e.step === 'VM initialization > reboot')).toBe(false);
     expect(res.events.at(-4)!.message).toMatch(/^\[\+\] VM rebuild completed/);
     const vmid = Number(/^\[\*\] VMID: (\d+)$/.exec(res.events.at(-3)!.message)?.[1]);
     const rebuilt: Installed = { res, vmid, ip: `127.0.0.${vmid}`, user: 'alice' };

@@ -87,8 +87,9 @@ export function verdict(f: ReconcileFacts, nowSec: number): ReconcileVerdict {
   const state = f.ownerState;
   if (state === 'ADOPTED') return keep(`adopted into the managed set (${f.owner}), not built by a workflow`);
   if (f.busyWith) return keep(`busy: ${f.busyWith} is running on it`);
-  if (f.ownerType !== undefined && f.ownerType !== 'installVm') {
-    return keep(`its owner ${f.owner} is a ${f.ownerType} workflow, not an install`);
+  // A template build makes a VM as an install does, and leaves one half-built as an install does.
+  if (f.ownerType !== undefined && f.ownerType !== 'installVm' && f.ownerType !== 'buildTemplate') {
+    return keep(`its owner ${f.owner} is a ${f.ownerType} workflow, not an install or a template build`);
   }
   if (state === 'RUNNING' || state === 'CONTINUED_AS_NEW') return keep(`its owner ${f.owner} is running`);
   if (state === 'COMPLETED') return keep(`its owner ${f.owner} completed`);

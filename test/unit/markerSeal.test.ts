@@ -59,4 +59,7 @@ test('the reconciler keeps a VM with untrusted markers, or one created after its
   expect(verdict({ ...facts, untrusted: 'its markers carry no seal' }, 2000)).toEqual({ action: 'keep', reason: 'its qemurun-owner marker is not trusted: its markers carry no seal' });
   expect(verdict({ ...facts, ownerClosedAtSec: 900 }, 2000)).toMatchObject({ action: 'keep', reason: expect.stringMatching(/closed before the VM was created/) });
   expect(verdict({ ...facts, ownerClosedAtSec: 1500 }, 2000).action).toBe('remove');
+  // A template build that was terminated half-way left a VM as an install would; a finished one made a template to keep.
+  expect(verdict({ ...facts, owner: 'template-debian-12', ownerType: 'buildTemplate' }, 2000).action).toBe('remove');
+  expect(verdict({ ...facts, owner: 'template-debian-12', ownerType: 'buildTemplate', ownerState: 'COMPLETED' }, 2000).action).toBe('keep');
 });

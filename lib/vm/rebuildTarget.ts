@@ -54,6 +54,10 @@ export async function inspectVmForRebuild(
     const why = markers.owner === undefined ? 'its description has no qemurun-owner marker' : `its qemurun-owner marker is not trusted: ${markers.reason}`;
     throw new RebuildRefusal('NotOwnedError', `${label} was not installed by QemuRun: ${why}; refusing to rebuild it`);
   }
+  // A template is rebuilt by its own workflow (POST /api/templates), which keeps the old one while linked clones use it.
+  if (markers.fields.template !== undefined || conf.entries.template === '1') {
+    throw new RebuildRefusal('NotOwnedError', `${label} is a template: build a new one with POST /api/templates (the old one is retired once no linked clone uses it); refusing to rebuild it`);
+  }
   const { owner, run: ownerRun } = markers.fields;
   // An install still running owns the VM it is building (its run is in the owner marker):
   // a rebuild now would destroy it under the install's feet.

@@ -139,6 +139,11 @@ test(
     const marker = check.sealed ? parseTemplateMarker(check.fields.template) : undefined;
     expect(marker).toMatchObject({ os: 'debian', version: '12', storage: h.config.storage });
 
+    // A template is no VM to rebuild: its own workflow makes the next one.
+    const rebuild = await post(`/vm/${firstTemplate}/rebuild`, {});
+    expect(rebuild.status).toBe(409);
+    expect((rebuild.json as { message: string }).message).toMatch(/is a template: build a new one with POST \/api\/templates/);
+
     const listed = await templates();
     expect(listed).toEqual([expect.objectContaining({ vmid: firstTemplate, name: `tpl-debian-12-${firstTemplate}`, state: 'current', os: 'debian', version: '12' })]);
   },

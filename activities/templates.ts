@@ -54,7 +54,8 @@ export function templateActivities(deps: TemplateDeps) {
       const current = mine.find((t) => t.state === 'current');
       if (!current) {
         const what = `${input.os} ${input.version} on storage ${storageOf(input.storage)}`;
-        return { reason: mine.length === 0 ? `no template of ${what}` : `the template of ${what} is stale (built ${mine[0].builtAt}, by another recipe or more than TEMPLATE_MAX_AGE ago)` };
+        if (mine.length === 0) return { reason: `no template of ${what}`, none: true };
+        return { reason: `the template of ${what} is stale (built ${mine[0].builtAt}, by another recipe or more than TEMPLATE_MAX_AGE ago)` };
       }
       const node = proxmox.node(current.node);
       if (!node) return { reason: `the template ${current.vmid} is on node ${current.node}, which this worker does not reach` };

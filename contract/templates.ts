@@ -57,7 +57,8 @@ export interface TemplateInfo extends TemplateMarker {
 /** The template an install clones, as findTemplate found it; `reason` when there is none. */
 export type TemplateChoice =
   | { vmid: number; name: string; node: string; storage: string; builtAt: string; linked: boolean; diskGb: number }
-  | { reason: string };
+  /** `none`: no template of the OS version at all (an install then says nothing about templates). */
+  | { reason: string; none?: boolean };
 
 /** The key of a target, e.g. `debian-12`, `debian-12-on-local-zfs` with a storage. */
 export function templateKey(t: TemplateTarget): string {

@@ -216,12 +216,12 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       progress.info(at, 'building from the cloud image, as asked (source "image")');
       return undefined;
     }
-    const found = await step(at, `looking for a template of ${spec.os} ${spec.version}`, () =>
-      proxmox.findTemplate({ os: spec.os, version: spec.version, ...onStorage, diskGb: spec.diskGb }),
-    );
+    // No step of its own: an install of an OS version without templates shows the seed's events, one for one.
+    progress.current = at;
+    const found = await proxmox.findTemplate({ os: spec.os, version: spec.version, ...onStorage, diskGb: spec.diskGb });
     if (!('vmid' in found)) {
       if (spec.source === 'template') throw failure('TemplateNotFoundError', `source "template": ${found.reason} (build one with POST /api/templates)`);
-      progress.info(at, `building from the cloud image: ${found.reason}`);
+      if (!found.none) progress.info(at, `building from the cloud image: ${found.reason}`);
       return undefined;
     }
     progress.info(at, `installing as a ${found.linked ? 'linked' : 'full'} clone of template ${found.name} (VMID ${found.vmid}, built ${found.builtAt})`);

@@ -89,8 +89,9 @@ describeWorkflows('buildTemplate and installs that clone (time-skipping server, 
     expect(cluster.sequence()).not.toContain('findTemplate');
     expect(cluster.sequence()).toContain('importDisk');
     cluster.calls.length = 0;
+    // No template of the OS version at all: the seed's events, one for one.
     const none = await run({ version: '13' });
-    expect(none).toContain('[*] building from the cloud image: no template of debian 13');
+    expect(none.filter((m) => /template/.test(m))).toEqual([]);
     expect(cluster.sequence()).toContain('createVm');
   });
 

@@ -120,7 +120,7 @@ export class FakeCluster {
       },
       async findTemplate({ os, version, storage }) {
         const t = [...vms.values()].reverse().find((v) => v.template?.os === os && v.template.version === version && v.template.storage === (storage ?? 'local-lvm'));
-        if (!t?.template) return { reason: `no template of ${os} ${version}` };
+        if (!t?.template) return { reason: `no template of ${os} ${version}`, none: true };
         return { vmid: t.vmid, name: t.name, node: t.node, storage: t.template.storage, builtAt: t.template.builtAt, linked: true, diskGb: 16 };
       },
       async cloneVm({ template, vmid, name, spec, owner }) {

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
-import { utils, type Server } from 'ssh2';
+import type { Server } from 'node:net';
+import { utils } from 'ssh2';
 import { clusterPaths } from '../state/paths';
 import { loadModel } from '../state/model';
 import { parseConf, type VmConf } from '../state/vmconf';

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { timingSafeEqual } from 'node:crypto';
+import net from 'node:net';
 import { Server, utils, type Connection, type ServerChannel } from 'ssh2';
 import { spawnInJail, userPath, type JailUser } from './jail';
 
@@ -123,7 +124,7 @@ function runSession(o: GuestSshOptions, conn: Connection, user: JailUser, forced
   });
 }
 
-export function startGuestSsh(o: GuestSshOptions): Promise<Server> {
+export function startGuestSsh(o: GuestSshOptions): Promise<net.Server> {
   const server = new Server({ hostKeys: [o.hostKey], ident: 'OpenSSH_9.2p1 Debian-2+deb12u3' }, (conn, info) => {
     let user: JailUser | undefined;
     let forced: string | undefined;
@@ -146,11 +147,19 @@ export function startGuestSsh(o: GuestSshOptions): Promise<Server> {
     conn.on('ready', () => runSession(o, conn, user!, forced, `${info.ip} ${info.port}`));
     conn.on('error', (err) => o.log(`connection error: ${err.message}`));
   });
+  // sshd re-executes itself for each connection and reads its host keys again: once they
+  // are removed (the init script's seal), sessions already open go on, and a new one is
+  // closed before sshd says a word ("Connection closed by remote host").
+  const listener = net.createServer((socket) => {
+    if (fs.existsSync(path.join(o.root, 'etc/ssh/ssh_host_ed25519_key.pub'))) return server.injectSocket(socket);
+    o.log(`sshd: no hostkeys available -- exiting. (connection from ${socket.remoteAddress})`);
+    socket.destroy();
+  });
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(o.port, o.host, () => {
-      server.off('error', reject);
-      resolve(server);
+    listener.once('error', reject);
+    listener.listen(o.port, o.host, () => {
+      listener.off('error', reject);
+      resolve(listener);
     });
   });
 }

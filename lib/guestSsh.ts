@@ -47,6 +47,14 @@ export function connectGuest(target: GuestTarget, timeoutMs = 10_000): Promise<S
       settled = true;
       resolve(conn);
     });
+    // A server that sends its banner and closes before the key exchange (an sshd left
+    // without host keys, as a guest sealed for cloning is until cloud-init makes new ones)
+    // makes ssh2 emit 'close' and nothing else: without this the connect would never settle.
+    conn.once('close', () => {
+      if (settled) return;
+      settled = true;
+      reject(mismatch ?? new Error(`SSH server at ${where} closed the connection before the handshake`));
+    });
     conn.connect({
       host: target.host,
       port: target.port,

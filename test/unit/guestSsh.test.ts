@@ -30,3 +30,24 @@ test('a port that accepts and drops fails the connect, and a later error on it i
     server.close();
   }
 });
+
+/**
+ * sshd without host keys (a guest sealed for cloning, before cloud-init made new ones)
+ * sends its banner and closes: ssh2 then emits 'close' and no error, and a connect that
+ * waited for one never settled.
+ */
+test('a server that sends its banner and closes before the key exchange fails the connect at once', async () => {
+  const server = net.createServer((s) => s.end('SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n'));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as net.AddressInfo).port;
+  try {
+    const started = Date.now();
+    await expect(connectGuest({ host: '127.0.0.1', port, username: 'debian', privateKey: Buffer.from(userKeyPair().privateKey) }, 30_000)).rejects.toThrow(
+      /closed the connection before the handshake|Connection lost before handshake/,
+    );
+    // Not the ready timeout: the close itself ended it.
+    expect(Date.now() - started).toBeLessThan(10_000);
+  } finally {
+    server.close();
+  }
+});

@@ -11,19 +11,12 @@ import {
   vmSearchAttributes,
   workflowInputs,
 } from '../contract';
-import {
-  CancellationScope,
-  isCancellation,
-  patched,
-  upsertSearchAttributes,
-  workflowInfo,
-  log,
-  proxySinks,
-} from '@temporalio/workflow';
+import { patched, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
 import { cleanup, guest, proxmox, proxmoxRenamed, transfer } from './activityOptions';
 import { makeWithFreeVmid } from './freeVmid';
+import { failWithCleanup } from './compensations';
 
 /**
  * The patch that renamed two activities after what they do: qmCreate (API mode runs no
@@ -186,22 +179,8 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     progress.finished('VM initialization > finalizing', `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, ip, user: spec.user });
     return { vmid: vm.vmid, ip, user: spec.user, node: spec.node ?? vm.node, name: vm.name, elapsedSec };
   } catch (err) {
-    const cancelled = isCancellation(err);
-    const failedStep = progress.current;
-    await CancellationScope.nonCancellable(async () => {
-      for (const undo of compensations) {
-        try {
-          await undo();
-        } catch (cleanupErr) {
-          log.error('cleanup step failed', { error: describeFailure(cleanupErr) });
-          progress.emit(failedStep, 'processing', `[-] cleanup failed: ${describeFailure(cleanupErr)}`);
-        }
-      }
-    });
-    // The last event names the step that failed, as the seed's clients expect.
-    progress.emit(failedStep, 'error', `[-] ${cancelled ? 'install cancelled' : describeFailure(err)}`);
-    progress.state = cancelled ? 'cancelled' : 'failed';
-    metrics.installFinished(os, progress.state, (Date.now() - started) / 1000, failedStep);
+    const { state, failedStep } = await failWithCleanup(err, progress, compensations, 'install cancelled');
+    metrics.installFinished(os, state, (Date.now() - started) / 1000, failedStep);
     throw err;
   }
 

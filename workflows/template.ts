@@ -7,12 +7,12 @@ import {
   templateNamePrefix,
   workflowInputs,
 } from '../contract';
-import { CancellationScope, isCancellation, log, workflowInfo } from '@temporalio/workflow';
+import { workflowInfo } from '@temporalio/workflow';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
 import { cleanup, guest, power, proxmox, transfer } from './activityOptions';
 import { makeWithFreeVmid } from './freeVmid';
-import { describeFailure } from './install';
+import { failWithCleanup } from './compensations';
 
 /**
  * Builds the golden template of an OS version (issue 25): the cloud image as a VM, the shared
@@ -101,20 +101,7 @@ export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTem
     progress.state = 'completed';
     return { vmid: vm.vmid, name: vm.name, node: vm.made.node ?? '', storage, recipe, builtAt, elapsedSec, retired, kept };
   } catch (err) {
-    const cancelled = isCancellation(err);
-    const failedStep = progress.current;
-    await CancellationScope.nonCancellable(async () => {
-      for (const undo of compensations) {
-        try {
-          await undo();
-        } catch (cleanupErr) {
-          log.error('cleanup step failed', { error: describeFailure(cleanupErr) });
-          progress.emit(failedStep, 'processing', `[-] cleanup failed: ${describeFailure(cleanupErr)}`);
-        }
-      }
-    });
-    progress.emit(failedStep, 'error', `[-] ${cancelled ? 'template build cancelled' : describeFailure(err)}`);
-    progress.state = cancelled ? 'cancelled' : 'failed';
+    await failWithCleanup(err, progress, compensations, 'template build cancelled');
     throw err;
   }
 }

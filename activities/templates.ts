@@ -5,6 +5,7 @@ import type { ProxmoxCluster } from '../lib/proxmox';
 import { VmidTakenError } from '../lib/proxmox/errors';
 import { linkedCloneSupported } from '../lib/proxmox/linkedClone';
 import {
+  type Activities,
   failure,
   installedDescription,
   installSpecSchema,
@@ -85,15 +86,7 @@ export function templateActivities(deps: TemplateDeps) {
      * the disks need is configureVm's, as for an image install. Finding this run's clone
      * already there (a retry after a crash) counts as done.
      */
-    async cloneVm(input: {
-      template: { vmid: number; node: string; storage: string; linked: boolean };
-      vmid: number;
-      name: string;
-      spec: InstallSpec;
-      cpuType: string;
-      owner: string;
-      address?: PoolAddress;
-    }): Promise<{ ip: string; node: string }> {
+    async cloneVm(input: Parameters<Activities['cloneVm']>[0]): Promise<{ ip: string; node: string }> {
       const { vmid, template } = input;
       const spec = checkedInput(installSpecSchema, input.spec, 'cloneVm');
       const { run, ip, description } = await newVmIdentity(config, proxmox, 'cloneVm', { vmid, spec, owner: input.owner, ...(input.address ? { address: input.address } : {}) });

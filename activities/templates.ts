@@ -11,7 +11,6 @@ import {
   installSpecSchema,
   type InstallSpec,
   type OsName,
-  type PoolAddress,
   specMarkerValue,
   type TemplateChoice,
   type TemplateMarker,

@@ -23,8 +23,8 @@ function validateAcquire({ holder, limit, ttlMs }: AcquireSlot): void {
 export async function storageSlots(state: StorageSlotsState): Promise<void> {
   let holders: SlotClaim[] = [...state.holders];
   let waiting: SlotClaim[] = [...state.waiting];
-  /** Holders whose acquire waits in this run: only they can take a slot now. */
-  const asking = new Map<string, number>();
+  /** Holders whose acquire waits in this run, with the limit each asked under: only they can take a slot now. */
+  const asking = new Map<string, { count: number; limit: number }>();
   const perRun = state.updatesPerRun ?? UPDATES_PER_RUN;
   let updates = 0;
   let handingOver = false;
@@ -43,12 +43,25 @@ export async function storageSlots(state: StorageSlotsState): Promise<void> {
     // A claim carried over from the last run whose holder never asked again: gone.
     waiting = waiting.filter((w) => asking.has(w.holder) || expiresAt(w) > now());
   };
-  /** The first `free` of the waiters asking now get the free slots; claims carried over wait for their holder to ask. */
-  const grantable = (holder: string, limit: number) => {
-    const free = limit - holders.length;
-    if (free <= 0) return false;
-    const place = waiting.filter((w) => asking.has(w.holder)).findIndex((w) => w.holder === holder);
-    return place >= 0 && place < free;
+  /**
+   * Hands the free slots to the waiters asking now, in order of arrival; claims carried
+   * over wait for their holder to ask. The one place a slot is taken: it moves the claim
+   * into `holders` at once, checking `holders.length` against the limit just before, so
+   * holders never outnumber the limit, however many releases and acquires one activation
+   * brings. (Deciding in a waiter's condition and taking the slot after its `await` let
+   * every waiter of an activation count the same free slots: its handlers all run before
+   * any continuation does.) Called after every change that may free a slot or add an
+   * asker; not while handing over, when the next run grants.
+   */
+  const grant = () => {
+    if (handingOver) return;
+    for (const w of waiting.filter((c) => asking.has(c.holder))) {
+      // In order: the first in line that does not fit stops the ones behind it too.
+      if (holders.length >= (asking.get(w.holder)?.limit ?? 0)) break;
+      waiting = waiting.filter((c) => c.holder !== w.holder);
+      holders = [...holders.filter((h) => h.holder !== w.holder), { holder: w.holder, since: stamp(), ttlMs: w.ttlMs }];
+      changes++;
+    }
   };
 
   setHandler(storageSlotsQuery, () => ({ node: state.node, storage: state.storage, holders, waiting: waiting.map((w) => w.holder) }));
@@ -69,24 +82,17 @@ export async function storageSlots(state: StorageSlotsState): Promise<void> {
       const claim = { holder, since: stamp(), ttlMs };
       waiting = waiting.some((w) => w.holder === holder) ? waiting.map((w) => (w.holder === holder ? claim : w)) : [...waiting, claim];
       // Counted: a retried attempt may ask while its lost predecessor's acquire still waits.
-      asking.set(holder, (asking.get(holder) ?? 0) + 1);
-      let granted = false;
+      asking.set(holder, { count: (asking.get(holder)?.count ?? 0) + 1, limit });
+      grant();
       try {
-        await condition(
-          () => (granted = grantable(holder, limit)) || handingOver || !waiting.some((w) => w.holder === holder) || holders.some((h) => h.holder === holder),
-        );
+        await condition(() => holders.some((h) => h.holder === holder) || !waiting.some((w) => w.holder === holder) || handingOver);
       } finally {
-        const n = (asking.get(holder) ?? 1) - 1;
-        if (n > 0) asking.set(holder, n);
+        const n = (asking.get(holder)?.count ?? 1) - 1;
+        if (n > 0) asking.set(holder, { count: n, limit });
         else asking.delete(holder);
       }
-      if (granted) {
-        waiting = waiting.filter((w) => w.holder !== holder);
-        holders = [...holders.filter((h) => h.holder !== holder), { holder, since: stamp(), ttlMs }];
-        changes++;
-        return { held: true, holders: holders.length };
-      }
-      // The predecessor's acquire got the slot meanwhile: it is this holder's.
+      // Answered from the state as it is now: the slot is taken by grant() alone, so an
+      // answer and the holders never disagree. Both attempts of a retried holder hear `held`.
       if (holders.some((h) => h.holder === holder)) return { held: true, holders: holders.length };
       if (!waiting.some((w) => w.holder === holder)) return { held: false, reason: 'released' };
       return { held: false, reason: 'continued-as-new' };
@@ -100,12 +106,14 @@ export async function storageSlots(state: StorageSlotsState): Promise<void> {
     if (holders.some((h) => h.holder === holder)) changes++;
     holders = holders.filter((h) => h.holder !== holder);
     waiting = waiting.filter((w) => w.holder !== holder);
+    grant();
     return held;
   });
 
   const due = () => updates >= perRun || workflowInfo().continueAsNewSuggested;
   while (!due()) {
     expire();
+    grant();
     const seen = changes;
     const woken = () => due() || changes !== seen;
     const next = holders.length > 0 ? Math.min(...holders.map(expiresAt)) - now() : undefined;
@@ -115,7 +123,9 @@ export async function storageSlots(state: StorageSlotsState): Promise<void> {
   }
   // Waiters answer `continued-as-new` and ask again; their claims go over with the holders.
   handingOver = true;
-  await condition(allHandlersFinished);
+  // Again until true when this code runs: an acquire that came in the activation that
+  // finished the last handler has started since, and must answer before the handover.
+  while (!allHandlersFinished()) await condition(allHandlersFinished);
   await continueAsNew<typeof storageSlots>({
     node: state.node,
     storage: state.storage,

@@ -1,4 +1,5 @@
 import { MockActivityEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
 import { acquireSlotUpdate, releaseSlotUpdate, storageSlotsQuery, storageSlotsWorkflowId, type SlotAnswer, type StorageSlotsState } from '../../contract';
 import { withStorageSlot } from '../../activities/storageSlots';
 import type { Config } from '../../lib/config';
@@ -129,6 +130,79 @@ describeWorkflows('storage slots workflow (time-skipping server)', () => {
       await release('b');
       expect((await c2).held).toBe(true);
     });
+  });
+
+  test('releases and acquires that reach the entity in one activation never grant more than the limit', async () => {
+    // The entity's own task queue, served only while the test says so: the updates sent
+    // while no worker polls reach the workflow together, in one activation, as they do
+    // when a busy worker takes a while (or a handover has the waiters ask at once).
+    const taskQueue = `${t.taskQueue}-one-activation`;
+    const serve = async () => {
+      // No sticky cache: the next worker finds the workflow task on the queue at once.
+      const worker = await Worker.create({
+        connection: t.env.nativeConnection,
+        namespace: t.env.namespace,
+        taskQueue,
+        workflowBundle: { codePath: process.env.WORKFLOW_TEST_BUNDLE! },
+        maxCachedWorkflows: 0,
+      });
+      const running = worker.run();
+      return async () => {
+        worker.shutdown();
+        await running;
+      };
+    };
+    // The server's clock runs ahead of this one (the ttl test above skipped a minute): a day's ttl outlives that.
+    const ttlMs = 86_400_000;
+    const since = new Date().toISOString();
+    const claim = (holder: string) => ({ holder, since, ttlMs });
+    const handle = await t.env.client.workflow.start('storageSlots', {
+      workflowId: storageSlotsWorkflowId('pve1', 'one-activation'),
+      taskQueue,
+      // Two holding, three claims carried over from the last run.
+      args: [{ node: 'pve1', storage: 'one-activation', holders: [claim('a'), claim('b')], waiting: [claim('c'), claim('d'), claim('e')] } satisfies StorageSlotsState],
+    });
+    let stop = await serve();
+    try {
+      expect((await handle.query(storageSlotsQuery)).holders).toHaveLength(2);
+    } finally {
+      await stop();
+    }
+
+    // A slot freed, a waiter asking, another slot freed, then waiters further up the queue asking.
+    const sent: Array<Promise<unknown>> = [];
+    const answers: Record<string, Promise<SlotAnswer>> = {};
+    const send = async (what: 'release' | 'acquire', holder: string) => {
+      const p =
+        what === 'release'
+          ? handle.executeUpdate(releaseSlotUpdate, { args: [{ holder }] })
+          : (answers[holder] = handle.executeUpdate(acquireSlotUpdate, { args: [{ holder, limit: 2, ttlMs }] }));
+      sent.push(p.catch(() => undefined));
+      // In this order at the server.
+      await new Promise((r) => setTimeout(r, 150));
+    };
+    await send('release', 'a');
+    await send('acquire', 'e');
+    await send('release', 'b');
+    await send('acquire', 'd');
+    await send('acquire', 'c');
+
+    stop = await serve();
+    try {
+      const view = await until(() => handle.query(storageSlotsQuery), (v) => v.waiting.length + v.holders.length === 3, 'the activation handled');
+      expect(view.holders.length).toBeLessThanOrEqual(2);
+      expect(view.holders.map((h) => h.holder).sort()).toEqual(['d', 'e']);
+      expect(view.waiting).toEqual(['c']);
+      expect(await answers.e).toEqual({ held: true, holders: 2 });
+      expect(await answers.d).toEqual({ held: true, holders: 2 });
+      // c waits its turn, and gets it when one of them gives its slot back.
+      await handle.executeUpdate(releaseSlotUpdate, { args: [{ holder: 'e' }] });
+      expect(await answers.c).toEqual({ held: true, holders: 2 });
+      await Promise.all(sent);
+    } finally {
+      await handle.terminate().catch(() => undefined);
+      await stop();
+    }
   });
 
   test('withStorageSlot: 5 activities on limit 2 run at most 2 at once, all finish, and every slot is given back', async () => {

@@ -249,7 +249,9 @@ describe('refusals destroy nothing', () => {
     // Slow the install down after `qm create`, so the rebuild arrives while it builds the VM.
     await injectFaultOn(h, { op: 'start', vmid: 132 }, { latencyMs: 4000, times: 1 });
     const install = requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: 132, name: 'young' } });
-    for (let i = 0; i < 100 && !(await h.sandbox.readConfig(132)); i++) await new Promise((r) => setTimeout(r, 100));
+    // Until the create has written the markers: in API mode the config exists first with only
+    // `lock: create` (qemu-server's create_and_lock_config), as on Proxmox.
+    for (let i = 0; i < 100 && !(await h.sandbox.readConfig(132))?.includes('qemurun-owner'); i++) await new Promise((r) => setTimeout(r, 100));
     const res = await post('/vm/132/rebuild', {});
     expect(res.status).toBe(409);
     expect(res.json.message).toMatch(/^VM 132 \(young-132\) is still being built by installVm \(workflow install-.*\); try again when it has finished$/);

@@ -39,7 +39,7 @@ export async function withStorageSlot<T>(
   fn: () => Promise<T>,
 ): Promise<T> {
   const { config, client } = deps;
-  const workflowId = storageSlotsWorkflowId(where.node, where.storage);
+  const workflowId = storageSlotsWorkflowId(config.temporal.taskQueue, where.node, where.storage);
   const ask = { holder: where.holder, limit: config.cloneConcurrency, ttlMs: SLOT_TTL_MS };
   const ctx = Context.current();
   const signal = ctx.cancellationSignal;

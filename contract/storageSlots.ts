@@ -2,14 +2,19 @@ import { defineQuery, defineUpdate } from '@temporalio/workflow';
 
 /**
  * The storage slot entity workflows (workflows/storageSlots.ts): one per storage of a
- * node, id `storage-slots-<node>-<storage>`, handing out at most `limit` slots at once to
+ * node, id `<task queue>-storage-slots-<node>-<storage>`, handing out at most `limit` slots at once to
  * the clones on that storage. pve-storage takes the storage's lock around every linked
  * clone and waits 10 s for it: past a few clones at once, the ones behind fail
  * (`can't lock file '/var/lock/pve-manager/pve-storage-<id>' - got timeout`). A slot
  * first, then `qm clone`, and they queue here instead, without a deadline.
  */
 
-export const storageSlotsWorkflowId = (node: string, storage: string): string => `storage-slots-${node}-${storage}`;
+/**
+ * Named for the task queue too, as the reconcile schedule is (`<queue>-reconcile`): the entity
+ * runs on the queue of the worker that started it, so one started by another deployment, or
+ * before TEMPORAL_TASK_QUEUE changed, would hold every acquire forever with no worker to run it.
+ */
+export const storageSlotsWorkflowId = (taskQueue: string, node: string, storage: string): string => `${taskQueue}-storage-slots-${node}-${storage}`;
 
 /** A slot taken, or a place in the queue for one. */
 export interface SlotClaim {

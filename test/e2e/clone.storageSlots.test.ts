@@ -79,6 +79,6 @@ test('parallel clones fail on the storage lock; in storage slots, all of them cl
     ),
   );
   for (const id of ids) expect(await t.cluster.readConfig(id)).toContain(`\nscsi0: local-lvm:vm-${id}-disk-0,size=1G\n`);
-  const slots = await client.workflow.getHandle(storageSlotsWorkflowId('pve1', 'local-lvm')).query(storageSlotsQuery);
+  const slots = await client.workflow.getHandle(storageSlotsWorkflowId(taskQueue, 'pve1', 'local-lvm')).query(storageSlotsQuery);
   expect(slots).toMatchObject({ holders: [], waiting: [] });
 });

@@ -11,7 +11,7 @@ let t: WorkflowTestEnv;
 /** A fresh slots workflow under its own storage name, so tests do not share holders. */
 async function startSlots(storage: string, over: Partial<StorageSlotsState> = {}) {
   const handle = await t.env.client.workflow.start('storageSlots', {
-    workflowId: storageSlotsWorkflowId('pve1', storage),
+    workflowId: storageSlotsWorkflowId(t.taskQueue, 'pve1', storage),
     taskQueue: t.taskQueue,
     args: [{ node: 'pve1', storage, holders: [], waiting: [], ...over } satisfies StorageSlotsState],
   });
@@ -157,7 +157,7 @@ describeWorkflows('storage slots workflow (time-skipping server)', () => {
     const since = new Date().toISOString();
     const claim = (holder: string) => ({ holder, since, ttlMs });
     const handle = await t.env.client.workflow.start('storageSlots', {
-      workflowId: storageSlotsWorkflowId('pve1', 'one-activation'),
+      workflowId: storageSlotsWorkflowId(t.taskQueue, 'pve1', 'one-activation'),
       taskQueue,
       // Two holding, three claims carried over from the last run.
       args: [{ node: 'pve1', storage: 'one-activation', holders: [claim('a'), claim('b')], waiting: [claim('c'), claim('d'), claim('e')] } satisfies StorageSlotsState],
@@ -224,7 +224,7 @@ describeWorkflows('storage slots workflow (time-skipping server)', () => {
       );
       expect(results).toEqual([0, 1, 2, 3, 4]);
       expect(most).toBe(2);
-      const view = await t.env.client.workflow.getHandle(storageSlotsWorkflowId('pve2', 'helper')).query(storageSlotsQuery);
+      const view = await t.env.client.workflow.getHandle(storageSlotsWorkflowId(t.taskQueue, 'pve2', 'helper')).query(storageSlotsQuery);
       expect(view).toMatchObject({ node: 'pve2', storage: 'helper', holders: [], waiting: [] });
       // A failing clone gives its slot back too.
       await expect(
@@ -234,7 +234,7 @@ describeWorkflows('storage slots workflow (time-skipping server)', () => {
           }),
         ),
       ).rejects.toThrow('clone failed');
-      expect((await t.env.client.workflow.getHandle(storageSlotsWorkflowId('pve2', 'helper')).query(storageSlotsQuery)).holders).toEqual([]);
+      expect((await t.env.client.workflow.getHandle(storageSlotsWorkflowId(t.taskQueue, 'pve2', 'helper')).query(storageSlotsQuery)).holders).toEqual([]);
     });
   });
 

@@ -105,8 +105,7 @@ export function templateActivities(deps: TemplateDeps) {
         if (!(err instanceof VmidTakenError)) throw err;
         if (!(await isThisRunsVm(config, proxmox, vmid, input.owner, run))) throw failure('VmidTakenError', err.message);
       }
-      const { cores, cpu, memory, net0, numa, balloon, machine, bios } = hardwareOptions(config, spec, input.cpuType, input.address);
-      await node.setVmOptions(vmid, { cores, cpu, memory, net0, ...(balloon ? { numa, balloon } : {}), ...(machine !== undefined ? { machine } : {}), ...(bios !== undefined ? { bios } : {}) });
+      await node.setVmOptions(vmid, hardwareOptions(config, spec, input.cpuType, input.address));
       return { ip, node: template.node };
     },
 

@@ -19,7 +19,7 @@ import {
 import { markerSealFor } from '../lib/vm/markerSeal';
 import { readTemplates, templateIsFor, templateRecipe } from '../lib/vm/templates';
 import { checkedInput } from './checkInput';
-import { cloudinitDriveKey, hardwareOptions, isThisRunsVm, newVmIdentity } from './vm';
+import { cloudinitDriveKey, hardwareOptions, isThisRunsVm, newVmIdentity, sealedForRun } from './vm';
 import { withStorageSlot } from './storageSlots';
 
 export interface TemplateDeps {
@@ -123,7 +123,8 @@ export function templateActivities(deps: TemplateDeps) {
       const node = await proxmox.nodeOf(vmid);
       const conf = await node.config(vmid);
       if (conf.entries.template === '1') return;
-      if (!(await isThisRunsVm(config, proxmox, vmid, input.owner, run))) {
+      // The config just read answers it: isThisRunsVm would locate the VM and read it again.
+      if (!sealedForRun(config, conf.description, vmid, input.owner, run)) {
         throw failure('NotManagedError', `VM ${vmid} is not the one this template build created`);
       }
       const markers = { owner: input.owner, run, spec: specMarkerValue(spec), template: templateMarkerValue(input.marker) };

@@ -278,8 +278,12 @@ export async function newVmIdentity(
 export async function isThisRunsVm(config: Config, proxmox: ProxmoxCluster, vmid: number, owner: string, run: string): Promise<boolean> {
   const vm = await proxmox.locateVm(vmid);
   const conf = vm ? await proxmox.requireNode(vm.node).config(vmid).catch(() => undefined) : undefined;
-  if (!conf) return false;
-  const check = markerSealFor(config).check(conf.description, vmid);
+  return conf !== undefined && sealedForRun(config, conf.description, vmid, owner, run);
+}
+
+/** Whether a VM's description carries markers sealed for this run of `owner`. */
+export function sealedForRun(config: Config, description: string | undefined, vmid: number, owner: string, run: string): boolean {
+  const check = markerSealFor(config).check(description, vmid);
   return check.sealed && check.fields.owner === owner && check.fields.run === run;
 }
 

@@ -52,6 +52,7 @@ QR_MARKER="$QR_STATE_DIR/init-done"
 # Copies of package source files as the image shipped them, to rewrite from or restore.
 QR_ORIG_DIR="$QR_STATE_DIR/orig"
 QR_SYSCTL_FILE=/etc/sysctl.d/90-qemurun.conf
+QR_CLONE_CLOUD_CFG=/etc/cloud/cloud.cfg.d/90-qemurun-clone.cfg
 QR_MODULES_FILE=/etc/modules-load.d/qemurun.conf
 QR_SWAP_FILE=/swapfile
 QR_PACKAGE_RE='^[a-z0-9][a-z0-9+._-]*$'
@@ -249,6 +250,12 @@ qr_require_mirror_in() {
 
 # Lets cloud-init finish first: it may still be creating users or running apt/dnf.
 qr_wait_for_cloud_init() {
+  # cloud-init links result.json into /run (fresh every boot) when its last stage of this
+  # boot is done: then there is nothing to wait for, and no second Python start (seconds
+  # under emulation) after QemuRun's own wait for cloud-init.
+  if [[ -e /run/cloud-init/result.json ]]; then
+    return 0
+  fi
   if command -v cloud-init >/dev/null 2>&1; then
     qr_info "waiting for cloud-init to finish"
     cloud-init status --wait >/dev/null 2>&1 || true
@@ -436,6 +443,17 @@ qr_seal_cloud_init() {
   fi
   qr_info "cleaning cloud-init's state and logs (cloud-init ${args[*]})"
   cloud-init "${args[@]}"
+  # grub-dpkg runs once per instance, so on every clone's first boot (seconds of grub-probe
+  # under emulation, on the path to a usable VM) to record the boot disk for grub-pc's
+  # upgrades in debconf. This template recorded it on its own first boot, and a clone boots
+  # from the same scsi0, so the recorded disk holds for every clone. A clone's user-data
+  # can still turn it on: user-data overrides cloud.cfg.d.
+  qr_info "clones keep the template's grub install device: grub-dpkg off ($QR_CLONE_CLOUD_CFG)"
+  qr_put_file "$QR_CLONE_CLOUD_CFG" 644 "$(printf '%s\n' \
+    '# Written by the QemuRun init script when this VM was sealed as a template.' \
+    '# The template recorded grub-pc/install_devices; its clones boot from the same disk.' \
+    'grub_dpkg:' \
+    '  enabled: false')"
 }
 
 # Emptied, not deleted: with an empty /etc/machine-id systemd takes the boot for a first

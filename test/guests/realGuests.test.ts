@@ -260,6 +260,10 @@ test(
     await expectInitScriptApplied(rebuilt);
     expect(await inGuest(rebuilt.ip, 'alice', 'cat /etc/ssh/ssh_host_ed25519_key.pub')).not.toBe(customHostKey);
     expect(await inGuest(rebuilt.ip, 'debian', 'id -un')).toBe('debian');
+    // grub-pc's install device is the one the template recorded; the clone's first boot
+    // did not probe for it again (grub-dpkg is off in clones, init-scripts/lib/common.sh).
+    expect(await inGuest(rebuilt.ip, 'alice', 'sudo debconf-show grub-pc')).toMatch(/grub-pc\/install_devices: \/dev\/\S+/);
+    expect(await inGuest(rebuilt.ip, 'alice', "sudo grep -c \"Running command \\['grub-probe'\" /var/log/cloud-init.log || true")).toBe('0');
     // Stop and destroy answer for a VM whose first install had a userData snippet.
     expect((await apiCall(h.api, 'POST', `/vm/${vmid}/stop`)).status).toBe(200);
     expect((await apiCall(h.api, 'POST', `/vm/${vmid}/destroy`)).status).toBe(200);

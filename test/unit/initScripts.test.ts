@@ -589,6 +589,8 @@ describe('init scripts in a bubblewrap jail', () => {
       expect(seal.stdout).toMatch(/^\[\+\] init script finished in \d+s$/m);
       expect(called(seal, 'cloud-init', 'clean')).toEqual([['cloud-init', 'clean', '--help'], ['cloud-init', 'clean', '--logs', '--seed']]);
       expect(jail.exists('var/lib/cloud')).toBe(false);
+      // Clones keep the template's recorded grub install device (cc_grub_dpkg's `enabled`).
+      expect(jail.read('etc/cloud/cloud.cfg.d/90-qemurun-clone.cfg')).toMatch(/^grub_dpkg:\n {2}enabled: false\n$/m);
       expect(jail.read('etc/machine-id')).toBe('');
       expect(fs.readlinkSync(path.join(jail.root, 'var/lib/dbus/machine-id'))).toBe('/etc/machine-id');
       expect(fs.readdirSync(path.join(jail.root, 'etc/ssh'))).toEqual([]);
@@ -620,9 +622,15 @@ describe('init scripts in a bubblewrap jail', () => {
       expect(called(clone, 'fallocate')).toEqual([['fallocate', '-l', '2G', '/swapfile.new']]);
       expect(clone.argvLog + clone.stdout + clone.stderr).not.toContain('s3cr3t');
 
-      // With every package on the template, a clone touches no package manager at all.
+      expect(called(clone, 'cloud-init', 'status')).toEqual([['cloud-init', 'status', '--wait']]);
+
+      // With every package on the template, a clone touches no package manager at all; and
+      // once cloud-init has linked its result for this boot, there is no cloud-init to wait for.
+      fs.mkdirSync(path.join(jail.root, 'run/cloud-init'), { recursive: true });
+      fs.writeFileSync(path.join(jail.root, 'run/cloud-init/result.json'), '{"v1": {"datasource": "DataSourceNoCloud", "errors": []}}\n');
       const again = runInJail(jail, script, initScriptEnv(SETTINGS, PASSWORD, 'clone'));
       expect(again.status).toBe(0);
+      expect(called(again, 'cloud-init')).toEqual([]);
       expect(again.stdout).toContain('every package is on the template already: nginx python3-pip');
       expect(again.calls.filter((c) => ['apt-get', 'apt', 'dnf'].includes(c[0]))).toEqual([]);
     },

@@ -132,7 +132,10 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
           if (isFailureOf((err as ApplicationFailure).type, 'HostKeyMismatchError')) throw err;
           lastError = (err as Error).message;
         }
-        await sleep(Math.min(5000, 500 * attempt));
+        // The guest agent starts seconds before sshd (both after cloud-init's host keys):
+        // once it has answered, or SSH has, the wait is short, so look every second rather
+        // than at the back-off's five, which under emulation left a usable guest idle.
+        await sleep(agentKey !== undefined || firstSeen !== undefined ? 1000 : Math.min(5000, 500 * attempt));
       }
       // Waiting longer would not help; the workflow cleans up instead of retrying.
       throw failure(

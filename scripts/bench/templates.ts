@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import { activitySpans, type ActivitySpan } from './history';
 import { installBatch, type InstallRun } from './installs';
 import type { Report } from './report';
 import { watch } from './sseClient';
@@ -86,11 +87,14 @@ export async function benchTemplates(opts: {
   if (!build.ok) return;
 
   const runs: Record<'image' | 'template', InstallRun[]> = { image: [], template: [] };
+  const parts: Record<'image' | 'template', Array<Record<Part, number>>> = { image: [], template: [] };
   for (let i = 0; i < count; i++) {
     for (const source of ['image', 'template'] as const) {
       console.log(`${guests}: install ${i + 1}/${count} with "source": "${source}" ...`);
       const batch = await installBatch({ url: opts.url, client: opts.client, count: 1, osIndex: 0, body: { source }, timeoutMs: opts.timeoutMs });
-      runs[source].push(batch.runs[0]);
+      const run = batch.runs[0];
+      runs[source].push(run);
+      if (run.ok) parts[source].push(partsOf(await activitySpans(opts.client, run.workflowId).catch(() => [])));
     }
   }
 
@@ -124,4 +128,31 @@ export async function benchTemplates(opts: {
     `${ratio.toFixed(1)}× (${s(figures.image.median)} / ${s(figures.template.median)})`,
     opts.targetRatio ? ratio >= opts.targetRatio : undefined,
   );
+  for (const part of PARTS) {
+    const of = (source: 'image' | 'template') => (parts[source].length ? `${s(spread(parts[source].map((p) => p[part])).median)}` : '—');
+    report.add(`  ${part}, image / template (medians)`, '—', '—', `${of('image')} / ${of('template')}`);
+  }
+  // A clone still boots once: the image install divided by the clone's boot alone is the
+  // most any template path could reach on these guests.
+  if (parts.template.length) {
+    const boot = spread(parts.template.map((p) => p['boot to SSH'])).median;
+    report.add(`${guests}: image ÷ the clone's boot to SSH alone (bound)`, '—', '—', `${(figures.image.median / boot).toFixed(1)}×`);
+  }
+}
+
+const PARTS = ['boot to SSH', 'cloud-init wait', 'init script', 'reboot to SSH'] as const;
+type Part = (typeof PARTS)[number];
+
+/** Where an install's time went, by the activities of its history (seconds). */
+function partsOf(spans: ActivitySpan[]): Record<Part, number> {
+  const total = (name: string, nth?: number) => {
+    const of = spans.filter((sp) => sp.name === name);
+    return (nth === undefined ? of : of.slice(nth, nth + 1)).reduce((sum, sp) => sum + sp.end - sp.start, 0) / 1000;
+  };
+  return {
+    'boot to SSH': total('startVm') + total('waitForSsh', 0),
+    'cloud-init wait': total('waitForCloudInit'),
+    'init script': total('runInitScript'),
+    'reboot to SSH': total('rebootVm') + total('waitForSsh', 1),
+  };
 }

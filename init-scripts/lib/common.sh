@@ -41,7 +41,7 @@
 # /var/lib/qemurun/init-done holds the version of the last script that finished a full or
 # template run; when it equals this script's version, the full package upgrade (the slow
 # step) is skipped, and a clone skips the package work altogether. Delete the marker to
-# force the upgrade.
+# force the upgrade. Runs take turns on /var/lib/qemurun/init.lock (qr_take_turn).
 
 set -Eeuo pipefail
 umask 022
@@ -49,6 +49,9 @@ umask 022
 QR_SCRIPT_VERSION=dev # qemurun:version (lib/initScripts.ts puts the real version here)
 QR_STATE_DIR=/var/lib/qemurun
 QR_MARKER="$QR_STATE_DIR/init-done"
+QR_LOCK_FILE="$QR_STATE_DIR/init.lock"
+# Long enough for an earlier run's full upgrade under emulation.
+QR_TURN_WAIT_SEC=1800
 # Copies of package source files as the image shipped them, to rewrite from or restore.
 QR_ORIG_DIR="$QR_STATE_DIR/orig"
 QR_SYSCTL_FILE=/etc/sysctl.d/90-qemurun.conf
@@ -589,6 +592,22 @@ qr_clone_fallback_reason() {
   fi
 }
 
+# A run whose SSH session died with its worker can go on in the guest for a while (apt
+# under way), and the retry would start beside it: two apt-get runs collide on apt's locks
+# (`apt-get update` does not wait for the lists lock; it exits 100). So runs take turns,
+# on a lock the kernel drops when its holder exits, however it ends.
+qr_take_turn() {
+  mkdir -p "$QR_STATE_DIR"
+  exec 9>"$QR_LOCK_FILE"
+  if ! flock -n 9; then
+    qr_info "waiting for an earlier run of this script to finish ($QR_LOCK_FILE)"
+    if ! flock -w "$QR_TURN_WAIT_SEC" 9; then
+      qr_fail "an earlier run of this script still holds $QR_LOCK_FILE after ${QR_TURN_WAIT_SEC}s"
+      exit 1
+    fi
+  fi
+}
+
 qr_main() {
   local started=$SECONDS phase reason
   trap 'qr_on_error "$?" "$LINENO" "$BASH_COMMAND"' ERR
@@ -601,6 +620,7 @@ qr_main() {
   fi
   qr_require_root
   qr_check_os
+  qr_take_turn
   if [[ $phase == clone ]]; then
     reason=$(qr_clone_fallback_reason)
     if [[ -n $reason ]]; then

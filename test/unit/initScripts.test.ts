@@ -397,6 +397,28 @@ describe('lib/initScripts', () => {
 });
 
 describe('init scripts in a bubblewrap jail', () => {
+  test('a run waits for an earlier one still going, as a retry beside a run cut off with its SSH session must', () => {
+    const jail = makeJail('takes-turns', 'debian', '12');
+    const lock = path.join(jail.root, 'var/lib/qemurun/init.lock');
+    fs.mkdirSync(path.dirname(lock), { recursive: true });
+    // The earlier run, as the kernel sees it: a process holding the script's lock for 2 s.
+    const earlier = spawn('flock', [lock, 'sleep', '2'], { stdio: 'ignore' });
+    try {
+      const deadline = Date.now() + 5000;
+      while (spawnSync('flock', ['-n', lock, 'true']).status === 0 && Date.now() < deadline);
+      const run = runInJail(jail, initScriptFor('debian', '12'), initScriptEnv(SETTINGS, PASSWORD));
+      expect({ status: run.status, stderr: run.stderr }).toEqual({ status: 0, stderr: '' });
+      const lines = run.stdout.split('\n');
+      const waited = lines.indexOf('[*] waiting for an earlier run of this script to finish (/var/lib/qemurun/init.lock)');
+      // It waited before touching anything, then did the whole run.
+      expect(waited).toBeGreaterThan(0);
+      expect(lines.findIndex((l) => l.startsWith('[*] pointing apt at') || l.startsWith('[*] keeping the image'))).toBeGreaterThan(waited);
+      expect(run.stdout).toMatch(/^\[\+\] init script finished in \d+s$/m);
+    } finally {
+      earlier.kill();
+    }
+  });
+
   test.each(ALL)('%s %s runs twice and converges', (family, version) => {
     const jail = makeJail(`${family}_${version}`, family, version);
     const script = initScriptFor(family, version);

@@ -50,3 +50,9 @@ export async function activityTime(client: Client, workflowId: string): Promise<
   for (const { name, start, end } of await activitySpans(client, workflowId)) out.set(name, (out.get(name) ?? 0) + end - start);
   return out;
 }
+
+/** Seconds the attempts of one activity type ran, or only its `nth` attempt (0-based). */
+export function activitySeconds(spans: ActivitySpan[], name: string, nth?: number): number {
+  const of = spans.filter((sp) => sp.name === name);
+  return (nth === undefined ? of : of.slice(nth, nth + 1)).reduce((sum, sp) => sum + sp.end - sp.start, 0) / 1000;
+}

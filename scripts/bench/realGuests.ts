@@ -8,7 +8,7 @@ import { EncryptionCodec, dataConverterFor } from '../../lib/temporal/codec';
 import { resolveEncryptionKeys } from '../../lib/temporal/encryptionKeys';
 import { freePort } from '../../lib/temporal/devServer';
 import { freePorts } from '../../sandbox/testkit';
-import { activitySpans } from './history';
+import { activitySeconds, activitySpans } from './history';
 import { installBatch } from './installs';
 import type { Report } from './report';
 import { startBenchService } from './service';
@@ -41,11 +41,7 @@ export async function benchRealGuests(root: string, report: Report): Promise<voi
         const batch = await installBatch({ url: service.url, client: temporal.client, count: 1, osIndex: 0 });
         const run = batch.runs[0];
         const spans = await activitySpans(temporal.client, run.workflowId).catch(() => []);
-        const total = (name: string, nth?: number) => {
-          const of = spans.filter((s) => s.name === name);
-          const pick = nth === undefined ? of : of.slice(nth, nth + 1);
-          return pick.reduce((sum, s) => sum + s.end - s.start, 0) / 1000;
-        };
+        const total = (name: string, nth?: number) => activitySeconds(spans, name, nth);
         report.add(`real guests: ${kind} install, debian 12`, '—', '—', `${run.seconds.toFixed(0)} s${run.ok ? '' : ' (FAILED)'}`);
         report.add('  download + stage + import', '—', '—', `${(total('downloadImage') + total('stageImage') + total('importDisk')).toFixed(1)} s`);
         report.add('  boot to SSH (first boot, cloud-init)', '—', '—', `${total('waitForSsh', 0).toFixed(0)} s`);

@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { activitySpans, type ActivitySpan } from './history';
+import { activitySeconds, activitySpans, type ActivitySpan } from './history';
 import { installBatch, type InstallRun } from './installs';
 import type { Report } from './report';
 import { watch } from './sseClient';
@@ -145,10 +145,7 @@ type Part = (typeof PARTS)[number];
 
 /** Where an install's time went, by the activities of its history (seconds). */
 function partsOf(spans: ActivitySpan[]): Record<Part, number> {
-  const total = (name: string, nth?: number) => {
-    const of = spans.filter((sp) => sp.name === name);
-    return (nth === undefined ? of : of.slice(nth, nth + 1)).reduce((sum, sp) => sum + sp.end - sp.start, 0) / 1000;
-  };
+  const total = (name: string, nth?: number) => activitySeconds(spans, name, nth);
   return {
     'boot to SSH': total('startVm') + total('waitForSsh', 0),
     'cloud-init wait': total('waitForCloudInit'),

@@ -22,7 +22,7 @@ import { reconcileRoutes } from './reconcile';
 import { healthRoutes } from './health';
 import type { ReadinessReport } from '../lib/readiness';
 import type { Metrics } from '../lib/observability/metrics';
-import type { Logger } from '../lib/observability/log';
+import { createLogger, type Logger } from '../lib/observability/log';
 import { httpMetrics, metricsRoute } from './metrics';
 import { openApiRoute } from './openapi/route';
 import type { ProxmoxCluster } from '../lib/proxmox';
@@ -45,7 +45,10 @@ export interface AppDeps {
   readiness?: () => Promise<ReadinessReport>;
   /** Counts requests and serves GET /metrics; without it there is no /metrics. */
   metrics?: Metrics;
-  /** Where unexpected request failures are logged; default stderr. */
+  /**
+   * Where unexpected request failures are logged (default stderr), and what the VM
+   * operations report (default warnings to stdout, as the service's own logger).
+   */
   logger?: Logger;
   /** Progress pushed by the worker of this process (role all); without it streams only query. */
   pushes?: ProgressPushes;
@@ -97,6 +100,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(requireJsonBody);
   app.use(express.json({ limit: '64kb', verify: verifyJsonBody }));
 
+  const logger = deps.logger ?? createLogger({ level: 'warn', pretty: false });
   const api = express.Router();
   api.use(healthRoutes(deps.readiness, mayReadDiagnostics));
   api.get('/openapi.json', openApiRoute());
@@ -106,9 +110,9 @@ export function createApp(deps: AppDeps): express.Express {
   api.use(listRoutes(deps));
   api.use(addressPoolRoutes(deps));
   api.use(templateRoutes(deps));
-  api.use(vmRoutes({ ...deps, streams }));
+  api.use(vmRoutes({ ...deps, streams, logger }));
   api.use(clusterRoutes(deps));
-  api.use(rebuildRoutes({ ...deps, streams }));
+  api.use(rebuildRoutes({ ...deps, streams, logger }));
   api.use(scheduleRoutes(deps));
   api.use(reconcileRoutes(deps));
   const workflows = workflowRoutes(deps.client, deps.config, streams);

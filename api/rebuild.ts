@@ -2,6 +2,7 @@ import { rebuildBodySchema, vmName } from '../contract';
 import { Router, Request, Response } from 'express';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
+import type { Logger } from '../lib/observability/log';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { openEventStream, streamProgress, type Streams } from './sse';
 import { requireRole } from './guard';
@@ -17,6 +18,7 @@ export interface RebuildRouteDeps {
   config: Config;
   client: Client;
   proxmox: ProxmoxCluster;
+  logger: Logger;
 }
 
 /**
@@ -25,7 +27,7 @@ export interface RebuildRouteDeps {
  * the product did not install 409; another operation running on the VM gets 409 naming it.
  * In all of these nothing is started and nothing is touched.
  */
-export function rebuildRoutes({ config, client, proxmox, streams }: RebuildRouteDeps): Router {
+export function rebuildRoutes({ config, client, proxmox, streams, logger }: RebuildRouteDeps): Router {
   const router = Router();
 
   router.post('/vm/:id/rebuild', ...limitsFor({ stream: true }, streams.limiter), requireRole(config, 'operate'), async (req: Request, res: Response) => {
@@ -44,6 +46,7 @@ export function rebuildRoutes({ config, client, proxmox, streams }: RebuildRoute
       operation: 'rebuild',
       summary: `rebuild VM ${vmid} (${name}): ${target.spec.os} ${target.spec.version}`,
       memo: startedByMemo(res),
+      logger,
     });
     openEventStream(res, handle.workflowId, streams.limiter);
     await streamProgress(streams.readers, req, res, handle, 0);

@@ -1,6 +1,8 @@
 import { type FailureType, progressQuery, VM_ID, VM_NODE, VM_OPERATION, vmWorkflowId, type Workflows, type WorkflowType } from '../../contract';
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowHandle } from '@temporalio/client';
 import { HttpError } from '../errors';
+import type { Logger } from '../../lib/observability/log';
+import { decodeListedMemo, listWorkflows } from '../../lib/temporal/workflowListing';
 
 /**
  * Starting an operation on an existing VM, one at a time per VM across every API
@@ -39,6 +41,8 @@ export type VmOperationOptions = VmOperation & {
   summary: string;
   /** Who started it (api/startedBy.ts), when tokens are configured. */
   memo?: Record<string, string>;
+  /** Where a workflow on the VM that this deployment cannot read is reported. */
+  logger: Logger;
 };
 
 /** How long a start waits for an operation that has finished its work but not yet closed. */
@@ -47,7 +51,7 @@ const FINISHING_WAIT_MS = 10_000;
 export async function startVmOperation(opts: VmOperationOptions): Promise<WorkflowHandle> {
   const { client, vmid } = opts;
   const workflowId = vmWorkflowId(vmid);
-  const install = await runningWorkflowOn(client, vmid);
+  const install = await runningWorkflowOn(client, vmid, opts.logger);
   if (install) {
     throw new VmBusyError(`VM ${vmid} is busy: ${install.type} (workflow ${install.workflowId}) is running on it`, install.workflowId, install.type);
   }
@@ -104,18 +108,32 @@ async function waitClosed(client: Client, workflowId: string): Promise<void> {
 /**
  * A running workflow other than `vm-<vmid>` that carries this VmId (an install). Visibility
  * lags behind, so each hit is confirmed with the workflow itself: one that has closed, or
- * whose progress says its work is done, no longer holds the VM.
+ * whose progress says its work is done, no longer holds the VM. Listed raw, since one memo
+ * the SDK cannot decode would end its whole listing (lib/temporal/workflowListing.ts).
  */
-async function runningWorkflowOn(client: Client, vmid: number): Promise<{ workflowId: string; type: string } | undefined> {
+async function runningWorkflowOn(client: Client, vmid: number, logger: Logger): Promise<{ workflowId: string; type: string } | undefined> {
   const query = `VmId = ${vmid} AND ExecutionStatus = 'Running' AND WorkflowId != '${vmWorkflowId(vmid)}'`;
-  for await (const wf of client.workflow.list({ query, pageSize: 20 })) {
-    const handle = client.workflow.getHandle(wf.workflowId, wf.runId);
+  for await (const wf of listWorkflows(client, query, 20)) {
+    const workflowId = wf.execution?.workflowId ?? '';
+    const type = wf.type?.name ?? 'a workflow';
+    const decoded = await decodeListedMemo(client, wf);
+    if ('error' in decoded) {
+      // Our installs always carry a memo our keys sealed. One we cannot decode belongs to a
+      // deployment with other keys (or to a key dropped too early): our workers could not
+      // read its history either, so it cannot act on the VM for us and does not hold it.
+      // Named in the log so whoever owns it can be found, instead of failing the request.
+      logger.warn(
+        { workflowId, workflowType: type, vmid, reason: decoded.error.message },
+        `workflow ${workflowId} (${type}) carries VmId ${vmid} but its memo cannot be decoded here (${decoded.error.message}): not counted as holding the VM`,
+      );
+      continue;
+    }
+    const handle = client.workflow.getHandle(workflowId, wf.execution?.runId ?? undefined);
     const d = await handle.describe().catch(() => undefined);
     if (d && d.status.name !== 'RUNNING') continue;
     const page = await handle.query(progressQuery, Number.MAX_SAFE_INTEGER).catch(() => undefined);
     if (page && page.state !== 'running') continue;
-    return { workflowId: wf.workflowId, type: wf.type };
+    return { workflowId, type };
   }
   return undefined;
 }
-

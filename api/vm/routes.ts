@@ -3,6 +3,7 @@ import type { Client } from '@temporalio/client';
 import type { z } from 'zod';
 import { adoptBody, cpuBody, diskBody, type FailureType, memoryBody, nodeBody, ownerOf } from '../../contract';
 import type { Config } from '../../lib/config';
+import type { Logger } from '../../lib/observability/log';
 import type { ProxmoxCluster } from '../../lib/proxmox';
 import { markerSealFor } from '../../lib/vm/markerSeal';
 import { clientIp, requireRole } from '../guard';
@@ -30,6 +31,7 @@ export interface VmRouteDeps {
   client: Client;
   proxmox: ProxmoxCluster;
   knownNodes: string[];
+  logger: Logger;
 }
 
 /** One operation route: what it needs, how it answers, its body, and the workflow it starts. */
@@ -52,10 +54,10 @@ function vmidOf(req: Request): number {
   return vmid;
 }
 
-export function vmRoutes({ config, client, proxmox, knownNodes, streams }: VmRouteDeps): Router {
+export function vmRoutes({ config, client, proxmox, knownNodes, streams, logger }: VmRouteDeps): Router {
   const router = Router();
   const guard = requireRole(config, 'operate');
-  const vms = vmService({ config, client, proxmox });
+  const vms = vmService({ config, client, proxmox, logger });
   const guestOf = (vm: VmFacts) => vms.guest(vm);
 
   const operations = [

@@ -1,6 +1,7 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { DEFAULT_USER, type FailureType, OS_VERSIONS, type OsName } from '../../contract';
 import type { Config } from '../../lib/config';
+import type { Logger } from '../../lib/observability/log';
 import type { ProxmoxCluster, ProxmoxNode } from '../../lib/proxmox';
 import { readDisabledVmids } from '../../lib/stateFiles';
 import { notManagedRefusal } from '../../lib/vm/markerSeal';
@@ -29,6 +30,7 @@ export interface VmServiceDeps {
   config: Config;
   client: Client;
   proxmox: ProxmoxCluster;
+  logger: Logger;
 }
 
 /**
@@ -37,7 +39,7 @@ export interface VmServiceDeps {
  * 404, a VM outside the managed set 409, the wrong power state 400, another operation
  * holding the VM 409 (VmBusyError).
  */
-export function vmService({ config, client, proxmox }: VmServiceDeps) {
+export function vmService({ config, client, proxmox, logger }: VmServiceDeps) {
   const onNode = (node: string): ProxmoxNode => {
     const found = proxmox.node(node);
     if (!found) throw new HttpError(502, `VM is on node '${node}', which is not configured (NODE_${node})`);
@@ -126,6 +128,7 @@ export function vmService({ config, client, proxmox }: VmServiceDeps) {
         taskQueue: config.temporal.taskQueue,
         vmid: vm.vmid,
         node: op.node ?? vm.node,
+        logger,
       });
     },
 

@@ -1,3 +1,4 @@
+import { testNamespace } from '../support/namespaces';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -37,12 +38,13 @@ beforeAll(async () => {
   const address = process.env.TEST_TEMPORAL_ADDRESS!;
   worker = await Worker.create({
     connection: await NativeConnection.connect({ address }),
+    namespace: testNamespace(),
     taskQueue,
     workflowBundle: { codePath: process.env.TEST_WORKFLOW_BUNDLE! },
     activities: {},
   });
   running = worker.run();
-  client = new Client({ connection: await Connection.connect({ address }), interceptors: workflowTypeBinding() });
+  client = new Client({ connection: await Connection.connect({ address }), namespace: testNamespace(), interceptors: workflowTypeBinding() });
 });
 afterAll(async () => {
   worker?.shutdown();

@@ -1,3 +1,4 @@
+import { testNamespace } from '../support/namespaces';
 import crypto from 'node:crypto';
 import { execa } from 'execa';
 import { Client, Connection } from '@temporalio/client';
@@ -46,12 +47,12 @@ describe('encrypted history on a real Temporal server', () => {
   });
 
   test('history holds ciphertext only; the codec endpoint shows it decoded', async () => {
-    const client = new Client({ connection, namespace: 'default', dataConverter: dataConverterFor(codec) });
+    const client = new Client({ connection, namespace: testNamespace(), dataConverter: dataConverterFor(codec) });
     const taskQueue = `codec-e2e-${crypto.randomUUID()}`;
     const activities: CodecFixtureActivities = { echo: async (s) => `echo:${s}` };
     const worker = await Worker.create({
       connection: nativeConnection,
-      namespace: 'default',
+      namespace: testNamespace(),
       taskQueue,
       workflowBundle,
       activities,
@@ -63,12 +64,12 @@ describe('encrypted history on a real Temporal server', () => {
     expect(result).toEqual({ echoed: `echo:${secret}` });
 
     // What the server stored, read by a client without the codec.
-    const plainClient = new Client({ connection, namespace: 'default' });
+    const plainClient = new Client({ connection, namespace: testNamespace() });
     const history = await plainClient.workflow.getHandle(workflowId).fetchHistory();
     const input = history.events![0].workflowExecutionStartedEventAttributes!.input!.payloads![0];
     expect(Buffer.from(input.metadata!.encoding!).toString()).toBe('binary/encrypted');
 
-    const base = ['--workflow-id', workflowId, '--output', 'json', '--address', address, '--namespace', 'default'];
+    const base = ['--workflow-id', workflowId, '--output', 'json', '--address', address, '--namespace', testNamespace()];
     const shown = await execa(cli, ['workflow', 'show', ...base]);
     // A real history came back, so "no secret in it" means something.
     expect(shown.stdout.length).toBeGreaterThan(100);

@@ -81,7 +81,7 @@ test('the service keeps the reconcile schedule in line with RECONCILE_INTERVAL',
 
 test('a terminated install: its half-built VM is removed; completed, foreign and adopted VMs are untouched; the dry run changes nothing', async () => {
   const cli = findTemporalCli()!.path;
-  const temporal = ['--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', 'default'];
+  const temporal = ['--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', h.config.temporal.namespace];
 
   // An install that completed.
   const done = await startInstall('done');

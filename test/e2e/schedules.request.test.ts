@@ -1,3 +1,4 @@
+import { testNamespace } from '../support/namespaces';
 import { Client, Connection } from '@temporalio/client';
 import { canonicalTimeZone, cronProblem, formatInterval, parseInterval, timingOf, toScheduleSpec } from '../../api/schedules/request';
 
@@ -53,7 +54,7 @@ describe('the real server agrees', () => {
   let client: Client;
   beforeAll(async () => {
     connection = await Connection.connect({ address: process.env.TEST_TEMPORAL_ADDRESS! });
-    client = new Client({ connection });
+    client = new Client({ connection, namespace: testNamespace() });
   });
   afterAll(async () => {
     await connection?.close();

@@ -40,7 +40,7 @@ async function execute(type: string, input: string, workflowId: string, extra: s
     [
       'workflow', 'execute',
       '--address', process.env.TEST_TEMPORAL_ADDRESS!,
-      '--namespace', 'default',
+      '--namespace', h.config.temporal.namespace,
       '--type', type,
       '--task-queue', h.config.temporal.taskQueue,
       '--workflow-id', workflowId,
@@ -98,7 +98,7 @@ test('a plaintext run under vm-240 fails at once, and the API is not held busy b
 
 test('an encrypted input copied from one workflow into another is refused', async () => {
   // The adoption's own input, as the server holds it: ciphertext bound to vm-240.
-  const history = await h.service.client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId: `vm-${VMID}` } });
+  const history = await h.service.client.workflowService.getWorkflowExecutionHistory({ namespace: h.config.temporal.namespace, execution: { workflowId: `vm-${VMID}` } });
   const started = history.history!.events!.find((e) => e.workflowExecutionStartedEventAttributes)!.workflowExecutionStartedEventAttributes!;
   const payload = started.input!.payloads![0];
   const metaArgs = (without?: string) =>
@@ -130,7 +130,7 @@ test('an encrypted vmStop input of vm-240 started again as vmDestroy under vm-24
   await qm('start', String(VMID));
   const stop = await apiCall(h.api, 'POST', `/vm/${VMID}/stop`);
   expect(stop.status).toBe(200);
-  const history = await h.service.client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId: `vm-${VMID}` } });
+  const history = await h.service.client.workflowService.getWorkflowExecutionHistory({ namespace: h.config.temporal.namespace, execution: { workflowId: `vm-${VMID}` } });
   const started = history.history!.events!.find((e) => e.workflowExecutionStartedEventAttributes)!.workflowExecutionStartedEventAttributes!;
   expect(started.workflowType?.name).toBe('vmStop');
   const payload = started.input!.payloads![0];
@@ -168,7 +168,7 @@ test('temporal workflow reset of a completed install does not run it again again
   const before = await h.sandbox.readConfig(243);
   const mark = await operationsMark(h);
 
-  const reset = await execa(cli, ['workflow', 'reset', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', 'default', '--workflow-id', workflowId, '--event-id', resetAt, '--reason', 'again', '-o', 'json']);
+  const reset = await execa(cli, ['workflow', 'reset', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', h.config.temporal.namespace, '--workflow-id', workflowId, '--event-id', resetAt, '--reason', 'again', '-o', 'json']);
   const { runId } = JSON.parse(reset.stdout) as { runId: string };
   const again = h.service.client.workflow.getHandle(workflowId, runId);
   await expect(again.result()).rejects.toThrow(WorkflowFailedError);

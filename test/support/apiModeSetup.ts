@@ -1,5 +1,3 @@
-import { API_MODE_NAMESPACE } from './apiMode';
-
-// Set before the test file loads, so the harness (./harness) starts in API mode.
+// Set before the test file loads, so the harness (./harness) starts in API mode; its
+// namespace is set after, by ./namespaceSetup, from this mode and the file's name.
 process.env.TEST_PROXMOX_MODE = 'api';
-process.env.TEST_TEMPORAL_NAMESPACE = API_MODE_NAMESPACE;

@@ -5,7 +5,7 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import { slimWorkflowBundle, workflowBundlerOptions } from '../../worker/bundleOptions';
 import { freePort, startDevServer, DevServer } from '../../lib/temporal/devServer';
 import { ensureSandboxTools } from '../../sandbox/requirements';
-import { API_MODE_NAMESPACE } from './apiMode';
+import { allTestNamespaces } from './namespaces';
 
 /**
  * One real Temporal dev server for the whole test run, on free loopback ports, and the
@@ -45,7 +45,7 @@ async function startOnFreePorts(dir: string): Promise<DevServer> {
         port: await freePort(),
         uiPort: await freePort(),
         namespace: 'default',
-        extraNamespaces: [API_MODE_NAMESPACE],
+        extraNamespaces: allTestNamespaces(),
         dbFile: path.join(dir, `temporal${suffix}.db`),
         logFile,
       });

@@ -93,12 +93,12 @@ export async function startHarness(
     SANDBOX_LOCK_TIMEOUT_MS: '1500',
     SANDBOX_STATUS_LAG_MS: '200',
     SANDBOX_SSH_PORT_BASE: String(sshPortBase),
-    // Test services share one namespace: a scheduled reconcile firing during another test
-    // would remove the VMs that test left on purpose. The reconciler's own test turns it on.
+    // A scheduled reconcile firing during a test would remove the VMs that test left on
+    // purpose. The reconciler's own test turns it on.
     RECONCILE_INTERVAL: 'off',
     // Schedule tests watch runs fire every few seconds.
     SCHEDULE_MIN_INTERVAL: '10s',
-    // The api-mode project's runs have a namespace of their own (./apiMode).
+    // Each test file's runs have a namespace of their own (./namespaces).
     ...(process.env.TEST_TEMPORAL_NAMESPACE ? { TEMPORAL_NAMESPACE: process.env.TEST_TEMPORAL_NAMESPACE } : {}),
     ...env,
   });

@@ -24,29 +24,42 @@ const common = {
   moduleNameMapper: { '^unicorn-magic$': '<rootDir>/node_modules/unicorn-magic/node.js' },
 };
 
-// The suites of the install, the VM lifecycle, rebuild and the failure paths, which run a
-// second time with the sandbox reached through its REST API (Proxmox API mode).
+// The end-to-end files that cross the Proxmox boundary (they make Proxmox calls whose shape
+// differs between qm/pvesh/pvesm and the REST API: create, import, set, migrate, start,
+// clone, templates, the guest agent, failures Proxmox reports), which run a second time with
+// the sandbox reached through its REST API (Proxmox API mode). What the HTTP layer does
+// (input errors, idempotency keys, Last-Event-ID, concurrency of the API) is the same in
+// both modes and is proven once, in the e2e project.
 const apiModeSuites = ['install.e2e', 'install.behaviour', 'install.placement', 'install.userData', 'install.dhcp', 'lifecycle', 'lifecycle.cpu', 'rebuild', 'templates'];
 
 const endToEnd = {
   ...common,
   globalSetup: '<rootDir>/test/support/globalSetup.ts',
   globalTeardown: '<rootDir>/test/support/globalTeardown.ts',
+  // Each file's own Temporal namespace (test/support/namespaces.ts).
+  setupFilesAfterEnv: ['<rootDir>/test/support/namespaceSetup.ts'],
 };
 
-// Four projects: three folders by what a test starts (docs/development.md), and a second
-// pass of some end-to-end suites:
+// Six projects, one folder each by what a test starts (docs/development.md), and a second
+// pass of some end-to-end suites. `npm test` (scripts/test.js) runs them, the slow ones
+// side by side:
 // - unit (test/unit/): no Temporal server, no sandbox cluster, no sshd; no global set-up,
 //   so selecting it pays for no dev server, and its files run in parallel workers;
 // - workflow (test/workflows/): the workflow code on Temporal's time-skipping test server
 //   with fake activities, in seconds;
+// - proxmox (test/proxmox/): the sandbox cluster, its CLIs and REST API, and the product's
+//   Proxmox clients and executors against it, with real sshd; no Temporal, and files that
+//   share nothing, so they run in parallel workers;
 // - e2e (test/e2e/): a real Temporal dev server (started once by the global set-up, which
 //   runs only when one of its files is selected), the Proxmox sandbox, real OpenSSH and
-//   real HTTP; its files share that server and the cores, so they run one at a time;
+//   real HTTP; its files share that server and the cores, so they run one at a time, each
+//   in a namespace of its own and in a shuffled order (test/support/sequencer.js);
+// - guests (test/guests/): real QEMU machines booting real Debian images;
 // - api-mode: the e2e suites above once more, the service reaching the sandbox through
 //   its REST API instead of qm/pvesh/pvesm.
 module.exports = {
   testTimeout: 120_000,
+  testSequencer: '<rootDir>/test/support/sequencer.js',
   projects: [
     {
       ...common,
@@ -59,6 +72,11 @@ module.exports = {
       roots: ['<rootDir>/test/workflows'],
       globalSetup: '<rootDir>/test/workflows/support/globalSetup.ts',
       globalTeardown: '<rootDir>/test/workflows/support/globalTeardown.ts',
+    },
+    {
+      ...common,
+      displayName: 'proxmox',
+      roots: ['<rootDir>/test/proxmox'],
     },
     {
       ...endToEnd,

@@ -2,13 +2,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 /**
- * jest.config.js runs test/unit/, test/workflows/, test/e2e/ and test/guests/, one project each: a test
+ * jest.config.js runs test/unit/, test/workflows/, test/proxmox/, test/e2e/ and test/guests/, one project each: a test
  * file anywhere else runs in none of them, and a unit test that starts a server makes the
  * fast project slow and its parallel workers fight over it.
  */
 
 const TEST_DIR = path.join(__dirname, '..');
-const PROJECT_DIRS = ['unit', 'workflows', 'e2e', 'guests'];
+const PROJECT_DIRS = ['unit', 'workflows', 'proxmox', 'e2e', 'guests'];
 
 function testFiles(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {

@@ -9,6 +9,7 @@ import { eventually } from '../../sandbox/testkit';
 import { activityAttempts as attemptsInHistory } from '../support/history';
 import { startSquatter, type Squatter } from '../support/squatter';
 import { injectFaultOn, isMutating, operations, operationsMark, type ProxmoxOperation } from '../support/proxmoxCalls';
+import { onceInCliMode } from '../support/proxmoxMode';
 
 /**
  * The install workflow's promises beyond the happy path, on the real Temporal server and
@@ -62,7 +63,7 @@ function expectOwnVmRemoved(ops: ProxmoxOperation[]): void {
 /** Attempts of each activity type, from the real workflow history. */
 const activityAttempts = (workflowId: string) => attemptsInHistory(h.service.client, workflowId);
 
-test('node pve2: the VM is migrated there before its first boot, started there, and answers', async () => {
+onceInCliMode('node pve2: the VM is migrated there before its first boot, started there, and answers', async () => {
   const mark = await operationsMark(h);
   const res = await install({ os: 'debian', version: '12', node: 'pve2' });
   expect(res.events.at(-1)?.message).toMatch(/^\[\*\] User: debian$/);
@@ -143,7 +144,7 @@ test('an image that fails its checksum during the install is fetched again and t
   expect(h.images.gets(img.path)).toBe(2);
 });
 
-test('an init script that exits non-zero is retried, then fails the install, which removes its VM', async () => {
+onceInCliMode('an init script that exits non-zero is retried, then fails the install, which removes its VM', async () => {
   const vmid = 238;
   // The guest's apt-get fails as against a mirror that answers 503 (exit 100).
   h.sandbox.setGuestFault(vmid, { packageExitCode: 100 });
@@ -161,7 +162,7 @@ test('an init script that exits non-zero is retried, then fails the install, whi
   }
 });
 
-test('a permanent failure after create removes the VM and ends with an error event naming the step', async () => {
+onceInCliMode('a permanent failure after create removes the VM and ends with an error event naming the step', async () => {
   const before = await vmIds();
   await injectFaultOn(h, { op: 'resize' }, { times: 1, stderr: "disk 'scsi0' does not exist", exitCode: 0 });
   const mark = await operationsMark(h);
@@ -229,7 +230,7 @@ test.each([
   expectOwnVmRemoved(ops);
 });
 
-test('an explicit id that is taken fails clearly and leaves that VM alone', async () => {
+onceInCliMode('an explicit id that is taken fails clearly and leaves that VM alone', async () => {
   const first = await install({ os: 'debian', version: '12', id: 230 });
   expect(vmidOf(first)).toBe(230);
   const before = await h.sandbox.readConfig(230);
@@ -252,7 +253,7 @@ describe('a machine squatting on the VM address gets nothing', () => {
     squatter = undefined;
   });
 
-  test('an explicit id whose address already answers SSH is refused before any VM is made', async () => {
+  onceInCliMode('an explicit id whose address already answers SSH is refused before any VM is made', async () => {
     squatter = await startSquatter('127.0.0.231', h.config.vmSshPort);
     const mark = await operationsMark(h);
     const res = await install({ os: 'debian', version: '12', id: 231 });
@@ -287,7 +288,7 @@ describe('a machine squatting on the VM address gets nothing', () => {
   });
 });
 
-test('a client dropped mid-stream re-attaches with Last-Event-ID and gets exactly the missing events', async () => {
+onceInCliMode('a client dropped mid-stream re-attaches with Last-Event-ID and gets exactly the missing events', async () => {
   const first = await install({ os: 'rockylinux', version: '9' }, { stopAfter: 5 });
   expect(first.events).toHaveLength(5);
   const workflowId = first.headers['x-workflow-id'] as string;
@@ -307,7 +308,7 @@ test('a client dropped mid-stream re-attaches with Last-Event-ID and gets exactl
   expect(status).toMatchObject({ success: true, status: 'COMPLETED', result: { vmid: vmidOf(rest), user: 'rocky' } });
 });
 
-test('10 concurrent installs get 10 distinct VMIDs and IPs and all succeed', async () => {
+onceInCliMode('10 concurrent installs get 10 distinct VMIDs and IPs and all succeed', async () => {
   const results = await Promise.all(Array.from({ length: 10 }, (_, i) => install({ os: 'debian', version: '12', name: `c${i}` })));
   for (const r of results) expect(r.events.filter((e) => e.status === 'error')).toEqual([]);
   const ids = results.map(vmidOf);
@@ -316,7 +317,7 @@ test('10 concurrent installs get 10 distinct VMIDs and IPs and all succeed', asy
   expect(new Set(ips).size).toBe(10);
 }, 300_000);
 
-test('cancelling an install stops it and removes the VM it created', async () => {
+onceInCliMode('cancelling an install stops it and removes the VM it created', async () => {
   await injectFaultOn(h, { op: 'start' }, { times: 1, latencyMs: 4000 });
   const before = await vmIds();
   const mark = await operationsMark(h);
@@ -339,7 +340,7 @@ test('cancelling an install stops it and removes the VM it created', async () =>
   expectOwnVmRemoved(await operations(h, mark));
 });
 
-test('a repeated POST with the same Idempotency-Key attaches to the same install', async () => {
+onceInCliMode('a repeated POST with the same Idempotency-Key attaches to the same install', async () => {
   const headers = { 'Idempotency-Key': `key-${Date.now()}` };
   const [a, b] = await Promise.all([install({ os: 'debian', version: '12' }, { headers }), install({ os: 'debian', version: '12' }, { headers })]);
   expect(a.headers['x-workflow-id']).toBe(b.headers['x-workflow-id']);
@@ -349,7 +350,7 @@ test('a repeated POST with the same Idempotency-Key attaches to the same install
   expect(c.events).toEqual(a.events);
 });
 
-test('a name with quotes and newlines is refused with a 400 naming the field; nothing starts', async () => {
+onceInCliMode('a name with quotes and newlines is refused with a 400 naming the field; nothing starts', async () => {
   const before = await vmIds();
   const res = await install({ os: 'debian', version: '12', name: 'a"b\nc' });
   expect(res.status).toBe(400);
@@ -372,7 +373,7 @@ test.each<[string, unknown, string]>([
   expect(await vmIds()).toEqual(before);
 });
 
-test('every install is findable with `temporal workflow list --query` by its search attributes', async () => {
+onceInCliMode('every install is findable with `temporal workflow list --query` by its search attributes', async () => {
   const res = await install({ os: 'ubuntu', version: '24.04', name: 'findme' });
   const vmid = vmidOf(res);
   const workflowId = res.headers['x-workflow-id'] as string;

@@ -6,6 +6,7 @@ import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
 import { apiCall } from '../support/api';
 import { runCli } from '../support/cliProcess';
+import { onceInCliMode } from '../support/proxmoxMode';
 
 /**
  * Placement and disks (issue 24, item 3) end to end: one install with tags, a description
@@ -133,7 +134,7 @@ test('bad placement values are 400s naming the field, and start nothing', async 
   }
 });
 
-test("the CLI's flags send them: --tags split as Proxmox splits a tag list, --pool and --storage as given", async () => {
+onceInCliMode("the CLI's flags send them: --tags split as Proxmox splits a tag list, --pool and --storage as given", async () => {
   const tags = await runCli(h.service.url, ['install', '--os', 'debian', '--version', '12', '--tags', 'web,prod;-x']);
   expect(tags.exitCode).toBe(1); // the API refused the request (docs/cli.md)
   expect(`${tags.stdout}${tags.stderr}`).toContain('tags: must be Proxmox tags: tag 3 is not a Proxmox tag');

@@ -5,6 +5,7 @@ import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
 import { apiCall } from '../support/api';
 import { runInGuest, userKeyPair } from '../support/guest';
+import { apiModeOnly, onceInCliMode } from '../support/proxmoxMode';
 
 /**
  * cloud-init user-data (issue 24, item 4) end to end: an install with `userData` gets it as
@@ -15,8 +16,6 @@ import { runInGuest, userKeyPair } from '../support/guest';
  * api-mode pass (jest.config.js) the API refuses any userData: Proxmox's API uploads no snippets.
  */
 
-const apiMode = process.env.TEST_PROXMOX_MODE === 'api';
-const cliMode = apiMode ? test.skip : test;
 
 let h: Harness;
 const VMID = 187;
@@ -53,7 +52,7 @@ const USER_DATA = [
   '',
 ].join('\n');
 
-cliMode('an install with userData: the cicustom snippet, merged, and its write_files and runcmd took effect in the guest', async () => {
+onceInCliMode('an install with userData: the cicustom snippet, merged, and its write_files and runcmd took effect in the guest', async () => {
   const res = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: VMID, name: 'ud', userData: USER_DATA } });
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
   // userData never shows in the progress a client (and the history's events) see.
@@ -74,7 +73,7 @@ cliMode('an install with userData: the cicustom snippet, merged, and its write_f
   expect(await inGuest('true', extra.privateKey)).toBe(0);
 });
 
-cliMode('a migration copies the snippet to the target node first, and the VM starts there', async () => {
+onceInCliMode('a migration copies the snippet to the target node first, and the VM starts there', async () => {
   expect((await post(`/vm/${VMID}/stop`)).status).toBe(200);
   const res = await requestSse(`${h.api}/vm/${VMID}/set/node`, { body: { node: 'pve2' } });
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
@@ -84,14 +83,14 @@ cliMode('a migration copies the snippet to the target node first, and the VM sta
   expect((await post(`/vm/${VMID}/start`)).status).toBe(200);
 });
 
-cliMode('a destroy removes the snippet from every node that held it', async () => {
+onceInCliMode('a destroy removes the snippet from every node that held it', async () => {
   const files = [await snippetFile('pve1'), await snippetFile('pve2')];
   expect((await post(`/vm/${VMID}/stop`)).status).toBe(200);
   expect((await post(`/vm/${VMID}/destroy`)).status).toBe(200);
   for (const f of files) expect(fs.existsSync(f)).toBe(false);
 });
 
-cliMode('qemu-server refuses a start whose snippet is missing on the node, with its text', async () => {
+onceInCliMode('qemu-server refuses a start whose snippet is missing on the node, with its text', async () => {
   const env = { ...process.env, ...h.sandbox.envFor('pve1') };
   await execa('qm', ['create', '188', '--ide2', 'local-lvm:cloudinit', '--cicustom', 'user=local:snippets/absent.yaml'], { env });
   try {
@@ -105,7 +104,7 @@ cliMode('qemu-server refuses a start whose snippet is missing on the node, with 
   }
 });
 
-cliMode('bad userData is a 400 naming userData, and starts nothing', async () => {
+onceInCliMode('bad userData is a 400 naming userData, and starts nothing', async () => {
   const cases: Array<[unknown, RegExp]> = [
     [42, /^userData: must be a string holding a #cloud-config document$/],
     ['runcmd: [ls]', /^userData: must start with a "#cloud-config" line/],
@@ -119,7 +118,7 @@ cliMode('bad userData is a 400 naming userData, and starts nothing', async () =>
   }
 });
 
-(apiMode ? test : test.skip)('API mode refuses userData with a 400 naming it and saying why, and starts nothing', async () => {
+apiModeOnly('API mode refuses userData with a 400 naming it and saying why, and starts nothing', async () => {
   const r = await post('/vm/install', { os: 'debian', version: '12', id: VMID, userData: USER_DATA });
   expect(r.status).toBe(400);
   expect(r.json.message).toMatch(/^please check your input: userData: is not available in API mode: Proxmox's API cannot upload the cicustom snippet/);

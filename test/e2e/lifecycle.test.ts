@@ -6,6 +6,7 @@ import { startHarness, Harness } from '../support/harness';
 import { requestSse, SseResponse } from '../support/sse';
 import { eventually } from '../../sandbox/testkit';
 import { injectFaultOn, operationsMark, operationsOn, type OperationsMark } from '../support/proxmoxCalls';
+import { onceInCliMode } from '../support/proxmoxMode';
 
 /**
  * Operations on existing VMs end to end: real Temporal, the sandbox cluster (in CLI mode
@@ -81,20 +82,20 @@ describe('preconditions', () => {
     expect(JSON.parse(unknown.text)).toEqual({ success: false, message: 'VM 9999 does not exist' });
   });
 
-  test.each(['abc', '0', '-3', '1.5'])('VMID %s is not a positive integer: 400', async (id) => {
+  onceInCliMode.each(['abc', '0', '-3', '1.5'])('VMID %s is not a positive integer: 400', async (id) => {
     const res = await post(`/vm/${id}/stop`);
     expect(res.status).toBe(400);
     expect(res.json()).toEqual({ success: false, message: 'please check your input: id: must be a positive integer VMID' });
   });
 
-  test('an unknown VMID is 404 and starts no workflow', async () => {
+  onceInCliMode('an unknown VMID is 404 and starts no workflow', async () => {
     const res = await post('/vm/9999/shutdown');
     expect(res.status).toBe(404);
     expect(res.json()).toEqual({ success: false, message: 'VM 9999 does not exist' });
     await expect(h.service.client.workflow.getHandle('vm-9999').describe()).rejects.toThrow();
   });
 
-  test('the wrong power state is 400 with the seed\'s message', async () => {
+  onceInCliMode('the wrong power state is 400 with the seed\'s message', async () => {
     for (const op of ['start', 'destroy', 'set/node']) {
       const res = await post(`/vm/${vmid}/${op}`, op === 'set/node' ? { node: 'pve2' } : undefined);
       expect(res.status).toBe(400);
@@ -104,7 +105,7 @@ describe('preconditions', () => {
     expect(res.json()).toMatchObject({ success: false, message: 'VM is running' });
   });
 
-  test('bodies are validated and the field is named', async () => {
+  onceInCliMode('bodies are validated and the field is named', async () => {
     const cases: Array<[string, unknown, string]> = [
       ['set/cpu', {}, 'cpu: is required'],
       ['set/cpu', { cpu: 0 }, 'cpu: must be at least 1'],
@@ -171,7 +172,7 @@ describe('running VM', () => {
     expect(await canSsh(vmid)).toBe(true);
   });
 
-  test('a second operation while one runs is refused with 409 naming the first', async () => {
+  onceInCliMode('a second operation while one runs is refused with 409 naming the first', async () => {
     await injectFaultOn(h, { op: 'shutdown', vmid }, { latencyMs: 4000, times: 1 });
     const shutdown = post(`/vm/${vmid}/shutdown`);
     const handle = h.service.client.workflow.getHandle(`vm-${vmid}`);
@@ -205,7 +206,7 @@ describe('running VM', () => {
 });
 
 describe('stopped VM', () => {
-  test('operations that need a running VM are refused', async () => {
+  onceInCliMode('operations that need a running VM are refused', async () => {
     for (const op of ['shutdown', 'stop', 'reboot']) {
       const res = await post(`/vm/${vmid}/${op}`);
       expect(res.status).toBe(400);
@@ -241,7 +242,7 @@ describe('stopped VM', () => {
     expect(await seen('resize', vmid, before)).toEqual([{ node: 'pve1', params: { disk: 'scsi0', size: '24G' }, ok: true }]);
   });
 
-  test('set/disk past VM_MAX_DISK is refused by the workflow with 400, the disk untouched', async () => {
+  onceInCliMode('set/disk past VM_MAX_DISK is refused by the workflow with 400, the disk untouched', async () => {
     const res = await post(`/vm/${vmid}/set/disk`, { disk: '20G' });
     expect(res.status).toBe(400);
     expect(res.json()).toEqual({
@@ -272,7 +273,7 @@ describe('stopped VM', () => {
     expect(await status(vmid)).toEqual({ status: 200, text: 'stopped' });
   });
 
-  test('set/node to its own node or an unknown node is refused', async () => {
+  onceInCliMode('set/node to its own node or an unknown node is refused', async () => {
     let res = await post(`/vm/${vmid}/set/node`, { node: 'pve1' });
     expect(res.status).toBe(400);
     expect(res.json()).toEqual({ success: false, message: `VM ${vmid} is already on node pve1` });
@@ -340,7 +341,7 @@ describe('migration', () => {
 });
 
 describe('start and re-attach', () => {
-  test('a client that drops the start stream re-attaches with Last-Event-ID and gets the rest', async () => {
+  onceInCliMode('a client that drops the start stream re-attaches with Last-Event-ID and gets the rest', async () => {
     const first = await requestSse(`${h.api}/vm/${vmid}/start`, { method: 'POST', stopAfter: 2 });
     expect(first.events.map((e) => e.id)).toEqual([1, 2]);
     const rest = await requestSse(`${h.api}/workflows/vm-${vmid}/events`, { headers: { 'Last-Event-ID': '2' } });
@@ -352,7 +353,7 @@ describe('start and re-attach', () => {
     expect(await status(vmid)).toEqual({ status: 200, text: 'running' });
   });
 
-  test('stop, then start right after the stream ends, is not refused as busy', async () => {
+  onceInCliMode('stop, then start right after the stream ends, is not refused as busy', async () => {
     expect(await post(`/vm/${vmid}/stop`)).toMatchObject({ status: 200, text: 'ok' });
     const res = await requestSse(`${h.api}/vm/${vmid}/start`, { method: 'POST' });
     expectCompleted(res, 'VM start');
@@ -362,7 +363,7 @@ describe('start and re-attach', () => {
 });
 
 describe('an install holds its VMID', () => {
-  test('operations on a VM being installed get 409 naming the install; destroy purges it afterwards', async () => {
+  onceInCliMode('operations on a VM being installed get 409 naming the install; destroy purges it afterwards', async () => {
     const id = 150;
     await injectFaultOn(h, { op: 'importdisk', vmid: id }, { latencyMs: 6000, times: 1 });
     const installing = requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id, name: 'held' } });

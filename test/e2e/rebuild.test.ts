@@ -13,6 +13,7 @@ import { requestSse, SseResponse } from '../support/sse';
 import { apiCall } from '../support/api';
 import { cipasswordMatches, runInGuest, userKeyPair } from '../support/guest';
 import { injectFaultOn, isMutating, operations, operationsMark } from '../support/proxmoxCalls';
+import { onceInCliMode } from '../support/proxmoxMode';
 
 /**
  * `POST /api/vm/:id/rebuild` and the vmRebuild workflow end to end: real Temporal, the
@@ -127,7 +128,7 @@ describe('rebuild through the API', () => {
     expect(confBefore).not.toMatch(/^cipassword:/m);
   });
 
-  test('the workflow carries the install search attributes, with VmOperation=rebuild', async () => {
+  onceInCliMode('the workflow carries the install search attributes, with VmOperation=rebuild', async () => {
     const d = await h.service.client.workflow.getHandle(`vm-${VMID}`).describe();
     expect(d.type).toBe('vmRebuild');
     expect(d.status.name).toBe('COMPLETED');
@@ -142,7 +143,7 @@ describe('rebuild through the API', () => {
     expect(result.installWorkflowId).toMatch(/^vm-131-install-/);
   });
 
-  test('a second operation while a rebuild runs is 409 naming it; the first one finishes', async () => {
+  onceInCliMode('a second operation while a rebuild runs is 409 naming it; the first one finishes', async () => {
     const first = await requestSse(`${h.api}/vm/${VMID}/rebuild`, { body: {}, stopAfter: 3 });
     expect(first.status).toBe(200);
     const second = await post(`/vm/${VMID}/rebuild`, {});
@@ -158,7 +159,7 @@ describe('rebuild through the API', () => {
     expect(cipasswordMatches((await h.sandbox.readConfig(VMID))!, 'n3w-Passw0rd')).toBe(true);
   });
 
-  test('bad input is 400 and starts nothing', async () => {
+  onceInCliMode('bad input is 400 and starts nothing', async () => {
     expect(await post(`/vm/abc/rebuild`, {})).toEqual({ status: 400, json: { success: false, message: 'please check your input: id: must be a positive integer VMID' } });
     const unknownField = await post(`/vm/${VMID}/rebuild`, { passwd: 'x', name: 'other' });
     expect(unknownField.status).toBe(400);
@@ -168,14 +169,14 @@ describe('rebuild through the API', () => {
     expect(badPasswd.json.message).toMatch(/passwd/);
   });
 
-  test('a VMID that does not exist is 404', async () => {
+  onceInCliMode('a VMID that does not exist is 404', async () => {
     const t0 = new Date();
     const res = await post('/vm/199/rebuild', {});
     expect(res).toEqual({ status: 404, json: { success: false, message: 'VM 199 does not exist' } });
     expect(await startedSince('vm-199', t0)).toBe(false);
   });
 
-  test('a VM sealed before the spec said `cores` (its marker says `cpu`) is rebuilt from that marker; the new one says `cores`', async () => {
+  onceInCliMode('a VM sealed before the spec said `cores` (its marker says `cpu`) is rebuilt from that marker; the new one says `cores`', async () => {
     const desc = parseVmConfig((await h.sandbox.readConfig(VMID))!).description!;
     const owner = ownerOf(desc)!;
     const run = /^qemurun-run=(.*)$/m.exec(desc)![1];
@@ -207,7 +208,7 @@ describe('refusals destroy nothing', () => {
     expect(await startedSince('vm-150', t0)).toBe(false);
   });
 
-  test('the workflow\'s own check refuses it too (a schedule has no API in front of it)', async () => {
+  onceInCliMode('the workflow\'s own check refuses it too (a schedule has no API in front of it)', async () => {
     const mark = await operationsMark(h);
     const handle = await h.service.client.workflow.start(vmRebuild, {
       taskQueue: h.config.temporal.taskQueue,
@@ -229,7 +230,7 @@ describe('refusals destroy nothing', () => {
     expect(page.events.at(-1)).toMatchObject({ step: 'VM rebuild > check', status: 'error' });
   });
 
-  test('a disabled VM is refused with 400, and left alone', async () => {
+  onceInCliMode('a disabled VM is refused with 400, and left alone', async () => {
     const file = stateFiles(h.config.dataDir).disabled;
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, `${VMID}:web\n`);
@@ -245,7 +246,7 @@ describe('refusals destroy nothing', () => {
     }
   });
 
-  test('a VM whose install is still running is refused with 409, and its install goes on', async () => {
+  onceInCliMode('a VM whose install is still running is refused with 409, and its install goes on', async () => {
     // Slow the install down after `qm create`, so the rebuild arrives while it builds the VM.
     await injectFaultOn(h, { op: 'start', vmid: 132 }, { latencyMs: 4000, times: 1 });
     const install = requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: 132, name: 'young' } });
@@ -260,7 +261,7 @@ describe('refusals destroy nothing', () => {
     expect(done.events.at(-3)!.message).toBe('[*] VMID: 132');
   });
 
-  test('a VM with a sealed owner marker but no spec marker is refused: there is nothing to rebuild it from', async () => {
+  onceInCliMode('a VM with a sealed owner marker but no spec marker is refused: there is nothing to rebuild it from', async () => {
     const markers = { vmid: 151, owner: 'install-by-hand', run: 'r1' };
     const description = `qemurun-owner=${markers.owner}\nqemurun-run=${markers.run}\nqemurun-seal=${markerSealFor(h.config).seal(markers)}`;
     await qm(['create', '151', '--name', 'half', '--description', description]);

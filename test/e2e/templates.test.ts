@@ -5,8 +5,7 @@ import { startHarness, type Harness } from '../support/harness';
 import { requestSse, type SseResponse } from '../support/sse';
 import { apiCall } from '../support/api';
 import { runInGuest } from '../support/guest';
-
-const apiMode = process.env.TEST_PROXMOX_MODE === 'api';
+import { onceInCliMode } from '../support/proxmoxMode';
 
 /**
  * Golden templates (issue 25) end to end on the sandbox, in CLI mode and (the api-mode pass,
@@ -184,7 +183,7 @@ test(
   15 * MINUTES,
 );
 
-(apiMode ? test.skip : test)(
+onceInCliMode(
   '20 template installs at once all succeed: the clones take turns on the storage lock instead of timing out',
   async () => {
     const results = await Promise.all(Array.from({ length: 20 }, (_, i) => install({ name: `burst${i}` })));

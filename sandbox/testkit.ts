@@ -142,6 +142,23 @@ export async function eventually<T>(fn: () => Promise<T>, timeoutMs = 15_000, ev
   }
 }
 
+/**
+ * The value `check` gives once it is truthy: `eventually` for a check that answers instead
+ * of throwing. A timeout names what was awaited.
+ */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  timeoutMs = 15_000,
+  everyMs = 100,
+): Promise<T> {
+  return eventually(async () => {
+    const value = await check();
+    if (!value) throw new Error(`timed out waiting for ${what}`);
+    return value;
+  }, timeoutMs, everyMs);
+}
+
 export interface ApiAnswer {
   status: number;
   /** The status line's reason phrase: PVE puts the error message there. */

@@ -11,7 +11,7 @@ import { SshExecutor } from '../../lib/executor';
 import { addFault, clearFaults } from '../../sandbox/state/faults';
 import { readCalls } from '../../sandbox/state/callLog';
 import { listVms } from '../../sandbox/state/vmlist';
-import { freePorts } from '../../sandbox/testkit';
+import { freePorts, waitFor } from '../../sandbox/testkit';
 import { startImageServer, type ImageServer } from '../support/imageServer';
 import { buildIfStale, killSandboxVms } from '../support/serviceProcess';
 import { startRealTemporal, type RealTemporal } from '../support/realTemporal';
@@ -239,24 +239,22 @@ async function terminateWorkerRunning(workflowId: string, activityId: string, at
   // The step closes: on the stopping worker within its grace time, or (cancelled at its end)
   // on another worker.
   const handle = client.workflow.getHandle(workflowId);
-  let completedBy: { attempt: number; identity: string } | undefined;
-  for (const until = Date.now() + 120_000; !completedBy && Date.now() < until; await new Promise((r) => setTimeout(r, 250))) {
+  const completedBy = await waitFor('the step to close', async () => {
     const { events } = await handle.fetchHistory();
     const scheduled = events!.find((e) => e.activityTaskScheduledEventAttributes?.activityId === activityId);
     const started = events!.find((e) => e.activityTaskStartedEventAttributes && String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(scheduled?.eventId));
     const a = started?.activityTaskStartedEventAttributes;
-    if (a) completedBy = { attempt: a.attempt ?? 1, identity: a.identity ?? '' };
-  }
-  expect(completedBy).toBeDefined();
+    return a ? { attempt: a.attempt ?? 1, identity: a.identity ?? '' } : undefined;
+  }, 120_000, 250);
   const reboots = readCalls(sandboxDir).filter((c) => c.argv[0] === 'qm' && c.argv[1] === 'reboot' && c.exitCode === 0);
   console.log(
     `SIGTERM of the worker running attempt ${attempt} of rebootVm: it exited 0 after ${stoppedSec.toFixed(1)} s; ` +
-      `the step was completed by attempt ${completedBy!.attempt} on ${completedBy!.identity}; qm reboot acted ${reboots.length} time(s)\n` +
+      `the step was completed by attempt ${completedBy.attempt} on ${completedBy.identity}; qm reboot acted ${reboots.length} time(s)\n` +
       `its output:\n${stopping.output()}`,
   );
-  if (completedBy!.identity === identity) {
+  if (completedBy.identity === identity) {
     // Finished within the grace time: the attempt that was running is the one that counts.
-    expect(completedBy!.attempt).toBe(attempt);
+    expect(completedBy.attempt).toBe(attempt);
     expect(reboots).toHaveLength(1);
   }
 }

@@ -4,6 +4,7 @@ import { startRealTemporal, RealTemporal } from '../support/realTemporal';
 import { requestSse } from '../support/sse';
 import { apiCall } from '../support/api';
 import { sshWorks } from '../support/guest';
+import { waitFor as waitUntil } from '../../sandbox/testkit';
 
 /**
  * The service on the Temporal server itself, as deployments run it (docker-compose.yml):
@@ -33,15 +34,7 @@ afterAll(async () => {
 const call = (method: string, p: string, body?: unknown) => apiCall(h.api, method, p, body);
 const canSsh = () => sshWorks(`127.0.0.${VMID}`, h.config.vmSshPort, 'debian', h.key.privateKey);
 
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 90_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
+const waitFor = <T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 90_000) => waitUntil(what, fn, timeoutMs, 500);
 
 test('an install runs to an SSH-ready VM, findable by its search attributes in SQL visibility', async () => {
   const res = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: VMID, name: 'prod' } });

@@ -5,6 +5,7 @@ import { PveApi } from '../../lib/proxmox/api/http';
 import { startChildWorker } from '../support/childWorker';
 import { startHarness, type Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
+import { waitFor } from '../../sandbox/testkit';
 
 /**
  * API mode, the worker killed (SIGKILL) while the node downloads the image: the task goes
@@ -38,11 +39,6 @@ async function startWorker(): Promise<{ child: ResultPromise }> {
   return started;
 }
 
-/** Polls `check` until it holds; the test's timeout bounds the wait. */
-async function until(check: () => Promise<boolean> | boolean): Promise<void> {
-  while (!(await check())) await new Promise((r) => setTimeout(r, 100));
-}
-
 /** Whether downloadImage of `workflowId` has sent Temporal a heartbeat with details: the UPID it recorded. */
 async function upidRecorded(workflowId: string | undefined): Promise<boolean> {
   if (!workflowId) return false;
@@ -62,9 +58,9 @@ test('the next worker follows the running download task to its end; no second do
     timeoutMs: 240_000,
     onEvent: (e) => (workflowId ??= /^\[\*\] workflow id: (\S+)$/.exec(e.message)?.[1]),
   });
-  await until(() => h.images.gets(imagePath) > 0); // the node is downloading
+  await waitFor('the node to download the image', () => h.images.gets(imagePath) > 0, 60_000);
   // Killed once the heartbeat that records the task's UPID has reached Temporal.
-  await until(() => upidRecorded(workflowId));
+  await waitFor('the heartbeat with the UPID', () => upidRecorded(workflowId), 60_000);
   first.kill('SIGKILL');
   await first;
   const activeWhenKilled = await root.api.get<Array<{ type: string }>>(`/nodes/${h.config.mainNode}/tasks`, { source: 'active' });

@@ -1,10 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
+import { Client } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType, TypedSearchAttributes } from '@temporalio/common';
 import { stateFiles } from '../../lib/stateFiles';
 import { VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../../contract';
 import { vmProcess } from '../../sandbox/state/runtime';
+import { eventually, waitFor as waitUntil } from '../../sandbox/testkit';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
 import { apiCall } from '../support/api';
@@ -41,15 +43,7 @@ const call = (method: string, p: string, body?: unknown) => apiCall(h.api, metho
 const post = (p: string, body?: unknown) => call('POST', p, body);
 const show = async (id = ID) => (await call('GET', `/schedules/${id}`)).json.schedule;
 
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 90_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
+const waitFor = <T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 90_000) => waitUntil(what, fn, timeoutMs, 500);
 
 /** The schedule's newest run once it has finished (rebuilt, skipped or failed). */
 async function finishedRun(id: string, after: number) {
@@ -278,9 +272,24 @@ describe('pause', () => {
     const created = await post('/schedules', { id: 'fast-140', vmid: VMID, interval: '10s', paused: true, note: 'test: every 10s' });
     expect(created.status).toBe(201);
     expect(created.json.schedule).toMatchObject({ id: 'fast-140', interval: '10s', paused: true, note: 'test: every 10s' });
-    // Nothing to wait for: a paused schedule records nothing for a time it passes over
-    // (not even its next runs move on). So a bounded wait: one interval and a margin.
-    await new Promise((r) => setTimeout(r, 12_000));
+    // A paused schedule records nothing for a time it passes over (not even its next runs
+    // move on), so a witness shows the time passed: an unpaused schedule of the same
+    // interval, made after it, fires at the same boundaries (multiples of 10 s).
+    const plain = new Client({ connection: h.service.client.connection, namespace: h.config.temporal.namespace });
+    const witness = await plain.schedule.create({
+      scheduleId: 'witness-140',
+      spec: { intervals: [{ every: '10s' }] },
+      // A workflow no worker runs: starting it is the action counted, and nothing else happens.
+      action: { type: 'startWorkflow', workflowType: 'scheduleWitness', workflowId: 'witness-140', taskQueue: `witness-${Date.now()}`, args: [] },
+    });
+    try {
+      await eventually(async () => expect((await witness.describe()).info.numActionsTaken).toBeGreaterThan(0), 30_000, 250);
+    } finally {
+      await witness.delete();
+      for await (const run of plain.workflow.list({ query: `WorkflowType = 'scheduleWitness'` })) {
+        await plain.workflow.getHandle(run.workflowId, run.runId).terminate('witness done').catch(() => undefined);
+      }
+    }
     expect((await show('fast-140')).actionsTaken).toBe(0);
 
     const t0 = Date.now() - 1000;

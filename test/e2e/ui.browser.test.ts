@@ -4,6 +4,7 @@ import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
+import { eventually, waitFor } from '../../sandbox/testkit';
 
 /**
  * What an operator reads in the Temporal Web UI of the embedded dev server (the one
@@ -88,18 +89,13 @@ suite('the Temporal UI shows what QemuRun did', () => {
 
   /** Opens a workflows list with a visibility query, reloading until `workflowId` shows (visibility lags). */
   async function openWorkflowList(query: string, workflowId: string) {
-    const url = `${ui}/namespaces/default/workflows?query=${encodeURIComponent(query)}`;
+    const url = `${ui}/namespaces/${h.config.temporal.namespace}/workflows?query=${encodeURIComponent(query)}`;
     const link = page.getByRole('link', { name: workflowId, exact: true }).first();
-    const until = Date.now() + 60_000;
-    for (;;) {
+    return eventually(async () => {
       await page.goto(url);
-      try {
-        await link.waitFor({ state: 'visible', timeout: 5000 });
-        return link;
-      } catch (err) {
-        if (Date.now() > until) throw err;
-      }
-    }
+      await link.waitFor({ state: 'visible', timeout: 5000 });
+      return link;
+    }, 60_000, 0);
   }
 
   test('an install, found by its VmId, shows its activities by name in its event history', async () => {
@@ -119,7 +115,7 @@ suite('the Temporal UI shows what QemuRun did', () => {
   });
 
   test('the Schedules page lists the rebuild schedule, and its page shows what it starts', async () => {
-    await page.goto(`${ui}/namespaces/default/schedules`);
+    await page.goto(`${ui}/namespaces/${h.config.temporal.namespace}/schedules`);
     const link = page.getByRole('link', { name: SCHEDULE, exact: true });
     await link.waitFor();
     const row = await page.locator('body').innerText();
@@ -138,13 +134,11 @@ suite('the Temporal UI shows what QemuRun did', () => {
     const t0 = Date.now() - 1000;
     expect((await fetch(`${h.api}/schedules/${SCHEDULE}/trigger`, { method: 'POST', headers: { 'Content-Type': 'application/json' } })).status).toBe(202);
     type Run = { workflowId: string; outcome: string; startedAt: string };
-    let run: Run | undefined;
-    for (const until = Date.now() + 90_000; !run || run.outcome === 'running'; ) {
-      if (Date.now() > until) throw new Error('the scheduled run did not finish');
-      await new Promise((r) => setTimeout(r, 500));
+    const run = await waitFor('the scheduled run to finish', async () => {
       const body = (await (await fetch(`${h.api}/schedules/${SCHEDULE}`)).json()) as { schedule: { recentRuns: Run[] } };
-      run = body.schedule.recentRuns.filter((r) => Date.parse(r.startedAt) >= t0).at(-1);
-    }
+      const last = body.schedule.recentRuns.filter((r) => Date.parse(r.startedAt) >= t0).at(-1);
+      return last && last.outcome !== 'running' ? last : undefined;
+    }, 90_000, 500);
     expect(run.outcome).toBe('rebuilt');
 
     const link = await openWorkflowList(`TemporalScheduledById = '${SCHEDULE}'`, run.workflowId);
@@ -166,7 +160,7 @@ suite('the Temporal UI shows what QemuRun did', () => {
       storage.setItem('endpoint', JSON.stringify(endpoint));
       storage.setItem('overrideRemoteCodecConfiguration', 'true');
     }, `${h.service.url}/codec`);
-    await page.goto(`${ui}/namespaces/default/workflows/${installId}`);
+    await page.goto(`${ui}/namespaces/${h.config.temporal.namespace}/workflows/${installId}`);
     await page.getByText('installVm', { exact: true }).first().waitFor();
     // Decoded: the spec is there to read, the secrets are not.
     await page.getByText(/redacted/).first().waitFor({ timeout: 30_000 });

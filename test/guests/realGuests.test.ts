@@ -6,6 +6,7 @@ import { startHarness, type Harness } from '../support/harness';
 import { fingerprint, parseHostKey } from '../../lib/guestHostKey';
 import { requestSse, type SseResponse } from '../support/sse';
 import { apiCall } from '../support/api';
+import { waitFor } from '../../sandbox/testkit';
 
 /**
  * Real guests (SANDBOX_GUESTS=qemu): the service installs VMs that are real QEMU
@@ -40,13 +41,7 @@ async function startWorker(): Promise<{ child: ResultPromise }> {
   return started;
 }
 
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 1000));
-  }
-}
+const until = (what: string, check: () => Promise<boolean> | boolean, timeoutMs: number) => waitFor(what, check, timeoutMs, 1000);
 
 /** Runs a command in a guest; its stdout, or a rejection with the exit code and stderr. */
 async function inGuest(ip: string, user: string, command: string, privateKey: Buffer = key.privateKey): Promise<string> {

@@ -7,6 +7,7 @@ import { ImageChecksumError, ImageDownloadError, ImageNotFoundError } from '../.
 import type { DownloadProgress } from '../../lib/images/progress';
 import { OS_VERSIONS, type OsName } from '../../contract';
 import { startImageServer, type ImageServer } from '../support/imageServer';
+import { eventually } from '../../sandbox/testkit';
 
 let srv: ImageServer;
 let dataDir: string;
@@ -325,11 +326,7 @@ describe('ensureImage', () => {
 });
 
 async function waitUntil(probe: () => Promise<unknown>, timeoutMs = 5_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await probe())) {
-    if (Date.now() > end) throw new Error('condition not reached');
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  await eventually(async () => expect(await probe()).toBeTruthy(), timeoutMs, 10);
 }
 
 async function deadPid(): Promise<number> {

@@ -5,6 +5,7 @@ import { withStorageSlot } from '../../activities/storageSlots';
 import type { Config } from '../../lib/config';
 import { FakeCluster } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
+import { eventually } from '../../sandbox/testkit';
 
 let t: WorkflowTestEnv;
 
@@ -23,12 +24,11 @@ async function startSlots(storage: string, over: Partial<StorageSlotsState> = {}
 
 /** Polls `read` until `ok` holds (updates land asynchronously to the caller). */
 async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 200; i++) {
+  return eventually(async () => {
     const v = await read();
-    if (ok(v)) return v;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`never: ${what}`);
+    if (!ok(v)) throw new Error(`never: ${what}`);
+    return v;
+  }, 10_000, 50);
 }
 
 describeWorkflows('storage slots workflow (time-skipping server)', () => {

@@ -101,8 +101,11 @@ async function main(): Promise<void> {
     TEMPORAL_UI_PORT: String(uiPort),
     SANDBOX_BOOT_DELAY_MS: '300',
     SANDBOX_SSH_PORT_BASE: String(await freePorts(2)),
-    // Every install here comes from one address and is watched by up to 20 streams.
+    // Every install here comes from one address and is watched by up to 20 streams, all
+    // anonymous: the caps would refuse the bench's own watchers and report a missed target.
     SSE_MAX_PER_CLIENT: '0',
+    SSE_MAX_TOTAL: '0',
+    SSE_MAX_ANONYMOUS: '0',
     LOG_LEVEL: 'WARN',
     ...images.env,
   };

@@ -1,11 +1,12 @@
 import { Context } from '@temporalio/activity';
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { creationTimeSec } from '../lib/proxmox/vmConfig';
 import { readDisabledVmids } from '../lib/stateFiles';
 import { isAdoptionOwner, verdict, vmWorkflowId, type OwnerState, type ReconcileItem } from '../contract';
 import { markerSealFor } from '../lib/vm/markerSeal';
+import { describeUndecoded } from '../lib/temporal/workflowDescription';
 
 export interface ReconcileDeps {
   config: Config;
@@ -18,26 +19,25 @@ export function reconcileActivities({ config, proxmox, client }: ReconcileDeps) 
   /**
    * How the run that wrote a VM's markers stands (describe, strongly consistent). That run,
    * not the newest under its id: anyone who reaches Temporal can start another run there.
+   * Described raw, memo undecoded: the verdict needs its status, type and close time only,
+   * and a memo sealed with a key this deployment lacks (dropped too early after a rotation)
+   * must neither fail the survey nor pass for an owner the namespace does not know, which
+   * would condemn a VM whose install completed.
    */
   async function ownerOfVm(workflowId: string, runId: string): Promise<{ state: OwnerState; type?: string; closedAtSec?: number }> {
-    try {
-      const d = await client.workflow.getHandle(workflowId, runId).describe();
-      const closedAtSec = d.closeTime ? Math.floor(d.closeTime.getTime() / 1000) : undefined;
-      return { state: d.status.name as OwnerState, type: d.type, ...(closedAtSec !== undefined ? { closedAtSec } : {}) };
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return { state: 'UNKNOWN_TO_NAMESPACE' };
-      throw err;
-    }
+    const d = await describeUndecoded(client, workflowId, runId);
+    if (!d) return { state: 'UNKNOWN_TO_NAMESPACE' };
+    const closedAtSec = d.closeTime ? Math.floor(d.closeTime.getTime() / 1000) : undefined;
+    return { state: d.status as OwnerState, type: d.type, ...(closedAtSec !== undefined ? { closedAtSec } : {}) };
   }
 
+  /**
+   * The operation holding `vm-<vmid>`, if one runs. Raw too: one started with another key
+   * holds the VM all the same (no operation of ours can start there while it runs).
+   */
   async function busyWith(vmid: number): Promise<string | undefined> {
-    try {
-      const d = await client.workflow.getHandle(vmWorkflowId(vmid)).describe();
-      return d.status.name === 'RUNNING' ? `${d.type} (workflow ${d.workflowId})` : undefined;
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return undefined;
-      throw err;
-    }
+    const d = await describeUndecoded(client, vmWorkflowId(vmid));
+    return d?.status === 'RUNNING' ? `${d.type} (workflow ${d.workflowId})` : undefined;
   }
 
   async function retentionSec(): Promise<number | undefined> {

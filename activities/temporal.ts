@@ -1,6 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { type ProgressEvent, progressQuery, relayedProgressSignal, type RunningOperation, vmWorkflowId } from '../contract';
+import { describeUndecoded } from '../lib/temporal/workflowDescription';
 
 export interface TemporalDeps {
   client: Client;
@@ -11,16 +12,16 @@ const RELAY_POLL_MS = 1000;
 /** Activities that read Temporal itself: which operation holds a VM, and a child workflow's progress. */
 export function temporalActivities({ client }: TemporalDeps) {
   return {
-    /** The operation running under `vm-<vmid>`, if any, so a skipped run can say what it waited for. */
+    /**
+     * The operation running under `vm-<vmid>`, if any, so a skipped run can say what it waited
+     * for. Described raw, memo undecoded: one started with a key this deployment lacks holds
+     * the VM all the same, and decoding its memo would fail this activity (and the scheduled
+     * run) instead of naming it.
+     */
     async runningVmOperation(input: { vmid: number }): Promise<RunningOperation | undefined> {
-      try {
-        const d = await client.workflow.getHandle(vmWorkflowId(input.vmid)).describe();
-        if (d.status.name !== 'RUNNING') return undefined;
-        return { workflowId: d.workflowId, runId: d.runId, type: d.type, startTime: d.startTime.toISOString() };
-      } catch (err) {
-        if (err instanceof WorkflowNotFoundError) return undefined;
-        throw err;
-      }
+      const d = await describeUndecoded(client, vmWorkflowId(input.vmid));
+      if (d?.status !== 'RUNNING') return undefined;
+      return { workflowId: d.workflowId, runId: d.runId, type: d.type, startTime: d.startTime?.toISOString() ?? 'at an unknown time' };
     },
 
     /**

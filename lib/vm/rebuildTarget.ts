@@ -6,6 +6,7 @@ import type { ProxmoxCluster } from '../proxmox';
 import { readDisabledVmids, stateFiles } from '../stateFiles';
 import { diskTooBig } from './diskSpace';
 import { markerSealFor, sealedSpec } from './markerSeal';
+import { describeUndecoded } from '../temporal/workflowDescription';
 
 export interface RebuildCheckDeps {
   config: Config;
@@ -60,12 +61,11 @@ export async function inspectVmForRebuild(
   }
   const { owner, run: ownerRun } = markers.fields;
   // An install still running owns the VM it is building (its run is in the owner marker):
-  // a rebuild now would destroy it under the install's feet.
-  const installing = await client.workflow
-    .getHandle(owner, ownerRun)
-    .describe()
-    .catch(() => undefined);
-  if (installing?.status.name === 'RUNNING') {
+  // a rebuild now would destroy it under the install's feet. Described raw: an install whose
+  // memo was sealed with a key since dropped runs all the same, and the SDK's decoding
+  // describe would fail on it and pass for "not running".
+  const installing = await describeUndecoded(client, owner, ownerRun).catch(() => undefined);
+  if (installing?.status === 'RUNNING') {
     throw new RebuildRefusal('VmBusyError', `${label} is still being built by ${installing.type} (workflow ${owner}); try again when it has finished`);
   }
   const recorded = input.spec ?? sealedSpec(markers);

@@ -9,6 +9,7 @@ import type { Config } from '../../lib/config';
 import type { ProxmoxCluster } from '../../lib/proxmox';
 import { describeUndecoded } from '../../lib/temporal/workflowDescription';
 import { markerSealFor } from '../../lib/vm/markerSeal';
+import { inspectVmForRebuild } from '../../lib/vm/rebuildTarget';
 import { clientOver, describing, NAMESPACE, OUR_KEY, ours, type Run, sealed, Status as S, TASK_QUEUE, theirs } from '../fixtures/temporal/fakeService';
 
 /**
@@ -156,5 +157,17 @@ describe('runningVmOperation', () => {
     const client = clientOver(describing([{ workflowId: 'vm-131', runId: 'run-1', type: 'vmStop', status: S.WORKFLOW_EXECUTION_STATUS_COMPLETED, closeSec: 1_700_000_100 }]));
     expect(await temporalActivities({ client }).runningVmOperation({ vmid: 131 })).toBeUndefined();
     expect(await temporalActivities({ client }).runningVmOperation({ vmid: 132 })).toBeUndefined();
+  });
+});
+
+describe('a rebuild', () => {
+  test('is refused while the install that owns the VM runs, although its memo cannot be decoded here', async () => {
+    const memo = { request: await sealed(theirs, 'install-e', { name: 'web' }) };
+    const client = clientOver(describing([{ workflowId: 'install-e', runId: 'run-e', type: 'installVm', status: S.WORKFLOW_EXECUTION_STATUS_RUNNING, memo }]));
+    const proxmox = clusterOf([installedVm(140, 'install-e', 'run-e', 1_700_000_000)]);
+    await expect(inspectVmForRebuild({ config, proxmox, client }, { vmid: 140 })).rejects.toMatchObject({
+      type: 'VmBusyError',
+      message: 'VM 140 (vm140) is still being built by installVm (workflow install-e); try again when it has finished',
+    });
   });
 });

@@ -47,7 +47,8 @@ export interface AppDeps {
   metrics?: Metrics;
   /**
    * Where unexpected request failures are logged (default stderr), and what the VM
-   * operations report (default warnings to stdout, as the service's own logger).
+   * operations and the workflow routes report (default warnings to stdout, as the
+   * service's own logger).
    */
   logger?: Logger;
   /** Progress pushed by the worker of this process (role all); without it streams only query. */
@@ -115,7 +116,7 @@ export function createApp(deps: AppDeps): express.Express {
   api.use(rebuildRoutes({ ...deps, streams, logger }));
   api.use(scheduleRoutes(deps));
   api.use(reconcileRoutes(deps));
-  const workflows = workflowRoutes(deps.client, deps.config, streams);
+  const workflows = workflowRoutes(deps.client, deps.config, streams, logger);
   api.use('/workflows/:workflowId', workflows);
   api.use('/vm/install/:workflowId', workflows);
   app.use('/api', api);

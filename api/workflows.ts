@@ -5,6 +5,8 @@ import { limitsFor } from './limits';
 import { HttpError } from './errors';
 import { progressQuery, WORKFLOW_TYPES } from '../contract';
 import type { Config } from '../lib/config';
+import type { Logger } from '../lib/observability/log';
+import { EncryptionCodecError } from '../lib/temporal/codec';
 import { actorOf, holdsRole, requireRole } from './guard';
 import { STARTED_BY } from './startedBy';
 
@@ -19,11 +21,12 @@ const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
  * Only QemuRun's own workflows (a registered type on the service's task queue) are shown
  * or cancelled: another application's workflow in the same namespace gets the same `404`
  * as one that does not exist (and is never queried: with no worker of ours to answer, a
- * query would wait until it timed out).
+ * query would wait until it timed out). So does one whose memo this deployment cannot
+ * decode: it was sealed with keys of another deployment, or with a key since dropped.
  */
 const notFound = (id: string) => new HttpError(404, `no workflow ${id}`);
 
-export function workflowRoutes(client: Client, config: Config, streams: Streams): Router {
+export function workflowRoutes(client: Client, config: Config, streams: Streams, logger: Logger): Router {
   const router = Router({ mergeParams: true });
   const taskQueue = config.temporal.taskQueue;
 
@@ -34,6 +37,14 @@ export function workflowRoutes(client: Client, config: Config, streams: Streams)
       return OWN_TYPES.has(d.type) && d.taskQueue === taskQueue ? d : undefined;
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return undefined;
+      // describe() decodes the memo. One sealed with a key this deployment lacks (another
+      // deployment on the namespace, a key dropped too early, a start by hand) is not a
+      // workflow this service can run or read: the same 404 as another application's, and
+      // a warning naming it and the missing key for whoever has to find its owner.
+      if (err instanceof EncryptionCodecError) {
+        logger.warn({ workflowId: id, reason: err.message }, `workflow ${id}: its memo cannot be decoded here (${err.message}): answered as not found`);
+        return undefined;
+      }
       throw err;
     }
   }

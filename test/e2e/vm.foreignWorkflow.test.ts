@@ -10,8 +10,8 @@ import { apiCall } from '../support/api';
  * A workflow in the namespace that carries a VM's VmId but whose memo was sealed with a key
  * this deployment does not hold (another deployment on the namespace, a key dropped too
  * early after rotation) does not hold the VM: an operation on it goes ahead, and the
- * service's log names that workflow and the missing key id (real Temporal dev server,
- * sandbox cluster).
+ * service's log names that workflow and the missing key id. Nor is it one of the service's
+ * own: reading it is a 404, with the same warning (real Temporal dev server, sandbox cluster).
  */
 
 let h: Harness;
@@ -93,4 +93,18 @@ test('stop goes ahead although a workflow on the VM has a memo the service canno
 
   // Still running: the service left it alone.
   expect((await foreign.workflow.getHandle(FOREIGN_ID).describe()).status.name).toBe('RUNNING');
+});
+
+test('GET of a workflow whose memo the service cannot decode is a 404, and the log names it', async () => {
+  // describe() decodes the memo: this was a 500 "internal error".
+  const { result: res, lines } = await stdoutDuring(() => apiCall(h.api, 'GET', `/workflows/${FOREIGN_ID}`));
+  expect(res).toEqual({ status: 404, json: { success: false, message: `no workflow ${FOREIGN_ID}` } });
+  expect((await apiCall(h.api, 'GET', `/vm/install/${FOREIGN_ID}`)).status).toBe(404);
+
+  const warnings = lines.flatMap((l) => l.split('\n')).filter((l) => l.includes(FOREIGN_ID));
+  expect(warnings).toHaveLength(1);
+  const warning = JSON.parse(warnings[0]) as Record<string, unknown>;
+  expect(warning).toMatchObject({ level: 40, workflowId: FOREIGN_ID });
+  expect(warning.reason).toMatch(new RegExp(`unknown key id "${FOREIGN_KEY_ID}".*ENCRYPTION_KEYS`));
+  expect(lines.join('')).not.toMatch(/request failed/);
 });

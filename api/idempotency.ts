@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { fromPayloadsAtIndex, type Payload, type WorkflowSerializationContext } from '@temporalio/common';
 import { type InstallInput, renameLegacySpecFields } from '../contract';
+import { EncryptionCodecError } from '../lib/temporal/codec';
 import { HttpError } from './errors';
 
 /**
@@ -18,6 +19,22 @@ class IdempotencyKeyReused extends HttpError {
     readonly workflowId: string,
   ) {
     super(422, `Idempotency-Key "${key.length > 100 ? `${key.slice(0, 100)}…` : key}" was already used for another install request (workflow ${workflowId}); use a new key for a different request`, { workflowId });
+  }
+}
+
+/**
+ * The key's workflow holds a request this deployment cannot decode: started under other
+ * ENCRYPTION_KEYS (another deployment on the namespace derives the same workflow id from
+ * the same key), or with a key since dropped. Whether it is the same request cannot be
+ * told, and attaching to it would stream a workflow these workers cannot run: the key is
+ * used up for this deployment, as for another request.
+ */
+class IdempotencyKeyUnreadable extends HttpError {
+  override readonly name = 'IdempotencyKeyUnreadable';
+  constructor(key: string, workflowId: string, reason: string) {
+    super(422, `Idempotency-Key "${key.length > 100 ? `${key.slice(0, 100)}…` : key}" is held by workflow ${workflowId}, whose request cannot be decoded here (${reason}); use a new key`, {
+      workflowId,
+    });
   }
 }
 
@@ -46,12 +63,14 @@ export async function checkSameRequest(client: Client, key: string, workflowId: 
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
   const context: WorkflowSerializationContext = { type: 'workflow', namespace: client.options.namespace, workflowId };
-  const first = fromPayloadsAtIndex<InstallInput>(
-    client.options.loadedDataConverter.payloadConverter,
-    0,
-    await decoded(client, (started?.input?.payloads ?? []) as Payload[], context),
-    context,
-  );
+  let payloads: Payload[];
+  try {
+    payloads = await decoded(client, (started?.input?.payloads ?? []) as Payload[], context);
+  } catch (err) {
+    if (err instanceof EncryptionCodecError) throw new IdempotencyKeyUnreadable(key, workflowId, err.message);
+    throw err;
+  }
+  const first = fromPayloadsAtIndex<InstallInput>(client.options.loadedDataConverter.payloadConverter, 0, payloads, context);
   if (fingerprint(first) !== fingerprint(input)) throw new IdempotencyKeyReused(key, workflowId);
 }
 

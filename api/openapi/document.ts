@@ -111,7 +111,7 @@ const OPERATIONS: Operation[] = [
         headers: { Location: 'the status resource', 'Preference-Applied': '`respond-async`', 'X-Workflow-Id': 'the workflow id' },
       },
       400: err('a field is invalid (named in the message), or `version` is not one of the OS; nothing was started'),
-      422: err('the Idempotency-Key was used with another request'),
+      422: err('the Idempotency-Key was used with another request, or by an install this deployment cannot decode'),
       429: err('this client already holds SSE_MAX_PER_CLIENT streams'),
       503: err('the server holds SSE_MAX_TOTAL streams'),
     },

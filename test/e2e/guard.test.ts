@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { createApp } from '../../api/app';
 import { startHarness, Harness } from '../support/harness';
 import { parseApiTokens, sha256 } from '../../lib/apiTokens';
+import { waitFor } from '../../sandbox/testkit';
 
 /**
  * The access guard behind a reverse proxy: the API trusts X-Forwarded-For from
@@ -303,7 +304,7 @@ describe('schedules: SCHEDULE_MIN_INTERVAL and SCHEDULE_MAX_COUNT', () => {
       for await (const s of h.service.client.schedule.list()) if (s.scheduleId === existing) return true;
       return false;
     };
-    for (let i = 0; i < 100 && !(await listed()); i++) await new Promise((r) => setTimeout(r, 100));
+    await waitFor('the schedule in the list', listed, 10_000);
     const res = await create({ vmid: 140, interval: '1d' });
     expect(res.status).toBe(409);
     expect(res.json.message).toMatch(/^there are already \d+ rebuild schedules, SCHEDULE_MAX_COUNT \(1\); delete one first$/);

@@ -3,6 +3,7 @@ import { requestSse } from '../support/sse';
 import { apiCall } from '../support/api';
 import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
 import { portAnswers } from '../../lib/network';
+import { waitFor } from '../../sandbox/testkit';
 
 /**
  * Address pools (issue 24) end to end: two loopback pools outside GATEWAY's /24 (127.0.0.1
@@ -85,7 +86,7 @@ test('one address asked for, with a VMID above 254; a start finds the VM on that
   // An operation on the existing VM reads its address from ipconfig0.
   expect((await post('/vm/1000/stop')).status).toBe(200);
   // pvestatd's lag: the API sees the stop a moment later.
-  for (let i = 0; i < 50 && (await get('/vm/1000/status')).json !== 'stopped'; i++) await new Promise((r) => setTimeout(r, 100));
+  await waitFor('VM 1000 to stop', async () => (await get('/vm/1000/status')).json === 'stopped', 5_000);
   const start = await requestSse(`${h.api}/vm/1000/start`, { method: 'POST' });
   expect(start.status).toBe(200);
   expect(start.events.filter((e) => e.status === 'error')).toEqual([]);

@@ -5,7 +5,7 @@ import { fingerprint } from '../../lib/guestHostKey';
 import { LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse, SseResponse } from '../support/sse';
-import { eventually } from '../../sandbox/testkit';
+import { eventually, waitFor } from '../../sandbox/testkit';
 import { activityAttempts as attemptsInHistory } from '../support/history';
 import { startSquatter, type Squatter } from '../support/squatter';
 import { injectFaultOn, isMutating, operations, operationsMark, type ProxmoxOperation } from '../support/proxmoxCalls';
@@ -323,15 +323,12 @@ onceInCliMode('cancelling an install stops it and removes the VM it created', as
   const mark = await operationsMark(h);
   const stream = install({ os: 'debian', version: '13' });
   // wait until the VM exists, then cancel
-  let workflowId: string | undefined;
-  for (let i = 0; i < 100 && !workflowId; i++) {
-    await new Promise((r) => setTimeout(r, 200));
-    // This file's own task queue: another file (or this one in the other mode) may install debian 13 meanwhile.
+  const workflowId = await waitFor('the install in visibility', async () => {
     const list = h.service.client.workflow.list({ query: `ExecutionStatus = 'Running' AND VmOs = 'debian-13' AND TaskQueue = '${h.config.temporal.taskQueue}'` });
-    for await (const w of list) workflowId = w.workflowId;
-  }
-  expect(workflowId).toBeDefined();
-  for (let i = 0; i < 100 && (await vmIds()).length === before.length; i++) await new Promise((r) => setTimeout(r, 100));
+    for await (const w of list) return w.workflowId;
+    return undefined;
+  }, 20_000, 200);
+  await waitFor('the VM to exist', async () => (await vmIds()).length > before.length, 10_000);
   const cancel = await fetch(`${h.api}/vm/install/${workflowId}/cancel`, { method: 'POST', headers: { 'Content-Type': 'application/json' } });
   expect(cancel.status).toBe(202);
   const res = await stream;
@@ -377,14 +374,13 @@ onceInCliMode('every install is findable with `temporal workflow list --query` b
   const res = await install({ os: 'ubuntu', version: '24.04', name: 'findme' });
   const vmid = vmidOf(res);
   const workflowId = res.headers['x-workflow-id'] as string;
-  let out = '';
-  for (let i = 0; i < 30 && !out.includes(workflowId); i++) {
-    ({ stdout: out } = await execa(LOCAL_CLI_PATH, [
+  const out = await waitFor('the install in `temporal workflow list`', async () => {
+    const { stdout } = await execa(LOCAL_CLI_PATH, [
       'workflow', 'list', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', h.config.temporal.namespace,
       '--query', `VmId = ${vmid} AND VmName = 'findme-${vmid}' AND VmOs = 'ubuntu-24.04' AND VmNode = 'pve1'`,
-    ]));
-    if (!out.includes(workflowId)) await new Promise((r) => setTimeout(r, 500));
-  }
+    ]);
+    return stdout.includes(workflowId) && stdout;
+  }, 15_000, 500);
   expect(out).toContain(workflowId);
   expect(out).toContain('installVm');
 });

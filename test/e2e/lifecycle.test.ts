@@ -4,7 +4,7 @@ import { sshWorks } from '../support/guest';
 import { VM_ID, VM_OPERATION } from '../../contract';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse, SseResponse } from '../support/sse';
-import { eventually } from '../../sandbox/testkit';
+import { eventually, waitFor } from '../../sandbox/testkit';
 import { injectFaultOn, operationsMark, operationsOn, type OperationsMark } from '../support/proxmoxCalls';
 import { onceInCliMode } from '../support/proxmoxMode';
 
@@ -176,12 +176,10 @@ describe('running VM', () => {
     await injectFaultOn(h, { op: 'shutdown', vmid }, { latencyMs: 4000, times: 1 });
     const shutdown = post(`/vm/${vmid}/shutdown`);
     const handle = h.service.client.workflow.getHandle(`vm-${vmid}`);
-    // wait until the shutdown workflow holds the VM
-    for (let i = 0; i < 50; i++) {
+    await waitFor('the shutdown workflow to hold the VM', async () => {
       const d = await handle.describe().catch(() => undefined);
-      if (d?.type === 'vmShutdown' && d.status.name === 'RUNNING') break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+      return d?.type === 'vmShutdown' && d.status.name === 'RUNNING';
+    }, 5_000);
     const stop = await post(`/vm/${vmid}/stop`);
     expect(stop.status).toBe(409);
     expect(stop.json()).toEqual({
@@ -367,15 +365,13 @@ describe('an install holds its VMID', () => {
     const id = 150;
     await injectFaultOn(h, { op: 'importdisk', vmid: id }, { latencyMs: 6000, times: 1 });
     const installing = requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id, name: 'held' } });
-    let res: Awaited<ReturnType<typeof post>> | undefined;
-    for (let i = 0; i < 50; i++) {
-      res = await post(`/vm/${id}/set/cpu`, { cpu: 2 });
-      if (res.status === 409) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(res!.status).toBe(409);
-    expect(res!.json()).toMatchObject({ success: false, operation: 'installVm' });
-    expect(res!.json().message).toMatch(new RegExp(`^VM ${id} is busy: installVm \\(workflow install-[0-9a-f-]+\\) is running on it$`));
+    // Refused once the install has started and visibility shows it.
+    const res = await waitFor('a 409 naming the install', async () => {
+      const r = await post(`/vm/${id}/set/cpu`, { cpu: 2 });
+      return r.status === 409 && r;
+    }, 5_000);
+    expect(res.json()).toMatchObject({ success: false, operation: 'installVm' });
+    expect(res.json().message).toMatch(new RegExp(`^VM ${id} is busy: installVm \\(workflow install-[0-9a-f-]+\\) is running on it$`));
     const done = await installing;
     expect(done.events.filter((e) => e.status === 'error')).toEqual([]);
     expect((await seen('create', id)).map(({ node, ok }) => ({ node, ok }))).toEqual([{ node: 'pve1', ok: true }]);

@@ -4,7 +4,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../../lib/temporal/devServer';
-import { freePorts } from '../../sandbox/testkit';
+import { freePorts, waitFor } from '../../sandbox/testkit';
 import { addFault, clearFaults } from '../../sandbox/state/faults';
 import { buildIfStale, killSandboxVms, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';
 
@@ -74,12 +74,10 @@ async function installAsync(body: object): Promise<string> {
 }
 
 async function waitClosed(location: string): Promise<string> {
-  for (let i = 0; i < 1200; i++) {
+  return waitFor(`${location} to finish`, async () => {
     const s = (await (await fetch(new URL(location, base))).json()) as { status: string };
-    if (s.status !== 'RUNNING') return s.status;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`${location} did not finish`);
+    return s.status !== 'RUNNING' && s.status;
+  }, 240_000, 200);
 }
 
 /** The value of one sample, `name{labels}`, from Prometheus' text format; undefined when absent. */

@@ -14,6 +14,7 @@ import { apiCall } from '../support/api';
 import { cipasswordMatches, runInGuest, userKeyPair } from '../support/guest';
 import { injectFaultOn, isMutating, operations, operationsMark } from '../support/proxmoxCalls';
 import { onceInCliMode } from '../support/proxmoxMode';
+import { waitFor } from '../../sandbox/testkit';
 
 /**
  * `POST /api/vm/:id/rebuild` and the vmRebuild workflow end to end: real Temporal, the
@@ -252,7 +253,7 @@ describe('refusals destroy nothing', () => {
     const install = requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', id: 132, name: 'young' } });
     // Until the create has written the markers: in API mode the config exists first with only
     // `lock: create` (qemu-server's create_and_lock_config), as on Proxmox.
-    for (let i = 0; i < 100 && !(await h.sandbox.readConfig(132))?.includes('qemurun-owner'); i++) await new Promise((r) => setTimeout(r, 100));
+    await waitFor('the install to write its markers', async () => (await h.sandbox.readConfig(132))?.includes('qemurun-owner'), 10_000);
     const res = await post('/vm/132/rebuild', {});
     expect(res.status).toBe(409);
     expect(res.json.message).toMatch(/^VM 132 \(young-132\) is still being built by installVm \(workflow install-.*\); try again when it has finished$/);

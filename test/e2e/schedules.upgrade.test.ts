@@ -6,6 +6,7 @@ import type { Logger } from '../../lib/observability/log';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
 import { apiCall } from '../support/api';
+import { waitFor } from '../../sandbox/testkit';
 
 /**
  * Rebuild schedules saved before inputs named their workflow type (real Temporal dev server,
@@ -94,11 +95,7 @@ test('a start saves the old rebuild schedules it wrote with their type, and leav
   // Its run passes the workers' type check and rebuilds the VM.
   const handle = client.schedule.getHandle(OLD);
   await handle.trigger();
-  let workflowId: string | undefined;
-  for (let i = 0; i < 600 && !workflowId; i++) {
-    workflowId = (await handle.describe()).info.recentActions.at(-1)?.action.workflow.workflowId;
-    if (!workflowId) await new Promise((r) => setTimeout(r, 100));
-  }
+  const workflowId = await waitFor('the triggered run', async () => (await handle.describe()).info.recentActions.at(-1)?.action.workflow.workflowId, 60_000);
   expect(workflowId).toMatch(new RegExp(`^${OLD}-`));
   const result = (await client.workflow.getHandle(workflowId!).result()) as ScheduledRebuildResult;
   expect(result).toMatchObject({ outcome: 'rebuilt', vmid: VMID });

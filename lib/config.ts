@@ -279,6 +279,11 @@ export const envSchema = z.object({
     .trim()
     .regex(/^http:\/\/[A-Za-z0-9.-]+(:\d{1,5})?\/?$/, 'must be an http:// URL of a host that serves /debian and /debian-security, e.g. http://deb.debian.org')
     .default('http://deb.debian.org'),
+  SANDBOX_PVE_VERSION: z
+    .string()
+    .trim()
+    .pipe(z.enum(['9.1', '8.4'], { error: 'must be 9.1 (Proxmox VE 9.1, the default) or 8.4 (the last release of 8)' }))
+    .default('9.1'),
   SANDBOX_PVE_VERSIONS: z
     .string()
     .trim()
@@ -546,6 +551,8 @@ function buildConfig(
       toolsPath: env.SANDBOX_TOOLS_PATH,
       /** The sandbox's REST API (HTTPS, 127.0.0.1); 0 = a free port, shown in the banner. */
       apiPort: env.SANDBOX_API_PORT,
+      /** The Proxmox VE release the simulated cluster plays: 9.1, or 8.4 with 8's privileges. */
+      pveRelease: env.SANDBOX_PVE_VERSION,
       /** Nodes reporting another Proxmox VE version than the cluster's (an upgrade in progress). */
       pveVersions: env.SANDBOX_PVE_VERSIONS as Record<string, string>,
       /** What a started VM runs: a light process (default) or a real QEMU guest. */

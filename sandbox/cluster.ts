@@ -45,7 +45,9 @@ export interface SandboxClusterOptions {
   sshdPath?: string;
   /**
    * The Proxmox VE release the cluster plays, `pve-manager/<version>/<repoid>`; default
-   * 8.4.1. An 8.3 refuses download-url's `content=import`, as the real one does.
+   * 9.1.1, and `PVE_RELEASES['8.4']` plays 8.4.1 (state/model.ts): its privileges, `pveum`'s
+   * checks of them and the guest agent's permission checks are 8's. An 8.3 refuses
+   * download-url's `content=import`, as the real one does.
    */
   pveVersion?: string;
   /**
@@ -202,7 +204,7 @@ export async function startSandboxCluster(opts: SandboxClusterOptions): Promise<
     lockTimeoutMs: opts.lockTimeoutMs ?? 10_000,
     statusLagMs: opts.statusLagMs ?? 0,
   };
-  if (!/^pve-manager\/\d+\.\d+\.\d+\/[0-9a-f]+$/.test(settings.pveVersion)) throw new Error(`pveVersion must look like pve-manager/8.4.1/2a5fa54a8503f96d, got '${settings.pveVersion}'`);
+  if (!/^pve-manager\/\d+\.\d+\.\d+\/[0-9a-f]+$/.test(settings.pveVersion)) throw new Error(`pveVersion must look like ${DEFAULT_PVE_VERSION}, got '${settings.pveVersion}'`);
   let model: ClusterModel;
   if (fs.existsSync(paths.clusterJson)) {
     model = { ...loadModel(dir), ...settings };

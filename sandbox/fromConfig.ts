@@ -4,6 +4,7 @@ import type { SshKeyPair } from '../lib/sshKey';
 import type { SandboxClusterOptions } from './cluster';
 import { ensureSandboxTools, QEMU_GUEST_TOOLS, SANDBOX_TOOLS, type SandboxToolPaths } from './requirements';
 import { prepareRealGuests, type GuestImages } from './qemu/images';
+import { PVE_RELEASES } from './state/model';
 
 /**
  * The sandbox as the service's settings describe it: shared by the service's sandbox mode
@@ -25,12 +26,13 @@ export function sandboxClusterOptions(config: Config, key: SshKeyPair, tools: Sa
     sshPortBase: config.sandboxOptions.sshPortBase,
     rootAuthorizedKey: key.publicKey,
     sshdPath: tools.sshd,
+    pveVersion: PVE_RELEASES[config.sandboxOptions.pveRelease],
     pveVersions: config.sandboxOptions.pveVersions,
     guests: config.sandboxOptions.guests,
     guestArchive: config.sandboxOptions.guestArchive,
     accel: guests?.accel,
     // API mode fetches images as `import` content on PROXMOX_IMAGE_STORAGE (`local`), which
-    // 8.4's installer does not enable: configured as docs/proxmox-api.md tells an operator;
+    // 8.4's installer does not enable (the sandbox's storages are 8's on either release): configured as docs/proxmox-api.md tells an operator;
     // likewise `snippets` for an install's userData (SNIPPETS_STORAGE, docs/configuration.md).
     storageContent: { local: ['backup', 'import', 'iso', 'snippets', 'vztmpl'] },
     pools: [...config.sandboxOptions.pools],

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { clusterPaths } from '../state/paths';
 import { readIfExists, withLock, writeFileAtomic } from '../state/files';
+import { DEFAULT_PVE_RELEASE, loadModel, majorOf, nodePveVersion } from '../state/model';
 
 /**
  * Users, roles, API tokens and their privileges (user.cfg's users, roles, tokens and acl
@@ -34,8 +35,11 @@ export interface ApiToken {
   expire?: number;
 }
 
-/** Every privilege of PVE 8 (PVE::AccessControl's role definitions). */
-const PRIVILEGES = [
+/**
+ * Every privilege of Proxmox VE 8 (pve-access-control stable-bookworm, PVE/AccessControl.pm:
+ * `$privgroups` and `$valid_privs`).
+ */
+const PRIVILEGES_8 = [
   'Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate', 'Datastore.Audit',
   'Group.Allocate', 'Mapping.Audit', 'Mapping.Modify', 'Mapping.Use', 'Permissions.Modify',
   'Pool.Allocate', 'Pool.Audit', 'Realm.Allocate', 'Realm.AllocateUser', 'SDN.Allocate', 'SDN.Audit',
@@ -45,6 +49,23 @@ const PRIVILEGES = [
   'VM.Config.Memory', 'VM.Config.Network', 'VM.Config.Options', 'VM.Console', 'VM.Migrate',
   'VM.Monitor', 'VM.PowerMgmt', 'VM.Snapshot', 'VM.Snapshot.Rollback',
 ];
+
+/**
+ * Proxmox VE 9's (pve-access-control master, the same file): the guest agent's privileges
+ * came in (commit "add VM.GuestAgent privileges"), `VM.Monitor` went (commit "privileges:
+ * drop VM.Monitor"; the HMP monitor now wants Sys.Audit) and `VM.Replicate` came (commit
+ * "add VM.Replicate privilege"), all before 9.0's release.
+ */
+const PRIVILEGES_9 = [
+  ...PRIVILEGES_8.filter((p) => p !== 'VM.Monitor'),
+  'VM.GuestAgent.Audit', 'VM.GuestAgent.FileRead', 'VM.GuestAgent.FileSystemMgmt', 'VM.GuestAgent.FileWrite',
+  'VM.GuestAgent.Unrestricted', 'VM.Replicate',
+].sort();
+
+/** The privileges a node of this release (`9.1`, `8.4`) knows; 8's for anything older than 9. */
+export function privilegesOf(release: string): readonly string[] {
+  return majorOf(release) >= 9 ? PRIVILEGES_9 : PRIVILEGES_8;
+}
 
 /** A user of user.cfg other than root@pam (which always exists and has every privilege). */
 export interface ApiUser {
@@ -58,13 +79,37 @@ export interface AccessConfig {
   roles: Record<string, string[]>;
 }
 
-/** A few of PVE's built-in roles, by the privileges they hold. */
-const ROLES: Record<string, string[]> = {
-  Administrator: PRIVILEGES,
-  PVEAuditor: PRIVILEGES.filter((p) => /\.Audit$/.test(p)),
-  PVEVMAdmin: PRIVILEGES.filter((p) => p.startsWith('VM.')).concat(['Datastore.AllocateSpace', 'Datastore.Audit', 'Pool.Audit', 'Sys.Audit', 'Sys.Console', 'SDN.Use']),
-  PVEDatastoreAdmin: ['Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate', 'Datastore.Audit'],
-};
+/** A few of PVE's built-in roles, by the privileges they hold on a node of this release. */
+function builtinRoles(release: string): Record<string, readonly string[]> {
+  const all = privilegesOf(release);
+  return {
+    Administrator: all,
+    PVEAuditor: all.filter((p) => /\.Audit$/.test(p)),
+    PVEVMAdmin: all.filter((p) => p.startsWith('VM.')).concat(['Datastore.AllocateSpace', 'Datastore.Audit', 'Pool.Audit', 'Sys.Audit', 'Sys.Console', 'SDN.Use']),
+    PVEDatastoreAdmin: ['Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate', 'Datastore.Audit'],
+  };
+}
+
+const isBuiltinRole = (name: string) => name in builtinRoles(DEFAULT_PVE_RELEASE);
+
+/**
+ * pve-access-control's `verify_privname` (PVE/AccessControl.pm; the `pve-priv` format of
+ * `pveum role add|modify --privs`, and `add_role_privs`): the text a node of `release`
+ * refuses a privilege it does not know with, or undefined for one it knows.
+ */
+export function privilegeError(release: string, priv: string): string | undefined {
+  return privilegesOf(release).includes(priv) ? undefined : `invalid privilege '${priv}'`;
+}
+
+/**
+ * The release of the cluster's main node, whose API server the tests' helpers stand for;
+ * the default release for access files of no cluster.
+ */
+function clusterRelease(dir: string): string {
+  if (!fs.existsSync(clusterPaths(dir).clusterJson)) return DEFAULT_PVE_RELEASE;
+  const model = loadModel(dir);
+  return nodePveVersion(model, model.mainNode).release;
+}
 
 /** The token every sandbox cluster has: root@pam's, without privilege separation. */
 const DEFAULT_TOKEN_ID = 'root@pam!sandbox';
@@ -118,14 +163,16 @@ export function addUser(dir: string, u: { userid: string; acl?: AclEntry[] }): v
   if (!/^[^\s:/@!]+@[A-Za-z][A-Za-z0-9.\-_]+$/.test(u.userid)) throw new Error(`value '${u.userid}' does not look like a valid user name`);
   updateAccess(dir, (cfg) => {
     if (userExists(cfg, u.userid)) throw new Error(`user '${u.userid}' already exists`);
-    checkAcl(cfg, u.acl ?? []);
+    checkAcl(cfg, u.acl ?? [], clusterRelease(dir));
     cfg.users.push({ userid: u.userid, acl: u.acl ?? [] });
   });
 }
 
-function checkAcl(cfg: AccessConfig, acl: AclEntry[]): void {
+/** ACL entries of the test helpers, which may name privileges as well as roles. */
+function checkAcl(cfg: AccessConfig, acl: AclEntry[], release: string): void {
+  const roles = builtinRoles(release);
   for (const e of acl) {
-    for (const p of e.privs) if (!PRIVILEGES.includes(p) && !ROLES[p] && !cfg.roles[p]) throw new Error(`invalid privilege or role '${p}'`);
+    for (const p of e.privs) if (privilegeError(release, p) && !roles[p] && !cfg.roles[p]) throw new Error(`invalid privilege or role '${p}'`);
   }
 }
 
@@ -145,7 +192,7 @@ export function addToken(dir: string, t: { tokenid: string; secret?: string; pri
   updateAccess(dir, (cfg, tokens) => {
     const user = userOfToken(t.tokenid);
     if (!userExists(cfg, user)) throw new Error(`no such user ('${user}')`);
-    checkAcl(cfg, token.acl);
+    checkAcl(cfg, token.acl, clusterRelease(dir));
     tokens.splice(0, tokens.length, ...tokens.filter((x) => x.tokenid !== token.tokenid), token);
   });
   return token;
@@ -183,11 +230,19 @@ export function verifyToken(dir: string, value: string): ApiToken {
 
 const covers = (aclPath: string, p: string) => aclPath === '/' || p === aclPath || p.startsWith(aclPath.replace(/\/$/, '') + '/');
 
-function granted(cfg: AccessConfig, acl: AclEntry[], p: string): Set<string> {
+/**
+ * What `acl` grants on `p` on a node of `release`. A privilege that release does not know
+ * grants nothing: a node reads user.cfg's roles so (PVE/AccessControl.pm,
+ * `parse_user_config`: "user config - ignore invalid privilege"), which is how a role
+ * made on 8 loses `VM.Monitor` when its cluster is upgraded to 9.
+ */
+function granted(cfg: AccessConfig, acl: AclEntry[], p: string, release: string): Set<string> {
+  const roles = builtinRoles(release);
+  const known = privilegesOf(release);
   const out = new Set<string>();
   for (const e of acl) {
     if (!covers(e.path, p)) continue;
-    for (const priv of e.privs) for (const x of ROLES[priv] ?? cfg.roles[priv] ?? [priv]) out.add(x);
+    for (const priv of e.privs) for (const x of roles[priv] ?? cfg.roles[priv] ?? [priv]) if (known.includes(x)) out.add(x);
   }
   return out;
 }
@@ -197,27 +252,52 @@ function granted(cfg: AccessConfig, acl: AclEntry[], p: string): Set<string> {
  * `permissions` and `$compile_acl_path` compute them: the owning user's privileges
  * (root@pam: all) for a token without privilege separation; for a privilege-separated
  * token, those its own ACL grants that its user has too ("intersect user and token
- * permissions"), except for root@pam's tokens, whose own ACL is taken as is.
+ * permissions"), except for root@pam's tokens, whose own ACL is taken as is. `release` is
+ * that of the node that checks (`9.1`, `8.4`): its privileges are the ones there are.
  */
-export function privilegesOn(token: ApiToken, p: string, cfg: AccessConfig): Set<string> {
+export function privilegesOn(token: ApiToken, p: string, cfg: AccessConfig, release: string): Set<string> {
   const userid = userOfToken(token.tokenid);
   const user = cfg.users.find((u) => u.userid === userid);
-  const userPrivs = userid === ROOT_USER ? new Set(PRIVILEGES) : granted(cfg, user?.acl ?? [], p);
+  const userPrivs = userid === ROOT_USER ? new Set(privilegesOf(release)) : granted(cfg, user?.acl ?? [], p, release);
   if (!token.privsep) return userPrivs;
-  const own = granted(cfg, token.acl, p);
+  const own = granted(cfg, token.acl, p, release);
   if (userid === ROOT_USER) return own;
   return new Set([...own].filter((x) => userPrivs.has(x)));
 }
 
+/** PVE/AccessControl.pm `add_role_privs`: each privilege must be one the node knows. */
+function checkPrivileges(privs: string[], release: string): void {
+  for (const p of privs) {
+    const err = privilegeError(release, p);
+    if (err) throw new Error(err);
+  }
+}
+
 /**
- * `pveum role add <roleid> --privs …` (API2/Role.pm create_role): a role of its own,
- * usable in ACL entries like the built-in ones.
+ * `pveum role add <roleid> --privs …` (API2/Role.pm create_role) on a node of `release`:
+ * a role of its own, usable in ACL entries like the built-in ones.
  */
-export function addRole(dir: string, roleid: string, privs: string[]): void {
+export function addRole(dir: string, roleid: string, privs: string[], release = clusterRelease(dir)): void {
   updateAccess(dir, (cfg) => {
-    if (ROLES[roleid] || cfg.roles[roleid]) throw new Error(`role '${roleid}' already exists`);
-    for (const p of privs) if (!PRIVILEGES.includes(p)) throw new Error(`invalid privilege '${p}'`);
+    if (isBuiltinRole(roleid) || cfg.roles[roleid]) throw new Error(`role '${roleid}' already exists`);
+    checkPrivileges(privs, release);
     cfg.roles[roleid] = [...new Set(privs)];
+  });
+}
+
+/**
+ * `pveum role modify <roleid> --privs … [--append 1]` (API2/Role.pm update_role) on a node
+ * of `release`: the role's privileges replaced, or added to. The role is read as that node
+ * parses user.cfg, so an `--append` on 9 drops a `VM.Monitor` that 8 wrote.
+ */
+export function modifyRole(dir: string, roleid: string, privs: string[], append: boolean, release = clusterRelease(dir)): void {
+  if (isBuiltinRole(roleid)) throw new Error(`auto-generated role '${roleid}' cannot be modified`);
+  updateAccess(dir, (cfg) => {
+    const role = cfg.roles[roleid];
+    if (!role) throw new Error(`role '${roleid}' does not exist`);
+    checkPrivileges(privs, release);
+    const kept = append ? role.filter((p) => !privilegeError(release, p)) : [];
+    cfg.roles[roleid] = [...new Set([...kept, ...privs])];
   });
 }
 
@@ -227,7 +307,7 @@ export function addRole(dir: string, roleid: string, privs: string[]): void {
  */
 export function modifyAcl(dir: string, a: { path: string; roles: string[]; users?: string[]; tokens?: string[] }): void {
   updateAccess(dir, (cfg, tokens) => {
-    for (const r of a.roles) if (!ROLES[r] && !cfg.roles[r]) throw new Error(`role '${r}' does not exist`);
+    for (const r of a.roles) if (!isBuiltinRole(r) && !cfg.roles[r]) throw new Error(`role '${r}' does not exist`);
     for (const u of a.users ?? []) {
       if (!userExists(cfg, u)) throw new Error(`no such user ('${u}')`);
       // root@pam has every privilege whatever its ACL says.

@@ -2,7 +2,7 @@ import type http from 'node:http';
 import { parseArgs, type Prop } from '../cli/args';
 import { makeCtx, type Ctx } from '../cli/context';
 import { CliError, ParamError } from '../cli/errors';
-import { nodeOf } from '../state/model';
+import { nodeOf, nodePveVersion } from '../state/model';
 import { VMID } from '../cli/vmOptions';
 import * as f from '../cli/formats';
 import { uriUnescape } from '../state/escape';
@@ -244,7 +244,14 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
       }
     }
     let access: AccessConfig | undefined;
-    const privileges = (p: string) => privilegesOn(token!, p, (access ??= loadAccess(o.dir)));
+    // Checked on the node the request is for (pveproxy proxies `proxyto => 'node'` calls,
+    // and that node checks them too), else on the one this server stands for.
+    let release: string | undefined;
+    const checkingRelease = () => {
+      const model = ctx().model;
+      return nodePveVersion(model, params.node ?? model.mainNode).release;
+    };
+    const privileges = (p: string) => privilegesOn(token!, p, (access ??= loadAccess(o.dir)), (release ??= checkingRelease()));
     const r: Req = {
       dir: o.dir,
       params,

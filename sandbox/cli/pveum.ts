@@ -1,22 +1,43 @@
-import { parseArgs, type CommandDef } from './args';
-import { CliError } from './errors';
+import { parseArgs, usageLine, type CommandDef, type Prop } from './args';
+import { CliError, paramError } from './errors';
 import type { Ctx } from './context';
 import { toText } from './output';
-import { addRole, addToken, addUser, modifyAcl, removeToken } from '../api/access';
+import { addRole, addToken, addUser, modifyAcl, modifyRole, privilegeError, removeToken } from '../api/access';
+import { nodePveVersion } from '../state/model';
 
 /**
  * The part of `pveum` (pve-access-control's PVE/CLI/pveum.pm) that sets up an API token:
- * `role add`, `user add`, `user token add|remove` and `acl modify`, writing what the sandbox's
- * REST API checks (sandbox/api/access.ts). So the recipe of docs/proxmox-api.md can be run
+ * `role add|modify`, `user add`, `user token add|remove` and `acl modify`, writing what the
+ * sandbox's REST API checks (sandbox/api/access.ts). So the recipe of docs/proxmox-api.md can be run
  * as written, on a node, and the token it prints is the one the API then judges.
  */
 const list = (v: string | undefined) => (v ?? '').split(/[,;\s]+/).filter(Boolean);
 
-const ROLE_ADD: CommandDef = {
+/**
+ * `--privs` of `role add` and `role modify`: format `pve-priv-list` (API2/Role.pm
+ * `role-privs`), each name checked by the node's `verify_privname` before anything is done,
+ * so an unknown one is a 400 of the parameter check (pve-common PVE/JSONSchema.pm
+ * `check_format`: `privs: invalid format - invalid privilege 'VM.Monitor'`).
+ */
+const privsProp = (release: string): Prop => ({
+  type: 'string',
+  optional: true,
+  format: (v) => list(v).map((p) => privilegeError(release, p)).find((e) => e !== undefined),
+});
+
+const ROLE_ID: Prop = { type: 'string', pattern: /^[A-Za-z0-9.\-_]+$/ };
+
+const roleAdd = (release: string): CommandDef => ({
   name: 'pveum role add',
   args: ['roleid'],
-  props: { roleid: { type: 'string', pattern: /^[A-Za-z0-9.\-_]+$/ }, privs: { type: 'string', optional: true } },
-};
+  props: { roleid: ROLE_ID, privs: privsProp(release) },
+});
+
+const roleModify = (release: string): CommandDef => ({
+  name: 'pveum role modify',
+  args: ['roleid'],
+  props: { roleid: ROLE_ID, privs: privsProp(release), append: { type: 'boolean', optional: true } },
+});
 
 const USER_ADD: CommandDef = {
   name: 'pveum user add',
@@ -77,9 +98,19 @@ function failing<T>(what: string, fn: () => T): T {
 
 export function pveum(ctx: Ctx, argv: string[]): number {
   const words = argv.slice(0, 3).join(' ');
+  // The privileges are the ones the node it runs on knows.
+  const release = nodePveVersion(ctx.model, ctx.node).release;
   if (words.startsWith('role add')) {
-    const p = parseArgs(ROLE_ADD, argv.slice(2));
-    failing('create role failed', () => addRole(ctx.dir, p.roleid, list(p.privs)));
+    const p = parseArgs(roleAdd(release), argv.slice(2));
+    failing('create role failed', () => addRole(ctx.dir, p.roleid, list(p.privs), release));
+    return 0;
+  }
+  if (words.startsWith('role modify')) {
+    const def = roleModify(release);
+    const p = parseArgs(def, argv.slice(2));
+    // update_role's schema: `append` requires `privs` (pve-common JSONSchema.pm check_object).
+    if (p.append !== undefined && p.privs === undefined) throw paramError({ privs: "missing property required by 'append'" }, usageLine(def));
+    failing('update role failed', () => modifyRole(ctx.dir, p.roleid, list(p.privs), p.append === '1', release));
     return 0;
   }
   if (words === 'user token add') {
@@ -113,7 +144,7 @@ export function pveum(ctx: Ctx, argv: string[]): number {
   }
   throw new CliError(
     `ERROR: ${argv.length ? `unknown command 'pveum ${argv.join(' ')}'` : 'no command specified'}\nUSAGE: pveum <COMMAND> [ARGS] [OPTIONS]\n\n` +
-      '       pveum acl modify <path> --roles <string> [OPTIONS]\n       pveum role add <roleid> [OPTIONS]\n' +
+      '       pveum acl modify <path> --roles <string> [OPTIONS]\n       pveum role add <roleid> [OPTIONS]\n       pveum role modify <roleid> [OPTIONS]\n' +
       '       pveum user add <userid> [OPTIONS]\n       pveum user token add <userid> <tokenid> [OPTIONS]\n       pveum user token remove <userid> <tokenid>\n',
   );
 }

@@ -117,10 +117,27 @@ export interface GuestFault {
 const GiB = 1024 ** 3;
 
 /**
- * The release the sandbox plays: 8.4 is the first whose download-url takes `content=import`
- * (images fetched by the node), which API mode relies on.
+ * The Proxmox VE releases a sandbox cluster can play, as `pveversion` prints them
+ * (`pve-manager/<version>/<repoid>`, the repoid being the commit the package was built
+ * from). 9.1 is the default; 8.4, the last point release of 8, is also the oldest whose
+ * download-url takes `content=import` (images fetched by the node), which API mode relies
+ * on. What differs between them is keyed on the major release where it is modelled: the
+ * privileges (../api/access.ts), the guest agent's permission checks
+ * (../api/routes/qemu.ts) and the bridge check at start (../cli/qm/bridges.ts).
  */
-export const DEFAULT_PVE_VERSION = 'pve-manager/8.4.1/2a5fa54a8503f96d';
+export const PVE_RELEASES = {
+  '9.1': 'pve-manager/9.1.1/42db4a6cf33dac83',
+  '8.4': 'pve-manager/8.4.1/2a5fa54a8503f96d',
+} as const;
+
+export type PveRelease = keyof typeof PVE_RELEASES;
+
+export const DEFAULT_PVE_RELEASE: PveRelease = '9.1';
+
+export const DEFAULT_PVE_VERSION: string = PVE_RELEASES[DEFAULT_PVE_RELEASE];
+
+/** The major release of a `release` as /version gives it (`9.1` → 9). */
+export const majorOf = (release: string): number => Number(release.split('.')[0]);
 
 /** A desktop Kaby Lake: x86-64-v3 with AES (no AVX-512). */
 const V3_FLAGS =

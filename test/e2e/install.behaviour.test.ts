@@ -191,7 +191,8 @@ test('a bridge the main node lacks fails the install at its start step and leave
     const last = res.events.at(-1)!;
     expect(last.status).toBe('error');
     expect(last.step).toBe('VM initialization > start');
-    expect(last.message).toMatch(/^\[-\] .*start failed: QEMU exited with code 1/);
+    // Proxmox VE 9 checks a VirtIO NIC's bridge before QEMU runs (8.4: QEMU's ifup script, then `start failed`).
+    expect(last.message).toMatch(/^\[-\] .*bridge 'vmbr0' does not exist/);
     expect(res.events.some((e) => /^\[\*\] VM \d+ removed$/.test(e.message))).toBe(true);
     expect(await vmIds()).toEqual(before);
     expect(last.message).toMatch(/to fix: set VM_BRIDGE to a bridge node 'pve1' has, or create 'vmbr0' there/);

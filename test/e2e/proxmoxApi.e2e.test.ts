@@ -78,7 +78,7 @@ describe('a token without VM.Allocate', () => {
           path: '/',
           privs: [
             'VM.Audit', 'VM.Config.CDROM', 'VM.Config.CPU', 'VM.Config.Cloudinit', 'VM.Config.Disk', 'VM.Config.HWType', 'VM.Config.Memory',
-            'VM.Config.Network', 'VM.Config.Options', 'VM.Migrate', 'VM.Monitor', 'VM.PowerMgmt', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate',
+            'VM.Config.Network', 'VM.Config.Options', 'VM.GuestAgent.Audit', 'VM.GuestAgent.FileRead', 'VM.Migrate', 'VM.PowerMgmt', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate',
             'Datastore.Audit', 'Pool.Audit', 'Sys.Audit', 'Sys.AccessNetwork', 'SDN.Use',
           ],
         },

@@ -50,7 +50,7 @@ describe('against a sandbox cluster with a node left on 7.4', () => {
   test("each node's /version is its own, in real Proxmox's shape", async () => {
     const own = JSON.parse((await pvesh('pve1', '/version')).stdout) as Record<string, string>;
     expect(Object.keys(own)).toEqual(['release', 'repoid', 'version']);
-    expect(own).toMatchObject({ release: '8.4', version: '8.4.1' });
+    expect(own).toMatchObject({ release: '9.1', version: '9.1.1' });
     expect(own.repoid).toMatch(/^[0-9a-f]{16}$/);
     const old = JSON.parse((await pvesh('pve2', '/version')).stdout) as Record<string, string>;
     expect(old).toMatchObject({ release: '7.4', version: '7.4-3' });
@@ -84,7 +84,7 @@ describe('against a sandbox cluster with a node left on 7.4', () => {
   test("in API mode each node's version is read at /nodes/{node}/version, so the old node is named too", async () => {
     // /version is the serving node's (the sandbox's server plays the main node, pve1).
     expect(await new ApiNode(api, 'pve2').version()).toMatchObject({ release: '7.4', version: '7.4-3' });
-    expect(await new ApiNode(api, 'pve3').version()).toMatchObject({ release: '8.4', version: '8.4.1' });
+    expect(await new ApiNode(api, 'pve3').version()).toMatchObject({ release: '9.1', version: '9.1.1' });
     const err = await checkNodeVersions(['pve1', 'pve2', 'pve3'].map((n) => new ApiNode(api, n))).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StartupError);
     expect((err as Error).message).toMatch(/^pve2 runs Proxmox VE 7\.4 \(pve-manager 7\.4-3\); QemuRun needs Proxmox VE 8\.0 or later/);

@@ -6,6 +6,7 @@ import { startApiServer, type SandboxApi } from '../../sandbox/api/start';
 import { sandboxSourceDir } from '../../sandbox/location';
 import { startImageMirror, type ImageMirror } from '../../sandbox/mirror/server';
 import { readApiRequests } from '../../sandbox/api/requestLog';
+import { DEFAULT_PVE_VERSION, PVE_RELEASES } from '../../sandbox/state/model';
 
 /**
  * The sandbox's REST API (sandbox/api/) over real HTTPS: PVE's paths, JSON shapes, task
@@ -37,6 +38,18 @@ const call = (method: string, path: string, params: Record<string, string | numb
   apiRequest(api, method, path, params, o);
 const qm = (node: string, ...args: string[]) => execa('qm', args, { env: t.cluster.envFor(node), reject: false });
 const data = <T>(a: ApiAnswer) => a.body!.data as T;
+
+/** Runs `fn` with the cluster playing another release (every call reads cluster.json anew). */
+async function playing<T>(pveVersion: string, fn: () => Promise<T>): Promise<T> {
+  const file = `${t.cluster.dir}/sandbox/cluster.json`;
+  const saved = fs.readFileSync(file, 'utf8');
+  fs.writeFileSync(file, saved.replace(DEFAULT_PVE_VERSION, pveVersion));
+  try {
+    return await fn();
+  } finally {
+    fs.writeFileSync(file, saved);
+  }
+}
 
 interface TaskStatus {
   status: string;
@@ -75,7 +88,8 @@ describe('HTTPS and tokens', () => {
     const version = await call('GET', '/version');
     expect(version.fingerprint).toBe(api.fingerprint);
     expect(version.status).toBe(200);
-    expect(data(version)).toEqual({ release: '8.4', repoid: expect.stringMatching(/^[0-9a-f]+$/), version: '8.4.1' });
+    // Proxmox VE 9.1's pve-manager, built from commit 42db4a6c (what `pveversion` prints on 9.1).
+    expect(data(version)).toEqual({ release: '9.1', repoid: '42db4a6cf33dac83', version: '9.1.1' });
     const nodes = data<Array<{ node: string; ssl_fingerprint: string; status: string }>>(await call('GET', '/nodes'));
     expect(nodes.map((n) => n.node)).toEqual(['pve1', 'pve2']);
     for (const n of nodes) expect(n.ssl_fingerprint).toBe(api.fingerprint);
@@ -249,6 +263,38 @@ describe('privileges', () => {
   });
 });
 
+describe('the privileges of the release the cluster plays: Proxmox VE 9 (the default) and 8.4', () => {
+  const pveum = (...args: string[]) => execa('pveum', args, { env: t.cluster.envFor('pve1'), reject: false });
+
+  test("pveum role add refuses a privilege the release does not know, in pve-access-control's words", async () => {
+    // 9 dropped VM.Monitor (pve-access-control "privileges: drop VM.Monitor"); verify_privname.
+    const monitor = await pveum('role', 'add', 'Agent9', '-privs', 'VM.Monitor');
+    expect([monitor.exitCode, monitor.stdout, monitor.stderr]).toEqual([
+      255,
+      '',
+      "400 Parameter verification failed.\nprivs: invalid format - invalid privilege 'VM.Monitor'\npveum role add <roleid> [OPTIONS]",
+    ]);
+    expect((await pveum('role', 'add', 'Agent9', '-privs', 'VM.GuestAgent.Audit,VM.GuestAgent.FileRead')).exitCode).toBe(0);
+    const modify = await pveum('role', 'modify', 'Agent9', '--privs', 'VM.Monitor', '--append', '1');
+    expect([modify.exitCode, modify.stderr]).toEqual([255, "400 Parameter verification failed.\nprivs: invalid format - invalid privilege 'VM.Monitor'\npveum role modify <roleid> [OPTIONS]"]);
+    await playing(PVE_RELEASES['8.4'], async () => {
+      const agent = await pveum('role', 'add', 'Agent8', '-privs', 'VM.Audit VM.GuestAgent.Audit');
+      expect([agent.exitCode, agent.stderr]).toEqual([255, "400 Parameter verification failed.\nprivs: invalid format - invalid privilege 'VM.GuestAgent.Audit'\npveum role add <roleid> [OPTIONS]"]);
+      expect((await pveum('role', 'add', 'Agent8', '-privs', 'VM.Audit VM.Monitor')).exitCode).toBe(0);
+    });
+    const again = await pveum('role', 'add', 'Agent8', '-privs', 'VM.Audit');
+    expect([again.exitCode, again.stderr]).toEqual([255, "create role failed: role 'Agent8' already exists"]);
+  });
+
+  test('/version and /nodes/{node}/version answer the release played', async () => {
+    await playing(PVE_RELEASES['8.4'], async () => {
+      expect(data(await call('GET', '/version'))).toEqual({ release: '8.4', repoid: '2a5fa54a8503f96d', version: '8.4.1' });
+      expect(data(await call('GET', '/nodes/pve2/version'))).toEqual({ release: '8.4', repoid: '2a5fa54a8503f96d', version: '8.4.1' });
+    });
+    expect(data(await call('GET', '/nodes/pve2/version'))).toEqual({ release: '9.1', repoid: '42db4a6cf33dac83', version: '9.1.1' });
+  });
+});
+
 describe('privileges as qemu-server and pve-manager check them', () => {
   // Everything a VM's configuration asks for, but what each test leaves out.
   const ALL = ['VM.Allocate', 'VM.Audit', 'VM.Config.CDROM', 'VM.Config.CPU', 'VM.Config.Cloudinit', 'VM.Config.Disk', 'VM.Config.HWType', 'VM.Config.Memory', 'VM.Config.Network', 'VM.Config.Options', 'VM.PowerMgmt', 'Datastore.AllocateSpace', 'Datastore.Audit', 'Sys.Audit', 'SDN.Use'];
@@ -380,7 +426,7 @@ describe('images by the node: download-url and import-from', () => {
     // The same cluster playing 8.3 (a started cluster reads its model on every request).
     const file = `${t.cluster.dir}/sandbox/cluster.json`;
     const saved = fs.readFileSync(file, 'utf8');
-    fs.writeFileSync(file, saved.replace('pve-manager/8.4.1/', 'pve-manager/8.3.2/'));
+    fs.writeFileSync(file, saved.replace(DEFAULT_PVE_VERSION, 'pve-manager/8.3.2/c1689ccb1065a83b'));
     try {
       expect(data(await call('GET', '/version'))).toMatchObject({ release: '8.3', version: '8.3.2' });
       const img = mirror.image('debian', '12');
@@ -398,9 +444,9 @@ describe('images by the node: download-url and import-from', () => {
     model.nodes.find((n) => n.name === 'pve2')!.pveVersion = '8.3.2';
     fs.writeFileSync(file, JSON.stringify(model));
     try {
-      expect(data(await call('GET', '/version'))).toMatchObject({ release: '8.4', version: '8.4.1' });
+      expect(data(await call('GET', '/version'))).toMatchObject({ release: '9.1', version: '9.1.1' });
       expect(data(await call('GET', '/nodes/pve2/version'))).toMatchObject({ release: '8.3', version: '8.3.2' });
-      expect(data(await call('GET', '/nodes/pve1/version'))).toMatchObject({ release: '8.4', version: '8.4.1' });
+      expect(data(await call('GET', '/nodes/pve1/version'))).toMatchObject({ release: '9.1', version: '9.1.1' });
       const img = mirror.image('debian', '12');
       const old = await call('POST', '/nodes/pve2/storage/local/download-url', { url: img.url, content: 'import', filename: 'old.qcow2' });
       expect([old.status, old.body?.errors]).toEqual([400, { content: "value 'import' does not have a value in the enumeration 'iso, vztmpl'" }]);
@@ -478,8 +524,23 @@ describe('lifecycle tasks on the CLIs\' state', () => {
     expect(read['bytes-read']).toBe(read.content.length);
     const viaPvesh = await execa('pvesh', ['get', '/nodes/pve1/qemu/180/agent/file-read', '--file', hostKeyFile.file, '--output-format', 'json'], { env: t.cluster.envFor('pve2') });
     expect(JSON.parse(viaPvesh.stdout)).toEqual(read);
-    const monitorless = await call('GET', '/nodes/pve1/qemu/180/agent/file-read', hostKeyFile, { authorization: auditor.authorization });
-    expect([monitorless.status, monitorless.statusMessage]).toEqual([403, 'Permission check failed (/vms/180, VM.Monitor)']);
+    // Agent.pm's checks on 9: PVEAuditor has VM.GuestAgent.Audit (the read-only commands),
+    // not .FileRead; 403 names every privilege that would do (check_any).
+    const unreadable = await call('GET', '/nodes/pve1/qemu/180/agent/file-read', hostKeyFile, { authorization: auditor.authorization });
+    expect([unreadable.status, unreadable.statusMessage]).toEqual([403, 'Permission check failed (/vms/180, VM.GuestAgent.FileRead|VM.GuestAgent.Unrestricted)']);
+    const nics = await eventually(async () => {
+      const a = await call('GET', '/nodes/pve1/qemu/180/agent/network-get-interfaces', {}, { authorization: auditor.authorization });
+      if (a.status !== 200) throw new Error(`${a.status} ${a.statusMessage}`);
+      return data<{ result: Array<{ name: string }> }>(a).result;
+    }, 20_000, 200);
+    expect(nics.map((n) => n.name)).toEqual(['lo', 'eth0']);
+    // On 8.4 both want VM.Monitor, which PVEAuditor lacks (it is no Audit privilege).
+    await playing(PVE_RELEASES['8.4'], async () => {
+      for (const command of ['file-read', 'network-get-interfaces']) {
+        const denied = await call('GET', `/nodes/pve1/qemu/180/agent/${command}`, command === 'file-read' ? hostKeyFile : {}, { authorization: auditor.authorization });
+        expect([command, denied.status, denied.statusMessage]).toEqual([command, 403, 'Permission check failed (/vms/180, VM.Monitor)']);
+      }
+    });
     const missing = await call('GET', '/nodes/pve1/qemu/180/agent/file-read', { file: '/../../etc/nope' });
     expect([missing.status, missing.statusMessage]).toEqual([500, "VM 180 qmp command 'guest-file-open' failed - failed to open file '/../../etc/nope' (mode: 'r'): No such file or directory"]);
 

@@ -7,6 +7,7 @@ import { ensureSshKey, SshKeyPair } from '../../lib/sshKey';
 import { startService, RunningService } from '../../app/service';
 import type { ReaderTiming } from '../../api/progressReader';
 import { startSandboxCluster, SandboxCluster } from '../../sandbox/cluster';
+import { PVE_RELEASES } from '../../sandbox/state/model';
 import { startImageServer } from './imageServer';
 import { prepareRealGuests } from '../../sandbox/qemu/images';
 import { tokenFromDocs } from './docsToken';
@@ -116,6 +117,8 @@ export async function startHarness(
     packageSilenceMs: sandboxOptions.packageSilenceMs,
     lockTimeoutMs: loaded.sandboxOptions.lockTimeoutMs,
     statusLagMs: loaded.sandboxOptions.statusLagMs,
+    // SANDBOX_PVE_VERSION=8.4 plays the last release of 8; API mode then runs its recipe.
+    pveVersion: PVE_RELEASES[loaded.sandboxOptions.pveRelease],
     api: apiMode,
     guests: loaded.sandboxOptions.guests,
     guestArchive: loaded.sandboxOptions.guestArchive,

@@ -1,16 +1,19 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { addToken, addUser, loadAccess, loadTokens, privilegesOn, type ApiToken } from '../../sandbox/api/access';
+import { addToken, addUser, loadAccess, loadTokens, privilegeError, privilegesOn, type ApiToken } from '../../sandbox/api/access';
+import { agentPrivileges } from '../../sandbox/api/routes/qemu';
 import { pveum } from '../../sandbox/cli/pveum';
 import type { Ctx } from '../../sandbox/cli/context';
+import { defaultModel, PVE_RELEASES, saveModel, type ClusterModel, type PveRelease } from '../../sandbox/state/model';
 import { docsTokenRecipe } from '../support/docsToken';
 
 /**
  * The sandbox's API privileges as pve-access-control computes them
  * (PVE/RPCEnvironment.pm, `permissions`): a privilege-separated token has what both its
- * own ACL and its user's grant. And the token recipe of docs/proxmox-api.md, run through
- * the sandbox's pveum, makes a token that may do what QemuRun does.
+ * own ACL and its user's grant. And the token recipes of docs/proxmox-api.md, run through
+ * the sandbox's pveum on the release each is for, make a token that may do what QemuRun
+ * does there.
  */
 let dir: string;
 beforeEach(() => {
@@ -23,9 +26,21 @@ function words(line: string): string[] {
   return [...line.matchAll(/'([^']*)'|"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2] ?? m[3]);
 }
 
-function runRecipe(recipe: string): string {
+/** The cluster's model, playing `release` from now on (as after an upgrade). */
+function playing(release: PveRelease): ClusterModel {
+  const model = defaultModel({ nodes: ['pve1', 'pve2'], mainNode: 'pve1', gateway: '127.0.0.1', vmSshPort: 22, bootDelayMs: 0, nodeHost: '127.0.0.1', pveVersion: PVE_RELEASES[release] });
+  saveModel(dir, model);
+  return model;
+}
+
+/** A pveum call's context on pve1 of a cluster playing `release`. */
+function ctxOn(release: PveRelease, out: string[]): Ctx {
+  return { dir, node: 'pve1', model: playing(release), out: (l: string) => out.push(l), err: (l: string) => out.push(l) } as unknown as Ctx;
+}
+
+function runRecipe(recipe: string, release: PveRelease = '9.1'): string {
   const out: string[] = [];
-  const ctx = { dir, node: 'pve1', out: (l: string) => out.push(l), err: (l: string) => out.push(l) } as unknown as Ctx;
+  const ctx = ctxOn(release, out);
   for (const line of recipe.split('\n').filter((l) => l.trim() && !l.startsWith('#'))) {
     const [cmd, ...args] = words(line);
     expect(cmd).toBe('pveum');
@@ -35,14 +50,18 @@ function runRecipe(recipe: string): string {
 }
 
 const token = (id: string): ApiToken => loadTokens(dir).find((t) => t.tokenid === id)!;
-const can = (t: ApiToken, p: string, privs: string[]) => {
-  const have = privilegesOn(t, p, loadAccess(dir));
+const can = (t: ApiToken, p: string, privs: string[], release: PveRelease = '9.1') => {
+  const have = privilegesOn(t, p, loadAccess(dir), release);
   return privs.every((x) => have.has(x));
 };
+/** qemu-server Agent.pm's check: any one of the command's privileges. */
+const mayAgent = (t: ApiToken, command: 'file-read' | 'network-get-interfaces', release: PveRelease) =>
+  agentPrivileges(release, command).some((p) => can(t, '/vms/120', [p], release));
 
 /** download-url's check (pve-storage PVE/API2/Storage/Status.pm). */
-const mayDownload = (t: ApiToken) =>
-  can(t, '/storage/local', ['Datastore.AllocateTemplate']) && (can(t, '/', ['Sys.Audit', 'Sys.Modify']) || can(t, '/nodes/pve1', ['Sys.AccessNetwork']));
+const mayDownload = (t: ApiToken, release: PveRelease = '9.1') =>
+  can(t, '/storage/local', ['Datastore.AllocateTemplate'], release) &&
+  (can(t, '/', ['Sys.Audit', 'Sys.Modify'], release) || can(t, '/nodes/pve1', ['Sys.AccessNetwork'], release));
 
 test("a privilege-separated token's role on the token alone gives it nothing", () => {
   runRecipe(`pveum role add QemuRun --privs "VM.Allocate VM.Audit"
@@ -52,34 +71,78 @@ pveum acl modify / --tokens 'qemurun@pve!service' --roles QemuRun`);
   expect(can(token('qemurun@pve!service'), '/vms/120', ['VM.Audit'])).toBe(false);
 });
 
-test('the docs recipe makes a token that may create, configure, migrate and download', () => {
-  const printed = runRecipe(docsTokenRecipe());
-  expect(printed).toMatch(/│ full-tokenid │ qemurun@pve!service\s*│/);
-  const secret = /│ value\s*│ (\S+)/.exec(printed)![1];
-  const t = token('qemurun@pve!service');
-  expect(t.secret).toBe(secret);
-  expect(t.privsep).toBe(true);
-  for (const p of ['VM.Allocate', 'VM.Clone', 'VM.Config.Disk', 'VM.Config.Cloudinit', 'VM.Migrate', 'VM.PowerMgmt']) expect([p, can(t, '/vms/120', [p])]).toEqual([p, true]);
-  expect(can(t, '/storage/local-lvm', ['Datastore.AllocateSpace', 'Datastore.Audit'])).toBe(true);
-  expect(can(t, '/nodes/pve2', ['Sys.Audit'])).toBe(true);
-  expect(can(t, '/sdn/zones/localnetwork/vmbr0', ['SDN.Use'])).toBe(true);
-  expect(mayDownload(t)).toBe(true);
-  // The narrow form of download-url's check: not Sys.Modify, which would change the cluster.
-  expect(can(t, '/', ['Sys.Modify'])).toBe(false);
+describe.each(['9.1', '8.4'] as const)('on Proxmox VE %s', (release) => {
+  test('the docs recipe makes a token that may create, configure, migrate, download and ask the guest agent', () => {
+    const printed = runRecipe(docsTokenRecipe(release), release);
+    expect(printed).toMatch(/│ full-tokenid │ qemurun@pve!service\s*│/);
+    const secret = /│ value\s*│ (\S+)/.exec(printed)![1];
+    const t = token('qemurun@pve!service');
+    expect(t.secret).toBe(secret);
+    expect(t.privsep).toBe(true);
+    for (const p of ['VM.Allocate', 'VM.Clone', 'VM.Config.Disk', 'VM.Config.Cloudinit', 'VM.Migrate', 'VM.PowerMgmt']) expect([p, can(t, '/vms/120', [p], release)]).toEqual([p, true]);
+    expect(can(t, '/storage/local-lvm', ['Datastore.AllocateSpace', 'Datastore.Audit'], release)).toBe(true);
+    expect(can(t, '/nodes/pve2', ['Sys.Audit'], release)).toBe(true);
+    expect(can(t, '/sdn/zones/localnetwork/vmbr0', ['SDN.Use'], release)).toBe(true);
+    expect(mayDownload(t, release)).toBe(true);
+    // The host key (file-read) and a DHCP install's address (network-get-interfaces).
+    expect(mayAgent(t, 'file-read', release)).toBe(true);
+    expect(mayAgent(t, 'network-get-interfaces', release)).toBe(true);
+    // The narrow form of download-url's check: not Sys.Modify, which would change the cluster.
+    expect(can(t, '/', ['Sys.Modify'], release)).toBe(false);
+    // Nor a guest agent that runs commands.
+    expect(can(t, '/vms/120', ['VM.GuestAgent.Unrestricted'], release)).toBe(false);
+  });
+
+  test('the privilege table of docs/proxmox-api.md, each on its path, is enough for a download and the guest agent', () => {
+    const text = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'proxmox-api.md'), 'utf8');
+    const rows = [...text.matchAll(/^\| (`[A-Z][^|]*) \| `(\/[a-z/]*)[^`]*` \|/gm)].map((m) => ({
+      privs: [...m[1].matchAll(/`([^`]+)`/g)].map((x) => x[1]).map((p, _i, all) => (p.startsWith('.') ? all[0].replace(/\.[^.]+$/, '') + p : p)),
+      path: m[2].replace(/\/$/, '') || '/',
+    }));
+    expect(rows.length).toBeGreaterThan(5);
+    // The table names both releases' guest agent privileges; each release takes its own.
+    const acl = rows.map((r) => ({ path: r.path, privs: r.privs.filter((p) => !privilegeError(release, p)) }));
+    expect(acl.flatMap((e) => e.privs)).toContain(release === '9.1' ? 'VM.GuestAgent.FileRead' : 'VM.Monitor');
+    playing(release);
+    addUser(dir, { userid: 'qemurun@pve', acl });
+    const t = addToken(dir, { tokenid: 'qemurun@pve!narrow', acl });
+    expect(mayDownload(t, release)).toBe(true);
+    expect(can(t, '/vms/120', ['VM.Allocate'], release)).toBe(true);
+    expect(mayAgent(t, 'file-read', release)).toBe(true);
+    expect(mayAgent(t, 'network-get-interfaces', release)).toBe(true);
+  });
 });
 
-test('the privilege table of docs/proxmox-api.md, each on its path, is enough for a download', () => {
-  const text = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'proxmox-api.md'), 'utf8');
-  const rows = [...text.matchAll(/^\| (`[A-Z][^|]*) \| `(\/[a-z/]*)[^`]*` \|/gm)].map((m) => ({
-    privs: [...m[1].matchAll(/`([^`]+)`/g)].map((x) => x[1]).map((p, _i, all) => (p.startsWith('.') ? all[0].replace(/\.[^.]+$/, '') + p : p)),
-    path: m[2].replace(/\/$/, '') || '/',
-  }));
-  expect(rows.length).toBeGreaterThan(5);
-  const acl = rows.map((r) => ({ path: r.path === '/storage' ? '/storage' : r.path, privs: r.privs }));
-  addUser(dir, { userid: 'qemurun@pve', acl });
-  const t = addToken(dir, { tokenid: 'qemurun@pve!narrow', acl });
-  expect(mayDownload(t)).toBe(true);
-  expect(can(t, '/vms/120', ['VM.Allocate'])).toBe(true);
+test("each release's pveum refuses the other's privileges with Proxmox's words, before making the role", () => {
+  const refused = (release: PveRelease, privs: string) => {
+    try {
+      runRecipe(`pveum role add Old -privs '${privs}'`, release);
+    } catch (err) {
+      return [(err as { exitCode: number }).exitCode, (err as Error).message];
+    }
+    return 'accepted';
+  };
+  expect(refused('9.1', 'VM.Monitor')).toEqual([255, "400 Parameter verification failed.\nprivs: invalid format - invalid privilege 'VM.Monitor'\npveum role add <roleid> [OPTIONS]"]);
+  expect(refused('8.4', 'VM.Audit,VM.GuestAgent.Audit')).toEqual([255, "400 Parameter verification failed.\nprivs: invalid format - invalid privilege 'VM.GuestAgent.Audit'\npveum role add <roleid> [OPTIONS]"]);
+  expect(loadAccess(dir).roles).toEqual({});
+  // The 8.4 recipe's role line on 9, as an operator would paste it.
+  expect(() => runRecipe(docsTokenRecipe('8.4').split('\n')[0], '9.1')).toThrow("privs: invalid format - invalid privilege 'VM.Monitor'");
+});
+
+test('a role made on 8.4 loses VM.Monitor on 9, and role modify --append gives it the guest agent privileges', () => {
+  runRecipe(docsTokenRecipe('8.4'), '8.4');
+  const t = token('qemurun@pve!service');
+  expect(mayAgent(t, 'network-get-interfaces', '8.4')).toBe(true);
+  // The cluster upgraded: the same user.cfg, read by 9.
+  expect(mayAgent(t, 'network-get-interfaces', '9.1')).toBe(false);
+  expect(mayAgent(t, 'file-read', '9.1')).toBe(false);
+  expect(can(t, '/vms/120', ['VM.Allocate'], '9.1')).toBe(true);
+  runRecipe('pveum role modify QemuRun --privs VM.GuestAgent.Audit,VM.GuestAgent.FileRead --append 1', '9.1');
+  expect(mayAgent(t, 'network-get-interfaces', '9.1')).toBe(true);
+  expect(mayAgent(t, 'file-read', '9.1')).toBe(true);
+  expect(can(t, '/vms/120', ['VM.Allocate'], '9.1')).toBe(true);
+  expect(loadAccess(dir).roles.QemuRun).not.toContain('VM.Monitor');
+  expect(() => runRecipe('pveum role modify PVEAuditor --privs VM.Audit', '9.1')).toThrow("update role failed: auto-generated role 'PVEAuditor' cannot be modified");
 });
 
 test("root@pam's privilege-separated tokens have their own ACL as is; another user's unseparated token its user's", () => {

@@ -14,7 +14,7 @@ import { vmConfOn, vmConfigView, vmStatusCurrent } from '../../cli/pvesh';
 import { vmOwner } from '../../state/vmlist';
 import { poolExists, poolMissingText } from '../../state/pools';
 import { vmProcess } from '../../state/runtime';
-import { nodeOf } from '../../state/model';
+import { majorOf, nodeOf, nodePveVersion } from '../../state/model';
 import { validateSshKeys } from '../../cli/qm/sshkeys';
 import { CliError } from '../../cli/errors';
 import { storageFor } from '../../cli/storage';
@@ -175,6 +175,25 @@ function checkStoragePerms(r: Req, params: Record<string, string>): void {
 }
 
 /** `skiplock` is root@pam's alone; an API token never is root@pam. */
+/**
+ * The guest agent's permission check (qemu-server PVE/API2/Qemu/Agent.pm), on the node of
+ * the path: any one of the privileges on the VM. 8 (stable-bookworm) asks `VM.Monitor`
+ * for every command (`register_command`'s default, and `file-read`'s own); 9 asks the
+ * command's `VM.GuestAgent.*` privilege or `VM.GuestAgent.Unrestricted`: `.Audit` for
+ * the read-only ones (`$guest_agent_commands`: network-get-interfaces, get-osinfo, ping,
+ * info, ...), `.FileRead` for `file-read`. RPCEnvironment `check_any` names them all,
+ * `|`-separated, in its 403.
+ */
+export function agentPrivileges(release: string, command: 'file-read' | 'network-get-interfaces'): string[] {
+  if (majorOf(release) < 9) return ['VM.Monitor'];
+  return [command === 'file-read' ? 'VM.GuestAgent.FileRead' : 'VM.GuestAgent.Audit', 'VM.GuestAgent.Unrestricted'];
+}
+
+function checkAgentAccess(r: Req, command: 'file-read' | 'network-get-interfaces'): void {
+  const privs = agentPrivileges(nodePveVersion(r.ctx().model, r.params.node).release, command);
+  r.check(`/vms/${r.params.vmid}`, privs, privs.length > 1);
+}
+
 function checkSkiplock(r: Req): void {
   if (r.params.skiplock === '1') throw paramExc({ skiplock: 'Only root may use this option.' });
 }
@@ -420,12 +439,11 @@ export const qemuRoutes: Route[] = [
     },
   },
   {
-    // qemu-server PVE/API2/Qemu/Agent.pm: VM.Monitor on the VM (PVE 8).
     method: 'GET',
     path: '/nodes/{node}/qemu/{vmid}/agent/file-read',
     props: { file: { type: 'string' } },
     handle: (r) => {
-      r.check(`/vms/${r.params.vmid}`, ['VM.Monitor']);
+      checkAgentAccess(r, 'file-read');
       return agentFileRead(r.ctx(), r.params.node, Number(r.params.vmid), r.params.file);
     },
   },
@@ -434,7 +452,7 @@ export const qemuRoutes: Route[] = [
     method: 'GET',
     path: '/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces',
     handle: async (r) => {
-      r.check(`/vms/${r.params.vmid}`, ['VM.Monitor']);
+      checkAgentAccess(r, 'network-get-interfaces');
       const ctx = r.ctx();
       return { result: await agentNetworkInterfaces(ctx, vmConfOn(ctx, r.params.node, Number(r.params.vmid)), Number(r.params.vmid)) };
     },

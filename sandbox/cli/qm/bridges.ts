@@ -1,7 +1,7 @@
 import { CliError } from '../errors';
 import type { Ctx } from '../context';
 import type { VmConf } from '../../state/vmconf';
-import { nodeBridges, nodePveVersion } from '../../state/model';
+import { majorOf, nodeBridges, nodePveVersion } from '../../state/model';
 import { parsePropertyString } from '../../state/vmconf';
 
 /** What `/sys/class/net/<bridge>/mtu` holds for every bridge of the sandbox: Linux's default. */
@@ -21,7 +21,7 @@ const netKeys = (conf: VmConf) =>
  * The error ends `qm start` as it is: no `start failed:` and no kvm line.
  */
 export function checkNetdevMtus(ctx: Ctx, conf: VmConf): void {
-  const always = Number(nodePveVersion(ctx.model, ctx.node).release.split('.')[0]) >= 9;
+  const always = majorOf(nodePveVersion(ctx.model, ctx.node).release) >= 9;
   const bridges = nodeBridges(ctx.model, ctx.node);
   for (const key of netKeys(conf)) {
     const value = conf.props[key];

@@ -26,6 +26,7 @@ import { servicePorts } from './lib/run/servicePorts';
 import type { SandboxToolPaths } from './sandbox';
 import { createLogger, type Logger } from './lib/observability/log';
 import { installTemporalRuntime } from './lib/observability/runtime';
+import { describeNodeVersions } from './lib/nodeVersions';
 
 /** A step to undo on shutdown (or when a later start-up step fails). */
 type Stop = () => Promise<void>;
@@ -128,8 +129,8 @@ async function main(): Promise<void> {
 
     const lines = [
       sandbox
-        ? `*** SANDBOX MODE: MAIN_NODE is not set, so VMs are created on a simulated Proxmox cluster (${Object.keys(serviceConfig.nodes).join(', ')}) in ${sandbox.dir}. Nothing touches a real Proxmox. ***`
-        : `Proxmox cluster: main node ${serviceConfig.mainNode}, nodes ${Object.keys(serviceConfig.nodes).join(', ')}`,
+        ? `*** SANDBOX MODE: MAIN_NODE is not set, so VMs are created on a simulated Proxmox cluster (${Object.keys(serviceConfig.nodes).join(', ')}; ${describeNodeVersions(service.nodeVersions)}) in ${sandbox.dir}. Nothing touches a real Proxmox. ***`
+        : `Proxmox cluster: main node ${serviceConfig.mainNode}, nodes ${Object.keys(serviceConfig.nodes).join(', ')} (${describeNodeVersions(service.nodeVersions)})`,
       `API:         http://127.0.0.1:${serviceConfig.port}/api  (health: /api/health, readiness: /api/health/ready)`,
       ...(sandbox?.api
         ? [

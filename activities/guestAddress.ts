@@ -10,8 +10,12 @@ export interface GuestAddressDeps {
   proxmox: ProxmoxCluster;
 }
 
-/** What a guest agent that will never answer says (qemu-server's assert_agent_available): waiting does not help. */
-const NO_AGENT = /No QEMU guest agent configured/;
+/**
+ * Answers waiting does not change: a guest agent that will never answer (qemu-server's
+ * assert_agent_available), or a token without the agent's privilege (API mode's 403, which
+ * names it: `VM.GuestAgent.Audit` on Proxmox VE 9, `VM.Monitor` on 8).
+ */
+const FINAL = /No QEMU guest agent configured|Permission check failed/;
 
 /** The VM's address as its guest agent reports it, through Proxmox. */
 export function guestAddressActivities({ config, proxmox }: GuestAddressDeps) {
@@ -40,7 +44,7 @@ export function guestAddressActivities({ config, proxmox }: GuestAddressDeps) {
           reason = (err as Error).message.split('\n')[0];
         }
         if (!input.wait) return { reason };
-        if (NO_AGENT.test(reason)) throw failure('GuestAddressError', `VM ${vmid}'s address cannot be read: ${reason}`);
+        if (FINAL.test(reason)) throw failure('GuestAddressError', `VM ${vmid}'s address cannot be read: ${reason}`);
         if (Date.now() >= deadline) {
           throw failure('GuestAddressError', `VM ${vmid}'s guest agent reported no address within ${config.sshWaitTimeoutSec}s: ${reason}`);
         }

@@ -3,6 +3,7 @@ import type { Logger } from '../lib/observability/log';
 import { checkPortsFree } from '../lib/run/ports';
 import { servicePorts } from '../lib/run/servicePorts';
 import { startService } from './service';
+import { describeNodeVersions } from '../lib/nodeVersions';
 import { serviceSshKey } from './sshKey';
 
 export interface RunningRole {
@@ -39,7 +40,7 @@ export async function startRole(config: Config, role: 'api' | 'worker', workflow
       : [
           `Role:        worker ${service.worker?.options.identity ?? ''} (no API here)`,
           `Health:      ${service.url}/health  (readiness: /health/ready)`,
-          `Cluster:     main node ${config.mainNode}, nodes ${Object.keys(config.nodes).join(', ')}`,
+          `Cluster:     main node ${config.mainNode}, nodes ${Object.keys(config.nodes).join(', ')} (${describeNodeVersions(service.nodeVersions)})`,
         ];
   banner.push(`Temporal:    ${temporalAddress}, namespace ${config.temporal.namespace}`, `Task queue:  ${config.temporal.taskQueue}`);
   return { banner, stop: () => service.stop() };

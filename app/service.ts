@@ -12,7 +12,8 @@ import { ensureReconcileSchedule } from './reconcileSchedule';
 import { ensureTemplateSchedules } from './templateSchedules';
 import { bindRebuildScheduleTypes } from './rebuildSchedules';
 import { reason } from '../lib/startupError';
-import { checkNodeVersions } from '../lib/nodeVersions';
+import { checkNodeVersions, describeNodeVersions } from '../lib/nodeVersions';
+import type { PveVersion } from '../lib/proxmox/pvesh';
 import { createLogger, type Logger } from '../lib/observability/log';
 import { createMetrics, type Metrics } from '../lib/observability/metrics';
 import { startWorkerHealth } from './workerHealth';
@@ -49,6 +50,8 @@ export interface RunningService {
   client: Client;
   worker?: Worker;
   metrics: Metrics;
+  /** The Proxmox VE release of each node that answered at start-up. */
+  nodeVersions: Record<string, PveVersion>;
   stop(): Promise<void>;
 }
 
@@ -94,7 +97,8 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   try {
     const knownNodes = await clusterNodes(proxmox, config, executors);
     const nodes = knownNodes.map((name) => proxmox.node(name)).filter((n) => n !== undefined);
-    const { unreachable } = await checkNodeVersions(nodes);
+    const { versions: nodeVersions, unreachable } = await checkNodeVersions(nodes);
+    logger.info({ nodeVersions: Object.fromEntries(Object.entries(nodeVersions).map(([n, v]) => [n, v.version])) }, describeNodeVersions(nodeVersions));
     for (const [node, why] of Object.entries(unreachable)) {
       logger.warn({ node }, `node ${node}: could not read its Proxmox VE version (${why}); it is checked again at the next start`);
     }
@@ -126,6 +130,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
       client: temporal.client,
       worker: worker?.worker,
       metrics,
+      nodeVersions,
       async stop() {
         await listener.stop();
         await closeAll();

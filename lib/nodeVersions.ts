@@ -38,3 +38,17 @@ export async function checkNodeVersions(nodes: ProxmoxNode[], timeoutMs = 20_000
   }
   return report;
 }
+
+/**
+ * What the start-up says of the nodes' releases, e.g. `Proxmox VE 9.1.1 on pve1, pve2`, or
+ * `Proxmox VE 9.1.1 on pve1; 8.4.1 on pve2` in the middle of an upgrade: what an API
+ * token needs depends on it (docs/proxmox-api.md gives a recipe for 9 and one for 8.4).
+ */
+export function describeNodeVersions(versions: Record<string, PveVersion>): string {
+  const byVersion = new Map<string, string[]>();
+  for (const [node, v] of Object.entries(versions).sort(([a], [b]) => a.localeCompare(b))) {
+    byVersion.set(v.version, [...(byVersion.get(v.version) ?? []), node]);
+  }
+  if (byVersion.size === 0) return 'Proxmox VE: no node answered';
+  return `Proxmox VE ${[...byVersion].map(([version, nodes]) => `${version} on ${nodes.join(', ')}`).join('; ')}`;
+}

@@ -100,15 +100,15 @@ export interface ProxmoxNode {
   destroy(vmid: number, opts?: TaskOptions & { purge?: boolean; skiplock?: boolean; destroyUnreferencedDisks?: boolean }): Promise<void>;
 
   /**
-   * A file of the running guest, read by its QEMU guest agent (`agent/file-read`, VM.Monitor
-   * on PVE 8). Fails as Proxmox does when the agent is not configured or not running, or
-   * the file cannot be opened.
+   * A file of the running guest, read by its QEMU guest agent (`agent/file-read`:
+   * VM.GuestAgent.FileRead on PVE 9, VM.Monitor on 8). Fails as Proxmox does when the
+   * agent is not configured or not running, or the file cannot be opened.
    */
   agentFileRead(vmid: number, file: string, call?: CallOptions): Promise<string>;
   /**
    * The running guest's network interfaces, as its QEMU guest agent reports them
-   * (`network-get-interfaces`, VM.Monitor). Fails as Proxmox does when the agent is not
-   * configured or not running.
+   * (`network-get-interfaces`: VM.GuestAgent.Audit on PVE 9, VM.Monitor on 8). Fails as
+   * Proxmox does when the agent is not configured or not running.
    */
   agentNetworkInterfaces(vmid: number, call?: CallOptions): Promise<GuestInterface[]>;
   /** The VM must live on this node, or VmNotFoundError. */

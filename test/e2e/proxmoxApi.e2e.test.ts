@@ -162,6 +162,43 @@ describe('failures no retry heals fail at once, saying what to change', () => {
     expect(await h.sandbox.readConfig(151)).toBeUndefined();
   });
 
+  test("a role made for 8.4 on a 9 cluster (VM.Monitor gone, no VM.GuestAgent.*): a DHCP install fails at once, naming 9's privilege", async () => {
+    // What an upgrade leaves of the 8.4 recipe's role: its privileges but VM.Monitor, which 9
+    // ignores. The token's own ACL narrows it below its user's (the 9 recipe's role).
+    const upgraded = h.sandbox.createApiToken({
+      tokenid: 'qemurun@pve!upgraded',
+      acl: [
+        {
+          path: '/',
+          privs: [
+            'VM.Allocate', 'VM.Audit', 'VM.Clone', 'VM.Config.CDROM', 'VM.Config.CPU', 'VM.Config.Cloudinit', 'VM.Config.Disk', 'VM.Config.HWType', 'VM.Config.Memory',
+            'VM.Config.Network', 'VM.Config.Options', 'VM.Migrate', 'VM.PowerMgmt', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate', 'Datastore.Audit',
+            'Pool.Audit', 'Sys.Audit', 'Sys.AccessNetwork', 'SDN.Use',
+          ],
+        },
+      ],
+    });
+    const service = await serviceWith('upgraded', { token: `${upgraded.tokenid}=${upgraded.secret}` });
+    const res = await requestSse(`${service.url}/api/vm/install`, { body: { os: 'debian', version: '12', id: 153, ip: 'dhcp' } });
+    const error = res.events.find((e) => e.status === 'error');
+    expect(error?.message).toMatch(
+      /Permission check failed \(\/vms\/153, VM\.GuestAgent\.Audit\|VM\.GuestAgent\.Unrestricted\).*to fix: give the token's role VM\.GuestAgent\.Audit and VM\.GuestAgent\.FileRead.*pveum role modify <role> --privs VM\.GuestAgent\.Audit,VM\.GuestAgent\.FileRead --append 1/,
+    );
+    const workflowId = res.headers['x-workflow-id'] as string;
+    expect((await failedAttempts(service, workflowId)).filter(([type]) => type === 'GuestAddressError')).toEqual([
+      ['GuestAddressError', temporal.api.enums.v1.RetryState.RETRY_STATE_NON_RETRYABLE_FAILURE],
+    ]);
+    // At the first answer, not after SSH_WAIT_TIMEOUT (60 s here) of asking again.
+    const history = await service.client.workflow.getHandle(workflowId).fetchHistory();
+    const events = history.events ?? [];
+    const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'readGuestAddress')!;
+    const failed = events.find((e) => e.activityTaskFailedEventAttributes?.scheduledEventId?.toString() === scheduled.eventId?.toString())!;
+    const seconds = (e: typeof failed) => Number(e.eventTime!.seconds);
+    expect(seconds(failed) - seconds(scheduled)).toBeLessThan(30);
+    // The install removed its VM, as every failed install does.
+    expect(await h.sandbox.readConfig(153)).toBeUndefined();
+  });
+
   test('a token revoked while the service runs: 401 Authentication failed!, not retried, naming PROXMOX_API_TOKEN', async () => {
     h.sandbox.createApiToken({ tokenid: 'qemurun@pve!revoked', acl: [{ path: '/', privs: ['QemuRun'] }] });
     const t = JSON.parse(fs.readFileSync(path.join(h.sandbox.dir, 'sandbox', 'api', 'tokens.json'), 'utf8')) as Array<{ tokenid: string; secret: string }>;

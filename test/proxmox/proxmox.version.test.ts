@@ -3,7 +3,7 @@ import { LocalExecutor } from '../../lib/executor';
 import { CliNode } from '../../lib/proxmox';
 import { parseVersion } from '../../lib/proxmox/pvesh';
 import { supportedRelease } from '../../lib/proxmox/version';
-import { checkNodeVersions } from '../../lib/nodeVersions';
+import { checkNodeVersions, describeNodeVersions } from '../../lib/nodeVersions';
 import { StartupError } from '../../lib/startupError';
 import { startTestCluster, type TestCluster } from '../../sandbox/testkit';
 import { ApiNode } from '../../lib/proxmox/api/node';
@@ -30,6 +30,13 @@ test('8.0 and later are supported, 7.x is not', () => {
   expect(supportedRelease({ release: '9.1' })).toBe(true);
   expect(supportedRelease({ release: '7.4' })).toBe(false);
   expect(supportedRelease({ release: 'garbage' })).toBe(false);
+});
+
+test("the start-up names each node's release, nodes on the same one together", () => {
+  const v = (version: string) => ({ release: version.replace(/^(\d+\.\d+).*$/, '$1'), version });
+  expect(describeNodeVersions({ pve3: v('9.1.1'), pve2: v('8.4.1'), pve1: v('9.1.1') })).toBe('Proxmox VE 9.1.1 on pve1, pve3; 8.4.1 on pve2');
+  expect(describeNodeVersions({ pve1: v('9.1.1') })).toBe('Proxmox VE 9.1.1 on pve1');
+  expect(describeNodeVersions({})).toBe('Proxmox VE: no node answered');
 });
 
 describe('against a sandbox cluster with a node left on 7.4', () => {

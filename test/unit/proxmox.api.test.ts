@@ -175,6 +175,19 @@ describe('errors map to the CLI mode failure types', () => {
     expect((unknown as Error).message).toMatch(/storage: No such storage\..*to fix: storage 'nope' does not exist on that node: check ASSIGN_STORAGE/);
   });
 
+  test("the guest agent's 403 names the release's privilege, and the to fix: gives the role that release's", async () => {
+    // Proxmox VE 9 (qemu-server Agent.pm, RPCEnvironment check_any): any one of two.
+    stub.route('GET /nodes/pve1/qemu/120/agent/network-get-interfaces', () => ({ status: 403, message: 'Permission check failed (/vms/120, VM.GuestAgent.Audit|VM.GuestAgent.Unrestricted)' }));
+    const nine = await node().agentNetworkInterfaces(120).catch((e: Error) => e);
+    expect(nine).toBeInstanceOf(PermissionDeniedError);
+    expect((nine as PermissionDeniedError).missing).toEqual({ path: '/vms/120', privilege: 'VM.GuestAgent.Audit|VM.GuestAgent.Unrestricted' });
+    expect((nine as Error).message).toMatch(/to fix: give the token's role VM\.GuestAgent\.Audit and VM\.GuestAgent\.FileRead.*--privs VM\.GuestAgent\.Audit,VM\.GuestAgent\.FileRead --append 1/);
+    // 8.4: VM.Monitor.
+    stub.route('GET /nodes/pve1/qemu/120/agent/file-read', () => ({ status: 403, message: 'Permission check failed (/vms/120, VM.Monitor)' }));
+    const eight = await node().agentFileRead(120, '/etc/ssh/ssh_host_ed25519_key.pub').catch((e: Error) => e);
+    expect((eight as Error).message).toMatch(/to fix: give the token's role VM\.Monitor, Proxmox VE 8's guest agent privilege: pveum role modify <role> --privs VM\.Monitor --append 1/);
+  });
+
   test('a task that ends WARNINGS: n succeeded (PVE::Tools::upid_status_is_error)', async () => {
     const upid = fakeUpid('pve1', 'qmstart', '120');
     stub.route('POST /nodes/pve1/qemu/120/status/start', () => ({ data: upid }));

@@ -12,7 +12,10 @@ export function requiredPrivilege(method: string, path: string, params: Params):
     const vm = `/vms/${m[1]}`;
     const sub = m[2] ?? '';
     if (method === 'DELETE' && sub === '') return { privilege: 'VM.Allocate', path: vm };
-    if (sub.startsWith('/agent/')) return { privilege: 'VM.Monitor', path: vm };
+    // qemu-server PVE/API2/Qemu/Agent.pm, whose 403s name the privilege themselves; the
+    // release decides which.
+    if (sub === '/agent/file-read') return { privilege: 'VM.GuestAgent.FileRead (Proxmox VE 9; VM.Monitor on 8)', path: vm };
+    if (sub.startsWith('/agent/')) return { privilege: 'VM.GuestAgent.Audit (Proxmox VE 9; VM.Monitor on 8)', path: vm };
     if (sub === '/migrate') return { privilege: 'VM.Migrate', path: vm };
     // qemu-server PVE/API2/Qemu.pm clone_vm and template.
     if (sub === '/clone') return { privilege: `VM.Clone (and VM.Allocate on /vms/${params.newid ?? '<newid>'})`, path: vm };

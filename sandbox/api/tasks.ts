@@ -19,7 +19,7 @@ import { decodeUpid, encodeUpid, type Upid } from './upid';
 
 /** What a worker process is asked to do (sandbox/api/worker.ts runs it). */
 export interface TaskJob {
-  op: 'qm' | 'create' | 'config' | 'resize' | 'download';
+  op: 'qm' | 'create' | 'config' | 'resize' | 'template' | 'download';
   /** For `qm`: the qm command line the task amounts to. */
   argv?: string[];
   /** Validated parameters for the other ops. */

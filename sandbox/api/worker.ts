@@ -4,6 +4,7 @@ import { qm } from '../cli/qm';
 import { createVm } from '../cli/qm/create';
 import { updateVm } from '../cli/qm/set';
 import { resizeDisk } from '../cli/qm/resize';
+import { templateVm } from '../cli/qm/template';
 import { takeFaults } from '../state/faults';
 import { appendTaskLine, taskLogFile, type TaskJob } from './tasks';
 import { downloadUrl } from './download';
@@ -46,6 +47,10 @@ async function run(input: { dir: string; node: string; upid: string; job: TaskJo
   const { job } = input;
   try {
     for (const fault of takeFaults(input.dir, input.node, job.faultArgv)) {
+      if (fault.at !== undefined) {
+        (ctx.stepFaults ??= []).push(fault);
+        continue;
+      }
       await sleep(fault.latencyMs ?? 0);
       if (fault.hangMs !== undefined) await sleep(fault.hangMs);
       if (fault.hangMs !== undefined || fault.stderr !== undefined || fault.exitCode !== undefined) throw new CliError(fault.stderr ?? 'command failed');
@@ -59,6 +64,7 @@ async function run(input: { dir: string; node: string; upid: string; job: TaskJo
     else if (job.op === 'create') createVm(ctx, job.params!);
     else if (job.op === 'config') updateVm(ctx, job.params!);
     else if (job.op === 'resize') resizeDisk(ctx, job.params!);
+    else if (job.op === 'template') templateVm(ctx, job.params!);
     else await downloadUrl(ctx, job.params!, write);
     write(warnings > 0 ? `TASK WARNINGS: ${warnings}` : 'TASK OK');
   } catch (e) {

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { clusterPaths, type ClusterPaths } from '../state/paths';
 import { loadModel, type ClusterModel } from '../state/model';
+import type { FaultSpec } from '../state/faults';
 
 /** What one CLI call knows: which cluster, which node it runs on, and its own output. */
 export interface Ctx {
@@ -10,6 +11,8 @@ export interface Ctx {
   paths: ClusterPaths;
   out(line: string): void;
   err(line: string): void;
+  /** Faults injected into a step of this call's work (FaultSpec.at), fired there by the command. */
+  stepFaults?: FaultSpec[];
 }
 
 /** Where a call's output goes: its own stdout and stderr, or (resident server) a buffer. */

@@ -29,6 +29,10 @@ export async function runTool(dir: string, node: string, tool: Tool, args: strin
   try {
     if (!nodeOf(ctx.model, node)) throw new CliError(`sandbox: '${node}' is not a node of the cluster in ${dir}`);
     for (const fault of takeFaults(dir, node, [tool, ...args])) {
+      if (fault.at !== undefined) {
+        (ctx.stepFaults ??= []).push(fault);
+        continue;
+      }
       await sleep(fault.latencyMs ?? 0);
       if (fault.hangMs !== undefined) {
         await sleep(fault.hangMs);

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { clusterPaths } from './paths';
-import { readIfExists, withLock, writeFileAtomic } from './files';
+import { readIfExists, sleepSync, withLock, writeFileAtomic } from './files';
 
 /**
  * Faults tests inject into the sandbox's CLIs. They live in a file because every `qm` call
@@ -28,7 +28,20 @@ export interface FaultSpec {
    * the command: its task then ends `TASK WARNINGS: <n>` instead of `TASK OK`.
    */
   warn?: string[];
+  /**
+   * Where the fault fires. Absent: before the command runs (in API mode, as its task
+   * starts). A step: inside the command's work, once Proxmox's code has done what comes
+   * before it; after `latencyMs` the step fails with `stderr` as its error, and the command
+   * ends as Proxmox's does when its task fails there. `create_base`: `qm template`'s
+   * conversion of a disk into a base volume (pve-storage `vdisk_create_base`), after
+   * `template: 1` was written (qemu-server API2/Qemu.pm `template`). Counted (`times`)
+   * when the call starts, reached or not.
+   */
+  at?: FaultStep;
 }
+
+/** The steps inside a command a fault can fail (FaultSpec.at). */
+export type FaultStep = 'create_base';
 
 interface StoredFault extends FaultSpec {
   id: number;
@@ -89,4 +102,16 @@ export function takeFaults(dir: string, node: string, argv: string[]): FaultSpec
     if (fired.length > 0) writeFileAtomic(clusterPaths(dir).faults, JSON.stringify(left, null, 2));
     return fired;
   });
+}
+
+/**
+ * The fault a call took for `step` (FaultSpec.at), consumed: it sleeps its latency and
+ * returns the error text the step fails with; undefined when none is for that step.
+ */
+export function takeStepFault(faults: FaultSpec[] | undefined, step: FaultStep): string | undefined {
+  const i = faults?.findIndex((f) => f.at === step) ?? -1;
+  if (i < 0) return undefined;
+  const [fault] = faults!.splice(i, 1);
+  if (fault.latencyMs) sleepSync(fault.latencyMs);
+  return (fault.stderr ?? 'command failed').replace(/\n+$/, '');
 }

@@ -616,6 +616,23 @@ describe('templates and clones over HTTP', () => {
     expect(conf).not.toMatch(/^template:/m);
     for (const id of [191, 190]) expect((await task(await call('DELETE', `/nodes/pve1/qemu/${id}`))).status.exitstatus).toBe('OK');
   });
+
+  test('the template task writes `template: 1` before it converts the disks: a conversion that fails leaves the flag and the disk as it was', async () => {
+    await task(await call('POST', '/nodes/pve1/qemu', { vmid: 192, ...BASIC, scsi0: 'local-lvm:1' }));
+    const text = "can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout";
+    await t.cluster.injectFault({ command: 'qm template 192', at: 'create_base', stderr: text, times: 1 });
+    const failed = await task(await call('POST', '/nodes/pve1/qemu/192/template'));
+    expect(failed.status).toMatchObject({ type: 'qmtemplate', id: '192', exitstatus: text });
+    expect(failed.log.at(-1)).toBe(`TASK ERROR: ${text}`);
+    const conf = data<Record<string, string | number>>(await call('GET', '/nodes/pve1/qemu/192/config'));
+    expect(conf).toMatchObject({ template: 1, scsi0: 'local-lvm:vm-192-disk-0,size=1G' });
+    // A template now: only a disk named is converted.
+    const twice = await call('POST', '/nodes/pve1/qemu/192/template');
+    expect([twice.status, twice.statusMessage]).toEqual([500, "you can't convert a template to a template"]);
+    expect((await task(await call('POST', '/nodes/pve1/qemu/192/template', { disk: 'scsi0' }))).status.exitstatus).toBe('OK');
+    expect(data<Record<string, string>>(await call('GET', '/nodes/pve1/qemu/192/config')).scsi0).toBe('local-lvm:base-192-disk-0,size=1G');
+    expect((await task(await call('DELETE', '/nodes/pve1/qemu/192'))).status.exitstatus).toBe('OK');
+  });
 });
 
 describe('tasks', () => {

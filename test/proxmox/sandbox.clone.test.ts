@@ -53,6 +53,46 @@ test('qm template turns the disks into base volumes; the cloud-init drive stays;
   expect([again.exitCode, again.stderr]).toEqual([255, "you can't convert a template to a template"]);
 });
 
+test('a conversion that fails after `template: 1` was written still exits 0, as qm has no exit handler for its task; `--disk` finishes it', async () => {
+  await vmWithDisk(340, 'local-lvm');
+  const restore = await setModel({ storageLockTimeoutMs: 300 });
+  const held = holdLock(path.join(clusterPaths(t.cluster.dir).locksDir, 'pve-storage-local-lvm'));
+  let failed;
+  try {
+    failed = await qm('template', '340');
+  } finally {
+    held.release();
+    restore();
+  }
+  // RESTEnvironment's tee_worker prints the message of the task's `TASK ERROR:` line on stderr.
+  expect([failed.exitCode, failed.stderr]).toEqual([0, "can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout"]);
+  const conf = (await t.cluster.readConfig(340))!;
+  expect(conf).toContain('\ntemplate: 1\n');
+  expect(conf).toContain('\nscsi0: local-lvm:vm-340-disk-0,size=2G\n');
+  // Now a template: only a disk named converts it (template_create with $disk).
+  const again = await qm('template', '340');
+  expect([again.exitCode, again.stderr]).toEqual([255, "you can't convert a template to a template"]);
+  const disk = await qm('template', '340', '--disk', 'scsi0');
+  expect([disk.exitCode, disk.stderr]).toEqual([0, '']);
+  expect(await t.cluster.readConfig(340)).toContain('\nscsi0: local-lvm:base-340-disk-0,size=2G\n');
+  expect((await qm('destroy', '340')).exitCode).toBe(0);
+});
+
+test("a fault at create_base fails qm template's task there: exit 0, the fault's text on stderr, `template: 1` with the disk unconverted", async () => {
+  await vmWithDisk(341, 'local-lvm');
+  const text = "can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout";
+  await t.cluster.injectFault({ command: 'qm template 341', at: 'create_base', stderr: text, times: 1 });
+  const failed = await qm('template', '341');
+  expect([failed.exitCode, failed.stderr]).toEqual([0, text]);
+  const conf = (await t.cluster.readConfig(341))!;
+  expect(conf).toContain('\ntemplate: 1\n');
+  expect(conf).toContain('\nscsi0: local-lvm:vm-341-disk-0,size=2G\n');
+  // The fault is spent: the next conversion of the disk goes through.
+  expect((await qm('template', '341', '--disk', 'scsi0')).exitCode).toBe(0);
+  expect(await t.cluster.readConfig(341)).toContain('\nscsi0: local-lvm:base-341-disk-0,size=2G\n');
+  expect((await qm('destroy', '341')).exitCode).toBe(0);
+});
+
 test('a clone of a template is linked: new disk names, new cloud-init drive, new MAC and UUID, no template flag', async () => {
   const source = (await t.cluster.readConfig(300))!;
   const clone = await qm('clone', '300', '301', '--name', 'web-1');

@@ -26,7 +26,7 @@ export interface ProxmoxOperation {
   node: string;
   /**
    * A VM operation in qm's words (`create`, `set`, `importdisk`, `resize`, `migrate`,
-   * `start`, `stop`, `shutdown`, `reboot`, `destroy`, `config`, `status`, `list`,
+   * `start`, `stop`, `shutdown`, `reboot`, `destroy`, `template`, `config`, `status`, `list`,
    * `cloudinit dump`); any other call as its API request, `GET /nodes/pve1/status` (what
    * `pvesh get` sends); `pvesm` calls as `pvesm status`.
    */
@@ -78,7 +78,8 @@ export const isMutating = (o: ProxmoxOperation): boolean => !READS.has(o.op) && 
 /**
  * A fault on the operation `op` (on `vmid` when given; on `node` when given, else on any
  * node). In CLI mode it is on the `qm` command. In API mode an operation Proxmox runs as a
- * task (create, importdisk, resize, migrate, start, stop, shutdown, reboot, destroy) fails
+ * task (create, importdisk, resize, migrate, start, stop, shutdown, reboot, destroy,
+ * template) fails
  * or slows down in its task, as Proxmox reports such a failure, so the fault is on the
  * task's qm words; a synchronous one (set, config, status, list, cloudinit dump) on its
  * request, whose path names the node (`node`, else wherever the VM is, else the main
@@ -103,7 +104,7 @@ function faultCommand(h: Harness, t: { op: string; vmid?: number; node?: string 
   // The disk import is the one asynchronous config change (a POST with import-from): a
   // qmconfig task, which faults match as `qm set`.
   if (t.op === 'importdisk') return qm('set');
-  if (['create', 'resize', 'migrate', 'start', 'stop', 'shutdown', 'reboot', 'destroy'].includes(t.op)) return qm(t.op);
+  if (['create', 'resize', 'migrate', 'start', 'stop', 'shutdown', 'reboot', 'destroy', 'template'].includes(t.op)) return qm(t.op);
   const node = t.node ?? (t.vmid === undefined ? undefined : vmOwner(h.sandbox.dir, t.vmid)) ?? h.sandbox.mainNode;
   if (t.op === 'list') return `pvesh get /nodes/${node}/qemu`;
   if (t.vmid === undefined) throw new Error(`a fault on '${t.op}' in API mode needs the VMID (it is part of the request path)`);
@@ -194,6 +195,7 @@ function vmOperation(method: string, sub: string, params: Record<string, string>
   }
   if (sub === '/resize') return 'resize';
   if (sub === '/migrate') return 'migrate';
+  if (sub === '/template') return 'template';
   if (sub === '/status/current') return 'status';
   if (sub === '/cloudinit/dump') return 'cloudinit dump';
   const power = /^\/status\/(start|stop|shutdown|reboot)$/.exec(sub)?.[1];

@@ -388,7 +388,9 @@ export const qemuRoutes: Route[] = [
     },
   },
   {
-    // API2/Qemu.pm template: VM.Allocate; the checks answer the request, the work is a qmtemplate task.
+    // API2/Qemu.pm template: VM.Allocate; the checks answer the request, the work is a
+    // qmtemplate task, which writes `template: 1` before it converts the disks and may fail
+    // after it (templateVm).
     method: 'POST',
     path: '/nodes/{node}/qemu/{vmid}/template',
     props: { disk: TEMPLATE_DEF.props.disk },
@@ -399,7 +401,8 @@ export const qemuRoutes: Route[] = [
       if (conf.props.lock) throw new ApiError(500, `VM is locked (${conf.props.lock})\n`);
       if (conf.props.template === '1' && !r.params.disk) throw new ApiError(500, "you can't convert a template to a template\n");
       if (vmProcess(r.dir, vmid)) throw new ApiError(500, "you can't convert a VM to template if VM is running\n");
-      return qmTask(r, 'qmtemplate', ['template', String(vmid), ...options(r)]);
+      const params = Object.fromEntries(Object.entries(r.params).filter(([k]) => k !== 'node'));
+      return task(r, 'qmtemplate', { op: 'template', params, faultArgv: ['qm', 'template', String(vmid), ...options(r)] });
     },
   },
   {

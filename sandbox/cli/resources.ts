@@ -24,6 +24,8 @@ export interface GuestInfo {
   uptime: number;
   /** When the VMID was claimed (ms): pvestatd has not reported a VM newer than its cycle. */
   createdAt: number;
+  /** When the VM became a template (ms; 0: never, or long ago): pvestatd reports it a cycle later. */
+  templatedAt: number;
 }
 
 export function guests(ctx: Ctx): GuestInfo[] {
@@ -33,7 +35,8 @@ export function guests(ctx: Ctx): GuestInfo[] {
     if (raw === undefined) continue;
     const proc = vmProcess(ctx.dir, vmid);
     const createdAt = mtimeMs(ctx.paths.vmlistEntry(vmid));
-    out.push({ vmid, node, conf: parseConf(raw), running: !!proc, uptime: proc ? Math.floor((Date.now() - proc.startedAt) / 1000) : 0, createdAt });
+    const templatedAt = mtimeMs(ctx.paths.templatedAt(vmid));
+    out.push({ vmid, node, conf: parseConf(raw), running: !!proc, uptime: proc ? Math.floor((Date.now() - proc.startedAt) / 1000) : 0, createdAt, templatedAt });
   }
   return out;
 }
@@ -51,12 +54,18 @@ function mtimeMs(file: string): number {
  * pvestatd broadcasts every 10 s: a VM it has not reported yet has only its ids and
  * `status: unknown` (pve-manager PVE/API2Tools.pm `extract_vm_stats`), plus the `tags`
  * and `lock` PVE/API2/Cluster.pm `resources` reads from its config. The sandbox's
- * `statusLagMs` is how long that lasts after a create.
+ * `statusLagMs` is how long that lasts after a create. `template` is one of those
+ * reported fields (pvestatd reads it from the config each cycle): a VM just turned into a
+ * template still shows `template: 0` for `statusLagMs` after its conversion began.
  */
 export function clusterGuestResource(ctx: Ctx, g: GuestInfo): Record<string, unknown> {
   // A member of a pool names it (pve-manager Cluster.pm `resources`: `pool` from user.cfg).
   const pool = poolOf(ctx.dir, ctx.model, g.vmid);
-  if (Date.now() - g.createdAt >= (ctx.model.statusLagMs ?? 0)) return { ...guestResource(g), ...(pool ? { pool } : {}) };
+  const lag = ctx.model.statusLagMs ?? 0;
+  if (Date.now() - g.createdAt >= lag) {
+    const reported = Date.now() - g.templatedAt >= lag ? {} : { template: 0 };
+    return { ...guestResource(g), ...reported, ...(pool ? { pool } : {}) };
+  }
   const r: Record<string, unknown> = { id: `qemu/${g.vmid}`, node: g.node, status: 'unknown', type: 'qemu', vmid: g.vmid };
   if (g.conf.props.tags) r.tags = g.conf.props.tags;
   if (g.conf.props.lock) r.lock = g.conf.props.lock;

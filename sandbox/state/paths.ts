@@ -21,6 +21,11 @@ export function clusterPaths(dir: string) {
     vmlistDir: path.join(side, 'vmlist'),
     vmlistEntry: (vmid: number) => path.join(side, 'vmlist', String(vmid)),
     locksDir: path.join(side, 'locks'),
+    /**
+     * When a VM became a template (the file's mtime): pvestatd reports the config's
+     * `template` a status cycle later, so /cluster/resources lags it (../cli/resources.ts).
+     */
+    templatedAt: (vmid: number) => path.join(side, 'templated', String(vmid)),
     /** Pool membership, as user.cfg's `pool:` lines hold it: one file per member VMID. */
     poolDir: (pool: string) => path.join(side, 'pools', encodeURIComponent(pool)),
     volumesDir: (node: string, storage: string) => path.join(side, 'storage', node, storage),

@@ -93,6 +93,29 @@ test("a fault at create_base fails qm template's task there: exit 0, the fault's
   expect((await qm('destroy', '341')).exitCode).toBe(0);
 });
 
+test("/cluster/resources reports a new template's `template: 1` a status cycle late; its config says so at once", async () => {
+  await vmWithDisk(342, 'local-lvm');
+  const resource = async () => {
+    const out = await run(['pvesh', 'get', '/cluster/resources', '--type', 'vm', '--output-format', 'json']);
+    return (JSON.parse(out.stdout) as Array<{ vmid: number; name?: string; template?: number }>).find((v) => v.vmid === 342);
+  };
+  // A VM pvestatd has long reported: made two hours ago.
+  const past = new Date(Date.now() - 2 * 3_600_000);
+  fs.utimesSync(clusterPaths(t.cluster.dir).vmlistEntry(342), past, past);
+  const restore = await setModel({ statusLagMs: 3_600_000 });
+  try {
+    expect(await resource()).toMatchObject({ vmid: 342, name: 'golden', template: 0 });
+    expect((await qm('template', '342')).exitCode).toBe(0);
+    // pve-manager PVE/API2Tools.pm extract_vm_stats: `template` is pvestatd's, from its last cycle.
+    expect(await resource()).toMatchObject({ vmid: 342, template: 0 });
+    expect((await qm('config', '342')).stdout).toMatch(/^template: 1$/m);
+  } finally {
+    restore();
+  }
+  expect(await resource()).toMatchObject({ vmid: 342, template: 1 });
+  expect((await qm('destroy', '342')).exitCode).toBe(0);
+});
+
 test('a clone of a template is linked: new disk names, new cloud-init drive, new MAC and UUID, no template flag', async () => {
   const source = (await t.cluster.readConfig(300))!;
   const clone = await qm('clone', '300', '301', '--name', 'web-1');

@@ -61,6 +61,7 @@ export function qmDestroy(ctx: Ctx, argv: string[]): number {
     }
     fs.rmSync(ctx.paths.conf(ctx.node, vmid), { force: true });
     releaseVmid(ctx.dir, vmid);
+    fs.rmSync(ctx.paths.templatedAt(vmid), { force: true });
     clearVmProcess(ctx.dir, vmid);
     fs.rmSync(ctx.paths.guestDir(vmid), { recursive: true, force: true });
   });

@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs, type CommandDef, type Params } from '../args';
 import { CliError } from '../errors';
 import type { Ctx } from '../context';
@@ -58,6 +60,7 @@ export function templateVm(ctx: Ctx, p: Params): void {
   const disk: string | undefined = p.disk;
   withVmLock(ctx, vmid, () => {
     const conf = checkTemplate(ctx, vmid, disk);
+    if (conf.props.template !== '1') markTemplated(ctx, vmid);
     conf.props.template = '1';
     writeVm(ctx, vmid, conf);
     for (const { key, drive } of diskEntries(conf)) {
@@ -83,3 +86,9 @@ export function templateVm(ctx: Ctx, p: Params): void {
   });
 }
 
+/** When the config became a template: what /cluster/resources reports a status cycle later. */
+function markTemplated(ctx: Ctx, vmid: number): void {
+  const file = ctx.paths.templatedAt(vmid);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, '');
+}

@@ -4,6 +4,7 @@ import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { VmidTakenError } from '../lib/proxmox/errors';
 import { linkedCloneSupported } from '../lib/proxmox/linkedClone';
+import { describeDisks } from '../lib/proxmox/baseVolume';
 import {
   type Activities,
   failure,
@@ -17,7 +18,7 @@ import {
   templateMarkerValue,
 } from '../contract';
 import { markerSealFor } from '../lib/vm/markerSeal';
-import { readTemplates, templateIsFor, templateRecipe } from '../lib/vm/templates';
+import { readTemplates, templateIsFor, templateRecipe, unconvertedDisks } from '../lib/vm/templates';
 import { checkedInput } from './checkInput';
 import { cloudinitDriveKey, hardwareOptions, isThisRunsVm, newVmIdentity, sealedForRun } from './vm';
 import { withStorageSlot } from './storageSlots';
@@ -110,28 +111,45 @@ export function templateActivities(deps: TemplateDeps) {
     },
 
     /**
-     * Turns the built VM into the template: its markers sealed again with the template marker
-     * (what findTemplate trusts), the cloud-init drive removed (each clone gets its own, on
-     * the drive its machine type needs), then `qm template`. A VM that is a template already
-     * (a retry) is done.
+     * Turns the built VM into the template: its markers sealed again with the template marker,
+     * the cloud-init drive removed (each clone gets its own, on the drive its machine type
+     * needs), then `qm template`. Done only when every disk is a base volume: Proxmox writes
+     * `template: 1` before it converts the disks, and `qm template` exits 0 when the
+     * conversion fails, so neither says it worked. A conversion that failed fails the
+     * attempt with what Proxmox said (a storage lock's timeout: retryable); the retry finds
+     * `template: 1` and converts the disks left, one by one (`qm template --disk`, which a
+     * template allows). Until then readTemplates does not count the VM as a template.
      */
     async convertToTemplate(input: { vmid: number; owner: string; spec: InstallSpec; marker: TemplateMarker }): Promise<void> {
       const { vmid } = input;
       const spec = checkedInput(installSpecSchema, input.spec, 'convertToTemplate');
       const run = Context.current().info.workflowExecution?.runId;
       if (!run) throw failure('ConfigError', 'convertToTemplate runs for a workflow only');
+      const signal = Context.current().cancellationSignal;
       const node = await proxmox.nodeOf(vmid);
       const conf = await node.config(vmid);
-      if (conf.entries.template === '1') return;
       // The config just read answers it: isThisRunsVm would locate the VM and read it again.
       if (!sealedForRun(config, conf.description, vmid, input.owner, run)) {
         throw failure('NotManagedError', `VM ${vmid} is not the one this template build created`);
       }
-      const markers = { owner: input.owner, run, spec: specMarkerValue(spec), template: templateMarkerValue(input.marker) };
-      await node.setVmOptions(vmid, { description: installedDescription(markers, markerSealFor(config).seal({ vmid, ...markers }), spec.description) });
-      const cloudinit = cloudinitDriveKey(spec);
-      if (conf.disks.some((d) => d.key === cloudinit)) await node.setVmOptions(vmid, { delete: cloudinit });
-      await node.convertToTemplate(vmid);
+      if (conf.entries.template !== '1') {
+        const markers = { owner: input.owner, run, spec: specMarkerValue(spec), template: templateMarkerValue(input.marker) };
+        await node.setVmOptions(vmid, { description: installedDescription(markers, markerSealFor(config).seal({ vmid, ...markers }), spec.description) });
+        const cloudinit = cloudinitDriveKey(spec);
+        if (conf.disks.some((d) => d.key === cloudinit)) await node.setVmOptions(vmid, { delete: cloudinit });
+        await node.convertToTemplate(vmid, { signal });
+      } else {
+        for (const disk of await unconvertedDisks(node, vmid, conf)) {
+          Context.current().heartbeat();
+          await node.convertToTemplate(vmid, { disk: disk.key, signal });
+        }
+      }
+      const after = await node.config(vmid);
+      const left = after.entries.template === '1' ? await unconvertedDisks(node, vmid, after) : after.disks;
+      if (after.entries.template !== '1' || left.length > 0) {
+        const what = after.entries.template !== '1' ? 'without `template: 1`' : `with disks that are no base volumes: ${describeDisks(left)}`;
+        throw failure('ProxmoxCommandError', `the conversion of VM ${vmid} into a template ended ${what}`);
+      }
     },
 
     /**

@@ -96,9 +96,19 @@ export class CliNode implements ProxmoxNode {
     await this.write(cmd.qmClone(vmid, newid, opts), opts);
   }
 
-  /** `qm template`. A running VM or a template already throws VmStateError. */
-  async convertToTemplate(vmid: number, call: TaskOptions = {}): Promise<void> {
-    await this.write(cmd.qmTemplate(vmid), call);
+  /**
+   * `qm template`. A running VM or a template already throws VmStateError. qm.pm has no
+   * exit handler for this task, so a conversion that fails (a storage lock's timeout)
+   * still exits 0, with the task's error alone on stderr (the task's own output goes to
+   * stdout): anything there but a warning count is that failure.
+   */
+  async convertToTemplate(vmid: number, call: TaskOptions & { disk?: string } = {}): Promise<void> {
+    const argv = cmd.qmTemplate(vmid, { disk: call.disk });
+    const result = await this.write(argv, call);
+    const complaint = result.stderr.split('\n').filter((l) => l.trim() !== '' && !/^\s*(?:WARN(?:ING)?:|Task finished with \d+ warning)/.test(l));
+    if (complaint.length > 0) {
+      throw classifyFailure({ node: this.node, command: displayCommand(argv), exitCode: 0, stderr: result.stderr, stdout: result.stdout });
+    }
   }
 
   /**

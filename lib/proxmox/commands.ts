@@ -137,8 +137,11 @@ export const qmClone = (vmid: number, newid: number, opts: QmCloneOptions = {}):
   ...options({ name: opts.name, description: opts.description, full: opts.full, storage: opts.storage, format: opts.format, target: opts.target, pool: opts.pool }),
 ];
 
-/** `qm template`: the VM becomes a template, its disks base volumes. */
-export const qmTemplate = (vmid: number): Argv => ['qm', 'template', vm(vmid)];
+/**
+ * `qm template`: the VM becomes a template, its disks base volumes. `disk`: only that disk
+ * is converted, which a template allows (a conversion that failed after `template: 1`).
+ */
+export const qmTemplate = (vmid: number, opts: { disk?: string } = {}): Argv => ['qm', 'template', vm(vmid), ...options(opts)];
 
 export const qmStart = (vmid: number, opts: { timeout?: number; skiplock?: boolean } = {}): Argv => [
   'qm',

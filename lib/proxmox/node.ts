@@ -53,9 +53,13 @@ export interface ProxmoxNode {
   cloneVm(vmid: number, newid: number, opts?: TaskOptions & QmCloneOptions): Promise<void>;
   /**
    * Turns a stopped VM into a template (`qm template`, `POST .../template`), its disks into
-   * base volumes. A running VM or a template already throws VmStateError.
+   * base volumes; with `disk`, only that disk (a template's too). A running VM or a
+   * template already (without `disk`) throws VmStateError; a conversion that fails throws
+   * what its task failed with, though qm exits 0 then. Proxmox writes `template: 1` before
+   * it converts the disks, so neither the answer nor the flag says the disks are base
+   * volumes: the config does (lib/proxmox/baseVolume.ts).
    */
-  convertToTemplate(vmid: number, call?: TaskOptions): Promise<void>;
+  convertToTemplate(vmid: number, call?: TaskOptions & { disk?: string }): Promise<void>;
   /**
    * Copies an image into `storage` as a new volume of the VM and returns its volume ID.
    * The CLI reads a file on this node and leaves the disk unused unless `targetDisk`;

@@ -2,13 +2,18 @@ import crypto from 'node:crypto';
 import { parseTemplateMarker, type OsName, type TemplateInfo, type TemplateMarker, type TemplateTarget } from '../../contract';
 import type { Config } from '../config';
 import { INIT_SCRIPT_VERSION } from '../initScripts';
-import type { ProxmoxCluster } from '../proxmox';
+import type { ProxmoxCluster, ProxmoxNode } from '../proxmox';
+import { disksNotBase, isBaseVolume } from '../proxmox/baseVolume';
+import type { VmConfig, VmDisk } from '../proxmox/vmConfig';
 import { markerSealFor } from './markerSeal';
 
 /**
- * The templates of the cluster as QemuRun sees them: every VM with `template: 1` whose
+ * The templates of the cluster as QemuRun sees them: every VM whose config says
+ * `template: 1`, whose disks `qm template` finished turning into base volumes, and whose
  * markers this QemuRun sealed with a template marker. A template marker written by hand, or
- * copied from another VM, is not sealed for that VM and is not a template here.
+ * copied from another VM, is not sealed for that VM and is not a template here; nor is a
+ * VM whose conversion failed after Proxmox wrote `template: 1` (its disks are still
+ * `vm-<vmid>-disk-N`, which a linked clone cannot stand on).
  */
 
 /**
@@ -31,10 +36,12 @@ export async function readTemplates(config: Config, proxmox: ProxmoxCluster, now
     const node = proxmox.node(vm.node);
     if (!node) continue;
     const conf = await node.config(vm.vmid).catch(() => undefined);
-    if (!conf) continue;
+    if (conf?.entries.template !== '1') continue;
     const check = seal.check(conf.description, vm.vmid);
     const marker = check.sealed ? parseTemplateMarker(check.fields.template) : undefined;
-    if (marker) found.push({ ...marker, vmid: vm.vmid, ...(vm.name !== undefined ? { name: vm.name } : {}), node: vm.node });
+    if (!marker) continue;
+    if ((await unconvertedDisks(node, vm.vmid, conf)).length > 0) continue;
+    found.push({ ...marker, vmid: vm.vmid, ...(vm.name !== undefined ? { name: vm.name } : {}), node: vm.node });
   }
   found.sort((a, b) => b.builtAt.localeCompare(a.builtAt) || b.vmid - a.vmid);
   const newest = new Map<string, number>();
@@ -51,4 +58,15 @@ export async function readTemplates(config: Config, proxmox: ProxmoxCluster, now
 /** Whether a template was built for this target (storage absent: ASSIGN_STORAGE). */
 export function templateIsFor(t: TemplateMarker, target: TemplateTarget, assignStorage: string): boolean {
   return t.os === target.os && t.version === target.version && t.storage === (target.storage ?? assignStorage);
+}
+
+/**
+ * The disks of a VM with `template: 1` that `qm template` should have made base volumes and
+ * did not (../proxmox/baseVolume): empty once the conversion finished. The node's storage
+ * types are asked only when a disk is no base volume (thick LVM keeps its names).
+ */
+export async function unconvertedDisks(node: ProxmoxNode, vmid: number, conf: Pick<VmConfig, 'disks'>): Promise<VmDisk[]> {
+  if (conf.disks.every((d) => d.cdrom || /^unused\d+$/.test(d.key) || isBaseVolume(d.volid, vmid))) return [];
+  const types = new Map((await node.storageStatus()).map((s) => [s.name, s.type]));
+  return disksNotBase(conf, vmid, (storage) => types.get(storage));
 }

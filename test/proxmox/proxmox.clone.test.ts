@@ -115,4 +115,17 @@ describe.each(modes)('%s mode', (_mode, base, node) => {
     // Without a description of its own, a clone has its template's (clone_vm copies it).
     expect((await node().config(tpl + 4)).description).toBe('golden image');
   });
+
+  test("a conversion that fails after `template: 1` is the task's StorageLockError though qm exits 0; converting the disk left finishes it", async () => {
+    const vmid = tpl + 5;
+    await vmWithDisk(vmid);
+    const text = "can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout";
+    await t.cluster.injectFault({ command: `qm template ${vmid}`, at: 'create_base', stderr: text, times: 1 });
+    const err = await node().convertToTemplate(vmid).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StorageLockError);
+    expect(err).toMatchObject({ retryable: true, storage: 'local-lvm' });
+    expect((await node().config(vmid)).entries).toMatchObject({ template: '1', scsi0: `local-lvm:vm-${vmid}-disk-0,size=1G` });
+    await node().convertToTemplate(vmid, { disk: 'scsi0' });
+    expect((await node().config(vmid)).entries.scsi0).toBe(`local-lvm:base-${vmid}-disk-0,size=1G`);
+  });
 });

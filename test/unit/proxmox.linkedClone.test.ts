@@ -36,6 +36,7 @@ test('qm clone and qm template argv: every option its own argument, in a fixed o
     'qm', 'clone', '9000', '132', '--full', '1', '--storage', 'local', '--format', 'qcow2', '--target', 'pve2',
   ]);
   expect(qmTemplate(9000)).toEqual(['qm', 'template', '9000']);
+  expect(qmTemplate(9000, { disk: 'scsi0' })).toEqual(['qm', 'template', '9000', '--disk', 'scsi0']);
   expect(() => qmClone(9000, 0)).toThrow(RangeError);
 });
 

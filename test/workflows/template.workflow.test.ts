@@ -121,6 +121,39 @@ describeWorkflows('buildTemplate and installs that clone (time-skipping server, 
     expect(third.result.retired.sort()).toEqual([first.result.vmid, second.result.vmid].sort());
   });
 
+  test("a conversion that fails on the storage's lock is retried; one that keeps failing fails the build, retires nothing and removes its VM", async () => {
+    const cluster = new FakeCluster();
+    const old = await build(cluster);
+    const lockTimeout = () => ApplicationFailure.create({ type: 'StorageLockError', message: "can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout" });
+    const failing = (times: number) => {
+      let failed = 0;
+      const real = cluster.plain();
+      return cluster.activities({
+        async convertToTemplate(input) {
+          if (failed++ < times) throw lockTimeout();
+          return real.convertToTemplate(input);
+        },
+      });
+    };
+    const run = (activities: ReturnType<FakeCluster['activities']>) =>
+      t.withActivities(activities, async () => {
+        const handle = await t.env.client.workflow.start(buildTemplate, { workflowId: id('template'), taskQueue: t.taskQueue, args: [{ os: 'debian', version: '12' }] });
+        return handle.result().catch((e: unknown) => e);
+      });
+
+    cluster.calls.length = 0;
+    const failed = await run(failing(Infinity));
+    expect(rootCause(failed)).toMatchObject({ type: 'StorageLockError' });
+    expect(cluster.sequence().filter((a) => a === 'convertToTemplate')).toHaveLength(8);
+    expect(cluster.sequence()).not.toContain('retireTemplates');
+    expect([...cluster.vms.keys()]).toEqual([old.result.vmid]);
+
+    cluster.calls.length = 0;
+    const retried = await run(failing(1));
+    expect(retried).toMatchObject({ retired: [old.result.vmid] });
+    expect(cluster.sequence().filter((a) => a === 'convertToTemplate')).toHaveLength(2);
+  });
+
   test('a build that fails removes the VM it created', async () => {
     const cluster = new FakeCluster();
     const activities = cluster.activities({

@@ -115,9 +115,9 @@ export class ApiNode implements ProxmoxNode {
     await this.task('POST', this.vm(vmid, '/clone'), { newid, name, description, full, storage, format, target, pool }, opts);
   }
 
-  /** `POST .../template`: a qmtemplate task. */
-  async convertToTemplate(vmid: number, call: TaskOptions = {}): Promise<void> {
-    await this.task('POST', this.vm(vmid, '/template'), {}, call);
+  /** `POST .../template`: a qmtemplate task, which fails after it wrote `template: 1` when a disk's conversion fails. */
+  async convertToTemplate(vmid: number, call: TaskOptions & { disk?: string } = {}): Promise<void> {
+    await this.task('POST', this.vm(vmid, '/template'), { disk: call.disk }, call);
   }
 
   /**

@@ -82,5 +82,11 @@ export function templateNamePrefix(t: TemplateTarget): string {
   return `tpl-${t.os}-${t.version.replace(/\./g, '')}`;
 }
 
+/**
+ * The tag of template VMs. /cluster/resources reads tags from the config at once, while its
+ * `template` flag lags by up to a status cycle: a template just built is found by its tag.
+ */
+export const TEMPLATE_TAG = 'qemurun-template';
+
 /** The disk a template is built with: the smallest an install may ask for, so any install can clone it. */
 export const TEMPLATE_DISK_GB = LIMITS.diskGb.min;

@@ -4,6 +4,7 @@ import {
   DEFAULT_USER,
   type InstallSpec,
   TEMPLATE_DISK_GB,
+  TEMPLATE_TAG,
   templateNamePrefix,
   workflowInputs,
 } from '../contract';
@@ -39,7 +40,7 @@ export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTem
     ramMb: 2048,
     diskGb: TEMPLATE_DISK_GB,
     user: DEFAULT_USER[target.os],
-    tags: ['qemurun-template'],
+    tags: [TEMPLATE_TAG],
     ...onStorage,
   };
 

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { parseTemplateMarker, type OsName, type TemplateInfo, type TemplateMarker, type TemplateTarget } from '../../contract';
+import { parseTemplateMarker, TEMPLATE_TAG, type OsName, type TemplateInfo, type TemplateMarker, type TemplateTarget } from '../../contract';
 import type { Config } from '../config';
 import { INIT_SCRIPT_VERSION } from '../initScripts';
 import type { ProxmoxCluster, ProxmoxNode } from '../proxmox';
@@ -27,12 +27,18 @@ export function templateRecipe(config: Pick<Config, 'initScript'>, os: OsName, v
   return crypto.createHash('sha256').update(text).digest('hex').slice(0, 16);
 }
 
-/** Every sealed template of the cluster, newest first, with its state for this configuration. */
+/**
+ * Every sealed template of the cluster, newest first, with its state for this configuration.
+ * `/cluster/resources` says where each VM is, but its `template` (and `name`) are what
+ * pvestatd last reported, up to a status cycle old: a template built a moment ago is still
+ * `template: 0` there. So the VMs it flags and those tagged as QemuRun's templates (tags it
+ * reads from the config, at once) are looked at in their own config, which is current.
+ */
 export async function readTemplates(config: Config, proxmox: ProxmoxCluster, now = Date.now()): Promise<TemplateInfo[]> {
   const seal = markerSealFor(config);
   const found: Array<TemplateMarker & { vmid: number; name?: string; node: string }> = [];
   for (const vm of await proxmox.vms()) {
-    if (!vm.template) continue;
+    if (!vm.template && !vm.tags.includes(TEMPLATE_TAG)) continue;
     const node = proxmox.node(vm.node);
     if (!node) continue;
     const conf = await node.config(vm.vmid).catch(() => undefined);
@@ -41,7 +47,8 @@ export async function readTemplates(config: Config, proxmox: ProxmoxCluster, now
     const marker = check.sealed ? parseTemplateMarker(check.fields.template) : undefined;
     if (!marker) continue;
     if ((await unconvertedDisks(node, vm.vmid, conf)).length > 0) continue;
-    found.push({ ...marker, vmid: vm.vmid, ...(vm.name !== undefined ? { name: vm.name } : {}), node: vm.node });
+    const name = conf.name ?? vm.name;
+    found.push({ ...marker, vmid: vm.vmid, ...(name !== undefined ? { name } : {}), node: vm.node });
   }
   found.sort((a, b) => b.builtAt.localeCompare(a.builtAt) || b.vmid - a.vmid);
   const newest = new Map<string, number>();

@@ -99,8 +99,9 @@ export async function startHarness(
     RECONCILE_INTERVAL: 'off',
     // Schedule tests watch runs fire every few seconds.
     SCHEDULE_MIN_INTERVAL: '10s',
-    // Each test file's runs have a namespace of their own (./namespaces).
-    ...(process.env.TEST_TEMPORAL_NAMESPACE ? { TEMPORAL_NAMESPACE: process.env.TEST_TEMPORAL_NAMESPACE } : {}),
+    // Each test file's runs have a namespace of their own on the run's dev server
+    // (./namespaces); another server (realTemporal.ts) has the namespace it made.
+    ...(process.env.TEST_TEMPORAL_NAMESPACE && !sandboxOptions.temporalAddress ? { TEMPORAL_NAMESPACE: process.env.TEST_TEMPORAL_NAMESPACE } : {}),
     ...env,
   });
   const key = ensureSshKey(loaded.sshKeyPath);

@@ -34,9 +34,20 @@ export function vmProcess(dir: string, vmid: number): VmProcess | undefined {
   const rec = JSON.parse(raw) as VmProcess;
   const st = procStartTime(rec.pid);
   if (st === undefined || st !== rec.starttime) return undefined;
-  // A zombie (exited, not yet reaped by its parent) is not running.
+  // A zombie (exited, not yet reaped by its parent) is not running, once its last thread
+  // is gone: a killed Node process's main thread shows 'Z' while its other threads still
+  // exit, and until the last one has, its sockets (the guest's sshd) still accept
+  // connections, which then end in a reset instead of a refusal.
   const state = readIfExists(`/proc/${rec.pid}/stat`)?.split(') ')[1]?.[0];
-  return state === 'Z' || state === 'X' ? undefined : rec;
+  return (state === 'Z' || state === 'X') && threadCount(rec.pid) <= 1 ? undefined : rec;
+}
+
+function threadCount(pid: number): number {
+  try {
+    return fs.readdirSync(`/proc/${pid}/task`).length;
+  } catch {
+    return 0;
+  }
 }
 
 /** What stands for a running VM: a process guest, or a real guest's QEMU supervisor. */

@@ -30,7 +30,7 @@ const common = {
 // the sandbox reached through its REST API (Proxmox API mode). What the HTTP layer does
 // (input errors, idempotency keys, Last-Event-ID, concurrency of the API) is the same in
 // both modes and is proven once, in the e2e project.
-const apiModeSuites = ['install.e2e', 'install.behaviour', 'install.placement', 'install.userData', 'install.dhcp', 'lifecycle', 'lifecycle.cpu', 'rebuild', 'templates'];
+const apiModeSuites = ['install.e2e', 'install.behaviour', 'install.placement', 'install.userData', 'install.dhcp', 'lifecycle', 'lifecycle.cpu', 'rebuild', 'templates', 'templates.current'];
 
 const endToEnd = {
   ...common,

@@ -7,11 +7,13 @@
  *   node scripts/test.js e2e api-mode     some of them (names below), in that order
  *   node scripts/test.js e2e -- -t cancel  anything after `--` goes to every jest run
  *
- * Real guests are CPU-bound under TCG while the end-to-end files mostly wait (on boots,
- * streams and polls), so the `guests` suite runs beside the others instead of after them;
- * its output is kept in test-results/guests.log and printed when the rest is done. Each
- * suite writes jest's JSON results to test-results/<suite>.json, which the table (and
- * .ci/run's, through QEMURUN_TEST_TIMES) reads.
+ * Two lanes share the machine: the `guests` suite (real guests under TCG), then the API-mode
+ * pass, run in one, beside the other suites in the other, so the two longest stretches of
+ * the run overlap instead of adding up (each pass has its own Temporal dev server, and its
+ * files their own namespaces). The side lane's output is kept in test-results/<suite>.log
+ * and printed when the rest is done. Each suite writes jest's JSON results to
+ * test-results/<suite>.json, which the table (and .ci/run's, through QEMURUN_TEST_TIMES)
+ * reads.
  */
 const fs = require('node:fs');
 const path = require('node:path');
@@ -31,10 +33,10 @@ const SUITES = {
   workflows: { projects: ['workflow'], args: ['--runInBand'] },
   // One dev server for the run; each file its own namespace, one file at a time.
   e2e: { projects: ['e2e'], args: ['--runInBand'] },
-  'api-mode': { projects: ['api-mode'], args: ['--runInBand'] },
+  'api-mode': { projects: ['api-mode'], args: ['--runInBand'], beside: true },
   guests: { projects: ['guests'], args: ['--runInBand'], beside: true },
 };
-const ALL = ['guests', 'unit', 'proxmox', 'workflows', 'e2e', 'api-mode'];
+const ALL = ['guests', 'api-mode', 'unit', 'proxmox', 'workflows', 'e2e'];
 
 function parseArgs(argv) {
   const dash = argv.indexOf('--');
@@ -78,24 +80,28 @@ async function main() {
   fs.mkdirSync(resultsDir, { recursive: true });
   for (const n of names) fs.rmSync(path.join(resultsDir, `${n}.json`), { force: true });
 
-  // A side lane only when something else runs meanwhile; alone, a suite streams as usual.
-  const beside = names.length > 1 ? names.filter((n) => SUITES[n].beside) : [];
-  const side = beside.map((n) => {
-    const log = path.join(resultsDir, `${n}.log`);
-    console.log(`== ${n}: started beside the other suites; its output is in ${path.relative(root, log)}, printed at the end`);
-    return runSuite(n, extra, resultsDir, log).then((r) => {
+  // A side lane only when something else runs meanwhile; otherwise suites stream as usual.
+  const beside = names.some((n) => !SUITES[n].beside) ? names.filter((n) => SUITES[n].beside) : [];
+  // The side lane's suites run one after another, as listed.
+  const sideLane = (async () => {
+    const done = [];
+    for (const n of beside) {
+      const log = path.join(resultsDir, `${n}.log`);
+      console.log(`== ${n}: started beside the other suites; its output is in ${path.relative(root, log)}, printed at the end`);
+      const r = await runSuite(n, extra, resultsDir, log);
       console.log(`== ${n}: ${r.status} after ${Math.round(r.seconds)} s`);
-      return { ...r, log };
-    });
-  });
+      done.push({ ...r, log });
+    }
+    return done;
+  })();
 
   const results = [];
   for (const n of names.filter((x) => !beside.includes(x))) {
     console.log(`== ${n}`);
     results.push(await runSuite(n, extra, resultsDir));
   }
-  if (side.length) console.log(`== waiting for ${beside.join(', ')}`);
-  for (const r of await Promise.all(side)) {
+  if (beside.length) console.log(`== waiting for ${beside.join(', ')}`);
+  for (const r of await sideLane) {
     console.log(`== ${r.name} (run beside the others): its output`);
     process.stdout.write(fs.readFileSync(r.log, 'utf8'));
     results.push(r);

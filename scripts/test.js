@@ -4,7 +4,8 @@
  * time went.
  *
  *   node scripts/test.js                  all suites
- *   node scripts/test.js e2e api-mode     some of them (names below), in that order
+ *   node scripts/test.js e2e api-mode     some of them (names below); `guests` and `api-mode`
+ *                                         in the side lane when another suite runs too
  *   node scripts/test.js e2e -- -t cancel  anything after `--` goes to every jest run
  *
  * Two lanes share the machine: the `guests` suite (real guests under TCG), then the API-mode
@@ -114,7 +115,9 @@ async function main() {
   process.exit(failed.length ? 1 : 0);
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

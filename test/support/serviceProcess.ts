@@ -35,6 +35,8 @@ export function spawnService(env: Record<string, string>, nodeArgs: string[] = [
   return { child, pid: child.pid!, output: () => out };
 }
 
+const SELF_INFLICTED_PORT_CLASH = /is in use by pid \d+ \((?:[^)]*sandbox\/|\S*temporal server start-dev )/;
+
 /** Starts dist/main.js and waits for the last banner line (the task queue). */
 export async function startServiceProcess(env: Record<string, string>, nodeArgs: string[] = []): Promise<ServiceProcess> {
   for (let attempt = 1; ; attempt++) {
@@ -43,10 +45,11 @@ export async function startServiceProcess(env: Record<string, string>, nodeArgs:
     while (!service.output().includes('Task queue:')) {
       if (service.child.exitCode !== null || Date.now() > deadline) {
         service.child.kill('SIGKILL');
-        // The port a test found free went, in the meantime, to the service's own sandbox
-        // API server (which binds any free port): that server is gone with the service
-        // and takes another port next time. Anything else is the test's failure.
-        if (attempt < 3 && service.child.exitCode !== null && /is in use by pid \d+ \([^)]*sandbox\//.test(service.output())) break;
+        // The port a test found free went, in the meantime, to one of the service's own
+        // children that bind any free port (the sandbox's API server, the embedded Temporal
+        // dev server's HTTP and metrics ports): they are gone with the service and take
+        // other ports next time. Anything else is the test's failure.
+        if (attempt < 3 && service.child.exitCode !== null && SELF_INFLICTED_PORT_CLASH.test(service.output())) break;
         throw new Error(`the service did not come up:\n${service.output()}`);
       }
       await new Promise((r) => setTimeout(r, 100));

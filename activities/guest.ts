@@ -7,11 +7,12 @@ import { fingerprint, hostKeyLine, parseHostKey } from '../lib/guestHostKey';
 import { hashRootPassword } from '../lib/rootPassword';
 import { ensureSshKey } from '../lib/sshKey';
 import { initScriptEnv, initScriptFor } from '../lib/initScripts';
+import { REBOOT_NEED_SCRIPT, parseRebootNeed } from '../lib/rebootNeed';
 import { shellQuote } from '../lib/executor/quote';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { checkedInput } from './checkInput';
-import { failure, field, isFailureOf, type InitScriptPhase, type PinnedHostKey } from '../contract';
+import { failure, field, isFailureOf, type InitScriptPhase, type InitScriptRun, type PinnedHostKey } from '../contract';
 import type { ApplicationFailure } from '@temporalio/common';
 
 export interface GuestDeps {
@@ -201,7 +202,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
       hostKey?: string;
       vmid?: number;
       phase?: InitScriptPhase;
-    }): Promise<void> {
+    }): Promise<InitScriptRun> {
       checkedInput(field.user, input.user, 'runInitScript');
       if (input.phase !== undefined) checkedInput(field.initScriptPhase, input.phase, 'runInitScript');
       const ctx = Context.current();
@@ -225,6 +226,18 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
           }),
         );
         if (code !== 0) throw failure('InitScriptError', `init script exited with code ${code}`);
+        // A template is sealed and shut down, a clone boots the template's kernel: only a
+        // full run asks whether the guest must reboot.
+        if (input.phase !== undefined) return {};
+        let said = '';
+        const checked = await execOnGuest(conn, 'sh -s', {
+          stdin: REBOOT_NEED_SCRIPT,
+          signal: ctx.cancellationSignal,
+          onLine: (line, stream) => {
+            if (stream === 'stdout') said += `${line}\n`;
+          },
+        });
+        return { reboot: parseRebootNeed(said, checked) };
       } finally {
         conn.end();
         await out.close();

@@ -130,7 +130,8 @@ export interface Activities {
   readGuestAddress(input: { vmid: number; wait?: boolean }): Promise<{ ip?: string; reason?: string }>;
   waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void>;
   /** Without `phase`, the full run (a VM built from an image); see InitScriptPhase. */
-  runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string; phase?: InitScriptPhase }): Promise<void>;
+  /** A full run also asks the guest whether it must reboot (`reboot`); a phase run does not. */
+  runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string; phase?: InitScriptPhase }): Promise<InitScriptRun>;
 
   // Rebuilds.
   inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec }): Promise<RebuildTarget>;
@@ -163,4 +164,15 @@ export interface PinnedHostKey {
   source: 'guest agent' | 'first use';
   /** `SHA256:…`, for the operator. */
   fingerprint: string;
+}
+
+/** Whether a guest must reboot to use what its init script installed, and why (lib/rebootNeed.ts). */
+export interface RebootNeed {
+  required: boolean;
+  why: string;
+}
+
+/** What an init script run reports. Runs recorded before it returned nothing. */
+export interface InitScriptRun {
+  reboot?: RebootNeed;
 }

@@ -277,6 +277,9 @@ function diskFields() {
     source: z
       .enum(['template', 'image'], { error: 'source must be "template" or "image"' })
       .describe('what the VM is built from: a clone of its OS version\'s template, or the cloud image; left out: the template when a fresh one exists'),
+    reboot: z
+      .enum(['auto', 'always'], { error: 'reboot must be "auto" or "always"' })
+      .describe('after the init script of an image install: "auto" reboots when the guest says it must (a new kernel, /run/reboot-required, needs-restarting -r), "always" as the seed did; left out: "auto"'),
   };
 }
 
@@ -353,6 +356,8 @@ const installSpecObject = z
     bios: field.bios.optional(),
     // Templates (issue 25): absent in specs written before, which meant the image (there were no templates).
     source: field.source.optional(),
+    // Absent in specs written before: "auto" (installs recorded before it always rebooted, by their patch).
+    reboot: field.reboot.optional(),
     // Address pools (issue 24): absent in specs written before, which meant the /24 formula.
     addressPool: field.addressPool.optional(),
   })

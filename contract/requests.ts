@@ -65,6 +65,8 @@ export const installBodySchema = z
     bios: field.bios.optional(),
     // Templates (issue 25): "template" or "image"; left out, the template when a fresh one exists.
     source: field.source.optional(),
+    // "auto" (left out) or "always": whether the image path reboots after its init script.
+    reboot: field.reboot.optional(),
     // cloud-init user-data (issue 24): travels as a secret, never in the spec.
     userData: field.userData.optional(),
   })
@@ -113,6 +115,7 @@ export function installSpecFromBody(b: InstallBody, caps: SizeCaps): InstallSpec
     ...disksOf(b),
     ...(b.ip === 'dhcp' ? { ip: 'dhcp' as const } : {}),
     ...(b.source !== undefined ? { source: b.source } : {}),
+    ...(b.reboot !== undefined ? { reboot: b.reboot } : {}),
   };
 }
 

@@ -84,6 +84,12 @@ export interface InstallSpec {
    * image. Undefined: the template when a fresh one exists, else the image.
    */
   source?: 'template' | 'image';
+  /**
+   * After an image install's init script: `auto` reboots when the guest says it must (a new
+   * kernel, /run/reboot-required, `needs-restarting -r`), `always` as the seed did.
+   * Undefined: `auto`.
+   */
+  reboot?: 'auto' | 'always';
 }
 
 /** The DNS an install writes as Proxmox's `nameserver` and `searchdomain` options. */

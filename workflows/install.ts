@@ -7,6 +7,7 @@ import {
   type InstallSpec,
   type PoolAddress,
   type QemuRunSinks,
+  type RebootNeed,
   type TemplateChoice,
   vmSearchAttributes,
   workflowInputs,
@@ -46,6 +47,12 @@ const GUEST_ADDRESS = 'guest-address';
  * (issue 25): installs that started before it built every VM from the image.
  */
 const INSTALL_FROM_TEMPLATE = 'install-from-template';
+
+/**
+ * The patch that reboots an image install only when the guest says it must, or when the
+ * spec says `reboot: "always"` (issue 40). Installs that started before it always rebooted.
+ */
+const REBOOT_WHEN_REQUIRED = 'reboot-when-required';
 
 type Template = Extract<TemplateChoice, { vmid: number }>;
 
@@ -152,9 +159,9 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         read.ip === undefined ? `the guest agent reports no address (${read.reason ?? 'no answer'})` : read.ip === ip ? `the guest agent reports ${read.ip}, as configured` : `the guest agent reports ${read.ip}, not the configured ${ip}`,
       );
     }
-    await step('VM initialization > init script', `running the ${spec.os} ${spec.version} init script`, async () => {
+    const ran = await step('VM initialization > init script', `running the ${spec.os} ${spec.version} init script`, async () => {
       if (patched(WAIT_FOR_CLOUD_INIT)) await guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
-      await guest.runInitScript({
+      return await guest.runInitScript({
         ip,
         user: spec.user,
         os: spec.os,
@@ -167,7 +174,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       });
     });
     // A clone's kernel and packages are the template's, already booted once: nothing asks for a reboot.
-    if (!template) {
+    if (!template && rebootAfterInitScript(ran?.reboot)) {
       await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid }));
       await step('VM initialization > wait for SSH', `waiting for SSH on ${ip} after reboot`, () =>
         guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, hostKey }),
@@ -182,6 +189,20 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const { state, failedStep } = await failWithCleanup(err, progress, compensations, 'install cancelled');
     metrics.installFinished(os, state, (Date.now() - started) / 1000, failedStep);
     throw err;
+  }
+
+  /**
+   * Whether the image path reboots, said in an event either way: as asked (`always`), or as
+   * the guest answered after its init script. A worker from before the question answers
+   * nothing, and the install reboots as it always did.
+   */
+  function rebootAfterInitScript(need: RebootNeed | undefined): boolean {
+    if (!patched(REBOOT_WHEN_REQUIRED)) return true;
+    const at = 'VM initialization > reboot';
+    if (spec.reboot === 'always') progress.info(at, 'rebooting, as asked (reboot "always")');
+    else if (need === undefined) progress.info(at, 'rebooting: the worker did not ask the guest whether it must');
+    else progress.info(at, need.required ? `rebooting: ${need.why}` : `no reboot needed: ${need.why}`);
+    return spec.reboot === 'always' || need?.required !== false;
   }
 
   /**

@@ -43,6 +43,7 @@ const FLAGS: { [F in Exclude<keyof InstallBody, IgnoredField>]-?: { flag: string
   addressPool: { flag: '--address-pool <name>', help: 'the address pool (ADDRESS_POOLS) to lease the address from (default: the first)' },
   ip: { flag: '--ip <dhcp|address>', help: "dhcp: the VM's address by DHCP, read from its guest agent; or one free address of an address pool (default: the pool's next free one, else GATEWAY's /24 and the VMID)" },
   bios: { flag: '--bios <bios>', help: 'seabios or ovmf (ovmf adds an EFI disk, no pre-enrolled Secure Boot keys)' },
+  reboot: { flag: '--reboot <when>', help: 'auto or always: after the init script of an image install, reboot when the guest needs it, or always (default: auto)' },
   source: { flag: '--source <source>', help: 'template or image (default: a clone of the fresh template of the OS version when there is one, else the image)' },
   // A file, not the text: user-data is long, and may hold secrets that do not belong in ps.
   userData: { flag: '--user-data <file>', help: 'a #cloud-config file merged into the VM\'s cloud-init user-data (CLI mode only, SNIPPETS_STORAGE)', parse: (v) => readFile(v) },

@@ -53,6 +53,34 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     expect(page.events.slice(-3).map((e) => e.message)).toEqual(['[*] VMID: 120', '[*] IP: 10.10.0.120', '[*] User: admin']);
   });
 
+  test('the image path reboots when the guest says it must or the spec says "always", not otherwise, and its events say which', async () => {
+    const run = async (cluster: FakeCluster, over: Partial<InstallSpec>) =>
+      t.withActivities(cluster.activities(), async () => {
+        const handle = await t.env.client.workflow.start(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input(over)] });
+        await handle.result();
+        return (await handle.query(progressQuery, 0)).events;
+      });
+    const settled: Array<[boolean, string]> = [
+      [true, 'VM initialization > reboot: [*] rebooting: kernel 6.1.0-99-amd64 is installed, 6.1.0-27-amd64 is running'],
+      [false, 'VM initialization > reboot: [*] no reboot needed: no newer kernel than the running 6.1.0-27-amd64, no /run/reboot-required'],
+    ];
+    for (const [required, said] of settled) {
+      const cluster = new FakeCluster();
+      if (!required) cluster.rebootNeed = { required: false, why: 'no newer kernel than the running 6.1.0-27-amd64, no /run/reboot-required' };
+      const events = await run(cluster, {});
+      expect(cluster.sequence().slice(cluster.sequence().indexOf('runInitScript'))).toEqual(required ? ['runInitScript', 'rebootVm', 'waitForSsh'] : ['runInitScript']);
+      expect(events.map((e) => `${e.step}: ${e.message}`)).toContain(said);
+      // The seed's four final events, either way.
+      expect(events.slice(-4).map((e) => e.message)).toEqual([expect.stringMatching(/^\[\+\] VM installation completed in/), '[*] VMID: 120', '[*] IP: 10.10.0.120', '[*] User: admin']);
+    }
+
+    const asked = new FakeCluster();
+    asked.rebootNeed = { required: false, why: 'nothing new' };
+    const events = await run(asked, { reboot: 'always' });
+    expect(asked.sequence().slice(-2)).toEqual(['rebootVm', 'waitForSsh']);
+    expect(events.map((e) => `${e.step}: ${e.message}`)).toContain('VM initialization > reboot: [*] rebooting, as asked (reboot "always")');
+  });
+
   test('a DHCP install reads its address from the guest agent after start, and uses it for SSH and in its result', async () => {
     const cluster = new FakeCluster();
     const { result, page } = await t.withActivities(cluster.activities(), async () => {

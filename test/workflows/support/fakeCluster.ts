@@ -1,5 +1,5 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { verdict, type Activities, type InstallSpec, type OwnerState, type TemplateMarker } from '../../../contract';
+import { verdict, type Activities, type InstallSpec, type OwnerState, type RebootNeed, type TemplateMarker } from '../../../contract';
 import { VmidTakenError } from '../../../lib/proxmox/errors';
 
 export interface FakeVm {
@@ -37,6 +37,9 @@ export class FakeCluster {
   readonly calls: Call[] = [];
   /** How each owner workflow stands, as the reconciler reads it; unlisted: unknown to the namespace. */
   readonly owners = new Map<string, OwnerState>();
+
+  /** What a full init script run finds: by default a new kernel, so the image path reboots. */
+  rebootNeed: RebootNeed = { required: true, why: 'kernel 6.1.0-99-amd64 is installed, 6.1.0-27-amd64 is running' };
 
   constructor(readonly mainNode = 'pve1') {}
 
@@ -79,6 +82,7 @@ export class FakeCluster {
     const vms = this.vms;
     const owners = this.owners;
     const mainNode = this.mainNode;
+    const rebootNeed = () => this.rebootNeed;
     const get = (vmid: number) => vms.get(vmid);
     return {
       async checkStorage() {},
@@ -162,7 +166,9 @@ export class FakeCluster {
         return undefined;
       },
       async waitForCloudInit() {},
-      async runInitScript() {},
+      async runInitScript({ phase }) {
+        return phase === undefined ? { reboot: rebootNeed() } : {};
+      },
       /** A DHCP guest's lease is outside the formula's /24; a static guest reports its address. */
       async readGuestAddress({ vmid }) {
         const vm = get(vmid);

@@ -45,6 +45,10 @@ describe.each([
     expect(res.events[0].message).toContain(workflowId);
     expect(res.closed).toBe(true);
     expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+    // A process guest has no newer kernel in /boot and no /run/reboot-required: no reboot.
+    expect(res.events.filter((e) => e.step === 'VM initialization > reboot').map((e) => e.message)).toEqual([
+      expect.stringMatching(/^\[\*\] no reboot needed: no newer kernel than the running \S+, no \/run\/reboot-required$/),
+    ]);
 
     const last = finalEvents(res.events);
     expect(last.map((e) => e.step)).toEqual(Array(4).fill('VM initialization > finalizing'));

@@ -46,6 +46,9 @@ const USER_DATA = [
   '  - path: /etc/qemurun-note',
   '    content: "written by cloud-init\\n"',
   "    permissions: '0640'",
+  // As a kernel upgrade leaves it: the install must reboot to use it.
+  '  - path: /boot/vmlinuz-99.0.0-1-amd64',
+  '    content: "a kernel newer than the running one\\n"',
   'runcmd:',
   '  - echo ran > /var/tmp/runcmd-done',
   '  - [touch, /var/tmp/runcmd-argv]',
@@ -57,6 +60,10 @@ onceInCliMode('an install with userData: the cicustom snippet, merged, and its w
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
   // userData never shows in the progress a client (and the history's events) see.
   expect(JSON.stringify(res.events)).not.toContain('runcmd-done');
+  // The guest said it needs a reboot for its new kernel, and got one.
+  const rebootEvents = res.events.filter((e) => e.step === 'VM initialization > reboot').map((e) => e.message);
+  expect(rebootEvents[0]).toMatch(/^\[\*\] rebooting: kernel 99\.0\.0-1-amd64 is installed, \S+ is running$/);
+  expect(rebootEvents).toContain('[*] rebooting VM');
 
   const conf = await config();
   expect(conf.entries.cicustom).toBe(`user=${SNIPPET}`);

@@ -282,7 +282,8 @@ function checkEventsOnceInOrder(events: SseEvent[]): void {
   const first = followStream(`${apis[0].url}/vm/install`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ name: 'survivor', os: 'debian', version: '12', node: 'pve2' }),
+    // "always": a process guest needs no reboot, and the reboot step is one to strike.
+    body: JSON.stringify({ name: 'survivor', os: 'debian', version: '12', node: 'pve2', reboot: 'always' }),
   });
   const workflowId = await first.workflowId;
   // The API's own storage check is done: only the storage step can meet this hold now. The

@@ -171,8 +171,14 @@ test(
     // The main node's key works for both too.
     expect(await inGuest(custom.ip, 'debian', 'true', h.key.privateKey)).toBe('');
     await expect(inGuest(custom.ip, 'debian', 'true', userKeyPair().privateKey)).rejects.toThrow(/authentication/);
-    // The install's reboot was a real one.
-    expect(await inGuest(efi.ip, efi.user, 'journalctl --list-boots --no-pager | wc -l')).not.toBe('1');
+    // The guest said whether it needs a reboot (a newer kernel than the image's from the
+    // upgrade, or none), and the install did as it said: one boot, or a real second one.
+    for (const vm of [custom, efi]) {
+      const said = vm.res.events.filter((e) => e.step === 'VM initialization > reboot' && /^\[\*\] (rebooting:|no reboot needed:)/.test(e.message)).map((e) => e.message);
+      expect(said).toEqual([expect.stringMatching(/^\[\*\] (rebooting: kernel \S+ is installed, \S+ is running|no reboot needed: no newer kernel than the running \S+-amd64, no \/run\/reboot-required)$/)]);
+      const boots = await inGuest(vm.ip, vm.user, "journalctl --list-boots --no-pager | grep -cE '^ *-?[0-9]+ '");
+      expect(Number(boots)).toBe(said[0].startsWith('[*] rebooting') ? 2 : 1);
+    }
   },
   40 * MINUTES,
 );

@@ -9,11 +9,17 @@ import { ensureSshKey } from '../lib/sshKey';
 import { initScriptEnv, initScriptFor } from '../lib/initScripts';
 import { REBOOT_NEED_SCRIPT, parseRebootNeed } from '../lib/rebootNeed';
 import { shellQuote } from '../lib/executor/quote';
+import { portAnswers } from '../lib/network';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { checkedInput } from './checkInput';
 import { failure, field, isFailureOf, type InitScriptPhase, type InitScriptRun, type PinnedHostKey } from '../contract';
 import type { ApplicationFailure } from '@temporalio/common';
+
+/** How often waitForSsh looks for a listening sshd; a refused connection costs nothing. */
+const SSH_PORT_POLL_MS = 250;
+/** How often it looks again once a key was seen but the login is not ready. */
+const SSH_READY_POLL_MS = 500;
 
 export interface GuestDeps {
   config: Config;
@@ -87,8 +93,18 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
       let agentKey: string | undefined;
       let agentError = '';
       let firstSeen: { key: string; at: number } | undefined;
+      let unready = 0;
       for (let attempt = 1; Date.now() < deadline; attempt++) {
         ctx.heartbeat({ attempt });
+        // Until the guest's sshd listens, a refused (or unanswered, half a second) connection
+        // costs nothing, while each question to the guest agent is a Proxmox call: look
+        // often, at a fixed interval, and ask the agent only once SSH is up (the agent starts
+        // before sshd, so it is there to ask by then).
+        if (!(await portAnswers(input.ip, config.vmSshPort))) {
+          lastError = `nothing accepts connections on ${input.ip}:${config.vmSshPort}`;
+          await sleep(SSH_PORT_POLL_MS);
+          continue;
+        }
         if (input.vmid !== undefined && agentKey === undefined) ({ key: agentKey, error: agentError } = await agentHostKey(input.vmid));
         if (agentKey && input.hostKey && agentKey !== input.hostKey) {
           throw failure(
@@ -133,10 +149,11 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
           if (isFailureOf((err as ApplicationFailure).type, 'HostKeyMismatchError')) throw err;
           lastError = (err as Error).message;
         }
-        // The guest agent starts seconds before sshd (both after cloud-init's host keys):
-        // once it has answered, or SSH has, the wait is short, so look every second rather
-        // than at the back-off's five, which under emulation left a usable guest idle.
-        await sleep(agentKey !== undefined || firstSeen !== undefined ? 1000 : Math.min(5000, 500 * attempt));
+        // Once the agent or SSH has shown a key, what is missing comes within seconds: look
+        // often. Before that, something accepts connections yet nothing is ready (a port
+        // forward in front of a booting guest, a guest without sshd yet): each look costs a
+        // Proxmox call, so back off.
+        await sleep(agentKey !== undefined || firstSeen !== undefined ? SSH_READY_POLL_MS : Math.min(5000, 500 * ++unready));
       }
       // Waiting longer would not help; the workflow cleans up instead of retrying.
       throw failure(

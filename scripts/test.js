@@ -4,15 +4,18 @@
  * time went.
  *
  *   node scripts/test.js                  all suites
- *   node scripts/test.js e2e api-mode     some of them (names below); `guests` and `api-mode`
- *                                         in the side lane when another suite runs too
+ *   node scripts/test.js e2e api-mode     some of them (names below); `guests`, `api-mode` and
+ *                                         `e2e-kill` beside when another suite runs too
  *   node scripts/test.js e2e -- -t cancel  anything after `--` goes to every jest run
  *
- * Two lanes share the machine: the `guests` suite (real guests under TCG), then the API-mode
- * pass, run in one, beside the other suites in the other, so the two longest stretches of
+ * Three lanes share the machine: the `guests` suite (real guests under TCG), then the API-mode
+ * pass, run in one, beside the other suites in the next, so the two longest stretches of
  * the run overlap instead of adding up (each pass has its own Temporal dev server, and its
- * files their own namespaces). The side lane's output is kept in test-results/<suite>.log
- * and printed when the rest is done. Each suite writes jest's JSON results to
+ * files their own namespaces). The third holds `e2e-kill`, the one end-to-end file that
+ * kills the worker at each step: it spends its minutes waiting out heartbeat timeouts, not
+ * on the cores, so it waits beside everything else (with it, `e2e` leaves that file out).
+ * The output of the lanes run beside is kept in test-results/<suite>.log and printed when
+ * the rest is done. Each suite writes jest's JSON results to
  * test-results/<suite>.json, which the table (and .ci/run's, through QEMURUN_TEST_TIMES)
  * reads.
  */
@@ -24,6 +27,8 @@ const { appendStage, printTimes } = require('./test-times');
 const root = path.resolve(__dirname, '..');
 const jestBin = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');
 
+const KILL_FILE = 'test/e2e/production\\.kill\\.e2e\\.test\\.ts$';
+
 /** Each suite: its jest projects and how its files share the machine. */
 const SUITES = {
   // Pure code: two workers, as many as the machine has cores.
@@ -34,10 +39,12 @@ const SUITES = {
   workflows: { projects: ['workflow'], args: ['--runInBand'] },
   // One dev server for the run; each file its own namespace, one file at a time.
   e2e: { projects: ['e2e'], args: ['--runInBand'] },
-  'api-mode': { projects: ['api-mode'], args: ['--runInBand'], beside: true },
-  guests: { projects: ['guests'], args: ['--runInBand'], beside: true },
+  'api-mode': { projects: ['api-mode'], args: ['--runInBand'], beside: 'side' },
+  guests: { projects: ['guests'], args: ['--runInBand'], beside: 'side' },
+  // One e2e file, mostly idle (heartbeat timeouts): a lane of its own, its own dev server.
+  'e2e-kill': { projects: ['e2e'], args: ['--runInBand', '--testPathPatterns', KILL_FILE], beside: 'own' },
 };
-const ALL = ['guests', 'api-mode', 'unit', 'proxmox', 'workflows', 'e2e'];
+const ALL = ['guests', 'api-mode', 'e2e-kill', 'unit', 'proxmox', 'workflows', 'e2e'];
 
 function parseArgs(argv) {
   const dash = argv.indexOf('--');
@@ -52,12 +59,13 @@ function parseArgs(argv) {
 }
 
 /** Runs one suite's jest; resolves with its exit code. Output goes to `log` when given. */
-function runSuite(name, extra, resultsDir, log) {
+function runSuite(name, extra, resultsDir, log, skipKillFile) {
   const suite = SUITES[name];
   const args = [
     jestBin,
     '--selectProjects', ...suite.projects,
     ...suite.args,
+    ...(name === 'e2e' && skipKillFile ? ['--testPathIgnorePatterns', KILL_FILE] : []),
     '--json', '--outputFile', path.join(resultsDir, `${name}.json`),
     ...extra,
   ];
@@ -81,28 +89,31 @@ async function main() {
   fs.mkdirSync(resultsDir, { recursive: true });
   for (const n of names) fs.rmSync(path.join(resultsDir, `${n}.json`), { force: true });
 
-  // A side lane only when something else runs meanwhile; otherwise suites stream as usual.
+  // Lanes beside only when something else runs meanwhile; otherwise suites stream as usual.
   const beside = names.some((n) => !SUITES[n].beside) ? names.filter((n) => SUITES[n].beside) : [];
-  // The side lane's suites run one after another, as listed.
-  const sideLane = (async () => {
+  const skipKillFile = names.includes('e2e-kill');
+  // Each lane's suites run one after another, as listed: the side lane's in one, each
+  // `own` suite in a lane of its own.
+  const lane = (suites) => (async () => {
     const done = [];
-    for (const n of beside) {
+    for (const n of suites) {
       const log = path.join(resultsDir, `${n}.log`);
       console.log(`== ${n}: started beside the other suites; its output is in ${path.relative(root, log)}, printed at the end`);
-      const r = await runSuite(n, extra, resultsDir, log);
+      const r = await runSuite(n, extra, resultsDir, log, skipKillFile);
       console.log(`== ${n}: ${r.status} after ${Math.round(r.seconds)} s`);
       done.push({ ...r, log });
     }
     return done;
   })();
+  const lanes = [lane(beside.filter((n) => SUITES[n].beside === 'side')), ...beside.filter((n) => SUITES[n].beside === 'own').map((n) => lane([n]))];
 
   const results = [];
   for (const n of names.filter((x) => !beside.includes(x))) {
     console.log(`== ${n}`);
-    results.push(await runSuite(n, extra, resultsDir));
+    results.push(await runSuite(n, extra, resultsDir, undefined, skipKillFile));
   }
   if (beside.length) console.log(`== waiting for ${beside.join(', ')}`);
-  for (const r of await sideLane) {
+  for (const r of (await Promise.all(lanes)).flat()) {
     console.log(`== ${r.name} (run beside the others): its output`);
     process.stdout.write(fs.readFileSync(r.log, 'utf8'));
     results.push(r);

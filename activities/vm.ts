@@ -44,11 +44,13 @@ export interface VmDeps {
  */
 /**
  * Where the cloud-init drive goes. On `q35` Proxmox attaches `ide2` to the ICH9 AHCI
- * controller, and Debian's cloud kernels (linux-image-cloud-amd64: `CONFIG_SATA_AHCI is
- * not set`) have no driver for it: the guest never reads its NoCloud drive, keeps the name
- * `localhost` and never gets its keys. The SCSI controller the boot disk is on works on every
- * machine type, so on q35 the drive is `scsi30`, the last SCSI slot, clear of the data disks
- * (`scsi1`..). On `pc` it stays `ide2` (PIIX, which the cloud kernels have), as the seed made it.
+ * controller. The generic images QemuRun downloads (linux-image-amd64) and Debian 13's cloud
+ * kernel drive it, but Debian 12's genericcloud kernel (linux-image-cloud-amd64, 6.1:
+ * `# CONFIG_SATA_AHCI is not set`) has no driver for it: a guest whose image carries that
+ * kernel (a template or a custom image built from a genericcloud one) never reads its NoCloud
+ * drive, keeps the name `localhost` and never gets its keys. The SCSI controller the boot disk is on works with every kernel and machine type, so
+ * on q35 the drive is `scsi30`, the last SCSI slot, clear of the data disks (`scsi1`..). On `pc`
+ * it stays `ide2` (PIIX, which every Debian kernel has), as the seed made it.
  */
 export function cloudinitDriveKey(spec: Pick<InstallSpec, 'machine'>): 'ide2' | 'scsi30' {
   return spec.machine === 'q35' ? 'scsi30' : 'ide2';

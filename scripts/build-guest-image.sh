@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build a bootable Debian cloud image (qcow2) from Debian's archive with
-# Debian's own tools, in the layout of Debian's "genericcloud" images:
+# Debian's own tools, in the layout of Debian's "generic" images (the ones
+# QemuRun downloads, debian-<n>-generic-amd64.qcow2):
 #
 #   GPT: p14 BIOS boot (3 MiB, GRUB core.img), p15 EFI system (124 MiB,
 #   vfat, shim + signed GRUB), p1 root (ext4, rest of the 3 GiB disk).
@@ -59,14 +60,17 @@ customize_rootfs() {
 
   # The kernel is installed here rather than with --include so that a missing
   # metapackage file on the mirror can fall back to the ABI package it names.
+  # Debian's generic images carry linux-image-amd64 (with AHCI and the other
+  # hardware drivers); only the genericcloud ones carry linux-image-cloud-amd64.
+  local kernel=linux-image-amd64
   local apt=(chroot "$r" env DEBIAN_FRONTEND=noninteractive apt-get -y -q -o Dpkg::Use-Pty=0
              --no-install-recommends install)
-  if ! "${apt[@]}" linux-image-cloud-amd64 >&2; then
+  if ! "${apt[@]}" "$kernel" >&2; then
     local abi
-    abi=$(chroot "$r" apt-cache depends linux-image-cloud-amd64 \
+    abi=$(chroot "$r" apt-cache depends "$kernel" \
           | sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n1)
-    [[ -n $abi ]] || die "cannot install linux-image-cloud-amd64"
-    log "WARNING: the archive cannot serve linux-image-cloud-amd64; installing $abi, the kernel it depends on"
+    [[ -n $abi ]] || die "cannot install $kernel"
+    log "WARNING: the archive cannot serve $kernel; installing $abi, the kernel it depends on"
     "${apt[@]}" "$abi" >&2
   fi
 

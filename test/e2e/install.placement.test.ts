@@ -48,7 +48,7 @@ async function expectDisks(): Promise<void> {
   expect([drive('scsi1')?.volid, drive('scsi1')?.sizeBytes]).toEqual([expect.stringMatching(/^local:/), 4 * 1024 ** 3]);
   expect([drive('scsi2')?.volid, drive('scsi2')?.sizeBytes]).toEqual([expect.stringMatching(/^local-lvm:vm-\d+-disk-\d+$/), 2 * 1024 ** 3]);
   expect(conf.entries.boot).toBe('order=scsi0');
-  // On q35 the cloud-init drive is on SCSI: Debian's cloud kernels have no AHCI driver for ide2.
+  // On q35 the cloud-init drive is on SCSI, which every kernel reads: Debian 12's genericcloud kernel has no AHCI driver for ide2.
   expect([drive('scsi30')?.volid, drive('ide2')]).toEqual([expect.stringMatching(/cloudinit/), undefined]);
   expect(conf.disks.filter((d) => d.key.startsWith('unused'))).toEqual([]);
 }

@@ -193,12 +193,22 @@ test('bios ovmf, machine q35 and an extra 1 GiB disk: the guest boots UEFI on a 
   const facts = await inGuest(
     efi.ip,
     efi.user,
-    ['test -d /sys/firmware/efi && echo uefi || echo bios', 'cat /sys/class/dmi/id/product_name', 'lsblk -bdnro NAME,SIZE,TYPE,HCTL'].join('; '),
+    [
+      'test -d /sys/firmware/efi && echo uefi || echo bios',
+      'cat /sys/class/dmi/id/product_name',
+      'uname -r',
+      'test -d /sys/module/ahci && echo ahci || echo no-ahci',
+      'lsblk -bdnro NAME,SIZE,TYPE,HCTL',
+    ].join('; '),
   );
-  const [firmware, product, ...blocks] = facts.split('\n');
+  const [firmware, product, kernel, ahci, ...blocks] = facts.split('\n');
   expect(firmware).toBe('uefi');
   // QEMU's q35 machine: "Standard PC (Q35 + ICH9, 2009)"; i440fx says "Standard PC (i440FX + PIIX, 1996)".
   expect(product).toMatch(/Q35/);
+  // The image is Debian's *generic* one, as its name says: the full kernel, which drives q35's
+  // ICH9 AHCI controller (the genericcloud kernel of Debian 12 has no AHCI driver).
+  expect([kernel, ahci]).toEqual([expect.stringMatching(/^\d[\w.+~-]*-amd64$/), 'ahci']);
+  expect(kernel).not.toMatch(/cloud/);
   // scsi1 is LUN 1 on the VM's virtio-scsi controller, empty, and exactly the size asked for.
   const extra = blocks.map((l) => l.split(' ')).find(([, , , hctl]) => /:0:0:1$/.test(hctl ?? ''));
   expect(extra).toEqual([expect.stringMatching(/^sd[a-z]$/), String(1024 ** 3), 'disk', expect.stringMatching(/:0:0:1$/)]);

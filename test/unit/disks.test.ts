@@ -72,7 +72,7 @@ describe("Proxmox's commands carry them", () => {
     expect(extraDriveOptions({ ...spec, bios: 'seabios' }, 'local-lvm').map(([k]) => k)).toEqual(['scsi1', 'scsi2']);
   });
 
-  test('the cloud-init drive: ide2 on pc (as the seed made it), scsi30 on q35, whose ide2 is AHCI that cloud kernels lack', () => {
+  test('the cloud-init drive: ide2 on pc (as the seed made it), scsi30 on q35, whose ide2 is AHCI that Debian 12\'s genericcloud kernel lacks', () => {
     expect(cloudinitDriveKey({})).toBe('ide2');
     expect(cloudinitDriveKey({ machine: 'pc' })).toBe('ide2');
     expect(cloudinitDriveKey({ machine: 'q35' })).toBe('scsi30');

@@ -398,6 +398,41 @@ describe('a node\'s network over HTTP', () => {
     const bad = await call('GET', '/nodes/pve1/network', { type: 'wifi' });
     expect([bad.status, bad.statusMessage]).toEqual([400, 'Parameter verification failed.']);
   });
+
+  test('a bridge is listed only to a token with SDN.Audit or SDN.Use on it (or on one of its VLANs), on 9 and 8.4', async () => {
+    // pve-manager PVE/API2/Network.pm `index` ("always check bridge access") →
+    // pve-access-control RPCEnvironment.pm `check_sdn_bridge`.
+    const file = `${t.cluster.dir}/sandbox/cluster.json`;
+    const saved = fs.readFileSync(file, 'utf8');
+    const model = JSON.parse(saved) as { nodes: Array<{ name: string; bridges?: string[] }> };
+    model.nodes.find((n) => n.name === 'pve1')!.bridges = ['vmbr0', 'vmbr1', 'vmbr2'];
+    fs.writeFileSync(file, JSON.stringify(model));
+    try {
+      let n = 0;
+      const listed = async (acl: Array<{ path: string; privs: string[] }>, type?: string) => {
+        const tok = t.cluster.createApiToken({ tokenid: `qemurun@pve!net${++n}`, acl });
+        const a = await call('GET', '/nodes/pve1/network', type ? { type } : {}, { authorization: tok.authorization });
+        expect(a.status).toBe(200);
+        return data<Array<{ iface: string }>>(a).map((i) => i.iface);
+      };
+      const audit = [{ path: '/nodes', privs: ['Sys.Audit'] }];
+      expect(await listed(audit)).toEqual(['eno1']);
+      expect(await listed([...audit, { path: '/sdn', privs: ['SDN.Use'] }], 'any_bridge')).toEqual(['vmbr0', 'vmbr1', 'vmbr2']);
+      expect(await listed([...audit, { path: '/sdn/zones/localnetwork/vmbr1', privs: ['SDN.Audit'] }])).toEqual(['eno1', 'vmbr1']);
+      // An ACL on a VLAN of the bridge is enough to see the bridge.
+      expect(await listed([...audit, { path: '/sdn/zones/localnetwork/vmbr2/20', privs: ['SDN.Use'] }], 'any_bridge')).toEqual(['vmbr2']);
+      // SDN.Allocate alone is not one of the two.
+      expect(await listed([...audit, { path: '/sdn', privs: ['SDN.Allocate'] }], 'any_bridge')).toEqual([]);
+      await playing(PVE_RELEASES['8.4'], async () => {
+        expect(await listed([{ path: '/sdn/zones/localnetwork/vmbr0', privs: ['SDN.Use'] }, ...audit], 'any_bridge')).toEqual(['vmbr0']);
+      });
+      // root (pvesh on the node) sees them all.
+      const pvesh = await execa('pvesh', ['get', '/nodes/pve1/network', '--type', 'any_bridge', '--output-format', 'json'], { env: t.cluster.envFor('pve1') });
+      expect((JSON.parse(pvesh.stdout) as Array<{ iface: string }>).map((i) => i.iface)).toEqual(['vmbr0', 'vmbr1', 'vmbr2']);
+    } finally {
+      fs.writeFileSync(file, saved);
+    }
+  });
 });
 
 describe('images by the node: download-url and import-from', () => {

@@ -54,12 +54,12 @@ export function qmClone(ctx: Ctx, argv: string[]): number {
   const newid = Number(p.newid);
   const running = Boolean(vmProcess(ctx.dir, vmid));
   checkClone(ctx, p);
-  // A running source is locked exclusively, a stopped one (a template) shared: parallel
-  // clones of one template do not wait for each other's config lock (the sandbox's locks
-  // are exclusive, so a shared one is not taken). The new VM's lock waits 1 s.
+  // clone_vm's `$lock_source_vm`: a running source is locked exclusively, a stopped one (a
+  // template) shared (lock_config_shared), so parallel clones of one template go on
+  // together while a qm set, migrate or destroy of it waits for them and times out. Each
+  // lock waits 1 s.
   const cloneUnderLocks = () => withVmLock(ctx, newid, () => cloneLocked(ctx, p, checkClone(ctx, p)), 1000);
-  if (running) withVmLock(ctx, vmid, cloneUnderLocks, 1000);
-  else cloneUnderLocks();
+  withVmLock(ctx, vmid, cloneUnderLocks, 1000, !running);
   return 0;
 }
 

@@ -652,6 +652,31 @@ describe('templates and clones over HTTP', () => {
     for (const id of [191, 190]) expect((await task(await call('DELETE', `/nodes/pve1/qemu/${id}`))).status.exitstatus).toBe('OK');
   });
 
+  test("clone asks Datastore.AllocateSpace on every disk's storage, SDN.Use on the bridges and, on 9, Mapping.Use on a custom CPU model", async () => {
+    // qemu-server API2/Qemu.pm clone_vm's `$load_and_check`: `$check_storage_access_clone`,
+    // check_bridge_access, and (9 only, since 9.1.15) `$check_cpu_model_access`.
+    await task(await call('POST', '/nodes/pve1/qemu', { vmid: 194, ...BASIC, scsi0: 'local-lvm:1', ide2: 'local-lvm:cloudinit' }));
+    await task(await call('POST', '/nodes/pve1/qemu/194/template'));
+    const base = [{ path: '/vms', privs: ['VM.Clone', 'VM.Allocate', 'VM.Audit'] }, { path: '/sdn', privs: ['SDN.Use'] }];
+    const elsewhere = t.cluster.createApiToken({ tokenid: 'qemurun@pve!spaceelsewhere', acl: [...base, { path: '/storage/local', privs: ['Datastore.AllocateSpace'] }] });
+    const linked = await call('POST', '/nodes/pve1/qemu/194/clone', { newid: 195 }, { authorization: elsewhere.authorization });
+    expect([linked.status, linked.statusMessage]).toEqual([403, 'Permission check failed (/storage/local-lvm, Datastore.AllocateSpace)']);
+    const noSdn = t.cluster.createApiToken({ tokenid: 'qemurun@pve!clonenosdn', acl: [base[0], { path: '/storage', privs: ['Datastore.AllocateSpace'] }] });
+    const bridge = await call('POST', '/nodes/pve1/qemu/194/clone', { newid: 195 }, { authorization: noSdn.authorization });
+    expect([bridge.status, bridge.statusMessage]).toEqual([403, 'Permission check failed (/sdn/zones/localnetwork/vmbr0, SDN.Use)']);
+    expect(await t.cluster.readConfig(195)).toBeUndefined();
+
+    await task(await call('POST', '/nodes/pve1/qemu', { vmid: 196, ...BASIC, cpu: 'custom-tuned' }));
+    const cloner = t.cluster.createApiToken({ tokenid: 'qemurun@pve!clonecpu', acl: [...base, { path: '/storage', privs: ['Datastore.AllocateSpace'] }] });
+    const cpu = await call('POST', '/nodes/pve1/qemu/196/clone', { newid: 197 }, { authorization: cloner.authorization });
+    expect([cpu.status, cpu.statusMessage]).toEqual([403, 'Permission check failed (/mapping/cpu/tuned, Mapping.Use)']);
+    await playing(PVE_RELEASES['8.4'], async () => {
+      // 8.4's clone_vm does not look at the CPU model.
+      expect((await task(await call('POST', '/nodes/pve1/qemu/196/clone', { newid: 197 }, { authorization: cloner.authorization }))).status.exitstatus).toBe('OK');
+    });
+    for (const id of [197, 196, 194]) expect((await task(await call('DELETE', `/nodes/pve1/qemu/${id}`))).status.exitstatus).toBe('OK');
+  });
+
   test('the template task writes `template: 1` before it converts the disks: a conversion that fails leaves the flag and the disk as it was', async () => {
     await task(await call('POST', '/nodes/pve1/qemu', { vmid: 192, ...BASIC, scsi0: 'local-lvm:1' }));
     const text = "can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout";

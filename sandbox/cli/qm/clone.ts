@@ -65,8 +65,12 @@ export function qmClone(ctx: Ctx, argv: string[]): number {
 
 const targetOf = (ctx: Ctx, p: Params) => (p.target === ctx.node || p.target === 'localhost' ? undefined : p.target);
 
-/** clone_vm's `$load_and_check`: run before the task forks (the API answers these itself) and again under the locks. */
-export function checkClone(ctx: Ctx, p: Params) {
+/**
+ * clone_vm's `$load_and_check`: run before the task forks (the API answers these itself) and
+ * again under the locks. `access` is its privilege checks on the source's config, in their
+ * place (the API's; `qm` runs as root@pam, whom they let pass).
+ */
+export function checkClone(ctx: Ctx, p: Params, access?: (conf: Record<string, string>) => void) {
   const vmid = Number(p.vmid);
   const newid = Number(p.newid);
   const target = targetOf(ctx, p);
@@ -86,6 +90,7 @@ export function checkClone(ctx: Ctx, p: Params) {
   const full = p.full !== undefined ? p.full === '1' : source.props.template !== '1';
   if (p.storage !== undefined && !full) throw new CliError("parameter 'storage' not allowed for linked clones");
   if (p.format !== undefined && !full) throw new CliError("parameter 'format' not allowed for linked clones");
+  access?.(source.props);
 
   const newconf: Record<string, string> = { lock: 'clone' };
   const drives: Array<{ key: string; drive: Drive; full: boolean }> = [];

@@ -58,7 +58,10 @@ async function placementProblem(config: Config, proxmox: ProxmoxCluster | undefi
  * does not check it and the start would fail (BridgeNotFoundError, after the image is
  * copied); its network configuration says so now. Undefined when the request names no
  * bridge (VM_BRIDGE is the operator's, checked at start as before), the bridge is there, or
- * the nodes cannot be asked now (the start checks again).
+ * the nodes cannot be asked now (the start checks again). In API mode the list is what the
+ * token may see: Proxmox leaves out a bridge the token has neither SDN.Audit nor SDN.Use on
+ * (pve-manager PVE/API2/Network.pm `index`), and the create would refuse it for want of
+ * SDN.Use, so the message names that privilege as well.
  */
 async function bridgeProblem(config: Config, proxmox: ProxmoxCluster | undefined, bridge: string | undefined, node: string | undefined): Promise<string | undefined> {
   const main = proxmox?.node(config.mainNode);
@@ -66,7 +69,11 @@ async function bridgeProblem(config: Config, proxmox: ProxmoxCluster | undefined
   const target = node ?? config.mainNode;
   const bridges = await main.bridges(target).catch(() => undefined);
   if (!bridges || bridges.includes(bridge)) return undefined;
-  return `bridge: node '${target}' has no bridge '${bridge}' (it has ${bridges.length ? bridges.join(', ') : 'none'})`;
+  const listed = bridges.length ? bridges.join(', ') : 'none';
+  if (proxmox?.mode === 'api') {
+    return `bridge: node '${target}' lists no bridge '${bridge}' to the Proxmox token (it lists ${listed}): the node lacks it, or the token lacks SDN.Use on /sdn/zones/localnetwork/${bridge}, without which Proxmox neither lists the bridge nor attaches a VM to it`;
+  }
+  return `bridge: node '${target}' has no bridge '${bridge}' (it has ${listed})`;
 }
 
 /** A client-chosen key becomes a stable workflow id without trusting its characters. */

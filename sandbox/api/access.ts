@@ -265,6 +265,18 @@ export function privilegesOn(token: ApiToken, p: string, cfg: AccessConfig, rele
   return new Set([...own].filter((x) => userPrivs.has(x)));
 }
 
+/**
+ * The names of the ACL tree's nodes just below `p` (pve-access-control
+ * PVE/AccessControl.pm `find_acl_tree_node`'s `children`): every path that an ACL entry of
+ * user.cfg (a user's or a token's, whoever it is for) names below `p`, cut after the next
+ * component. RPCEnvironment.pm `check_sdn_bridge` tries a bridge's VLANs so.
+ */
+export function aclChildren(dir: string, p: string): string[] {
+  const prefix = p.replace(/\/$/, '') + '/';
+  const paths = [...loadAccess(dir).users.flatMap((u) => u.acl), ...loadTokens(dir).flatMap((t) => t.acl)].map((e) => e.path);
+  return [...new Set(paths.filter((x) => x.startsWith(prefix) && x.length > prefix.length).map((x) => x.slice(prefix.length).split('/')[0]))].sort();
+}
+
 /** PVE/AccessControl.pm `add_role_privs`: each privilege must be one the node knows. */
 function checkPrivileges(privs: string[], release: string): void {
   for (const p of privs) {

@@ -8,7 +8,7 @@ import * as f from '../cli/formats';
 import { uriUnescape } from '../state/escape';
 import { takeFaults } from '../state/faults';
 import { ApiError, fromCli, paramExc, permExc } from './errors';
-import { loadAccess, privilegesOn, verifyToken, type AccessConfig, type ApiToken } from './access';
+import { aclChildren, loadAccess, privilegesOn, verifyToken, type AccessConfig, type ApiToken } from './access';
 import { appendApiRequest } from './requestLog';
 import type { TaskForker } from './tasks';
 
@@ -32,6 +32,11 @@ export interface Req {
   /** RPCEnvironment::check: all of `privs` on `path`, or 403. With `any`, one of them. */
   check(path: string, privs: string[], any?: boolean): void;
   can(path: string, privs: string[]): boolean;
+  /**
+   * RPCEnvironment::check_sdn_bridge with `$noerr`: one of `privs` on
+   * `/sdn/zones/<zone>/<bridge>`, or on one of the bridge's VLANs an ACL entry names.
+   */
+  canUseBridge(zone: string, bridge: string, privs: string[]): boolean;
   /** Extra top-level members of the answer (`total`). */
   extra: Record<string, unknown>;
   /** Starts the worker process of a task (PVE's fork_worker). */
@@ -263,6 +268,11 @@ export async function handle(o: ServerOptions, req: http.IncomingMessage, res: h
       can: (p, privs) => {
         const have = privileges(p);
         return privs.every((x) => have.has(x));
+      },
+      canUseBridge: (zone, bridge, privs) => {
+        const path = `/sdn/zones/${zone}/${bridge}`;
+        const any = (p: string) => privs.some((x) => privileges(p).has(x));
+        return any(path) || aclChildren(o.dir, path).some((vlan) => any(`${path}/${vlan}`));
       },
       check: (p, privs, any = false) => {
         const have = privileges(p);

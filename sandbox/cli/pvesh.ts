@@ -108,11 +108,11 @@ export const NETWORK_TYPES = ['bridge', 'bond', 'eth', 'alias', 'vlan', 'OVSBrid
 
 /**
  * `GET /nodes/{node}/network` (pve-manager PVE/API2/Network.pm `index`, proxied to the
- * node, any user may list): the interfaces of the node's /etc/network/interfaces, `lo`
+ * node) as root sees it (the REST API leaves out the bridges a token may not use): the interfaces of the node's /etc/network/interfaces, `lo`
  * left out, as `hash_to_array(..., 'iface')`: the installer's `eno1` and the node's Linux
  * bridges on it, each up. `type` keeps one type (`any_bridge`: Linux and OVS bridges).
  */
-export function nodeNetwork(ctx: Ctx, node: string, type: string | undefined): unknown[] {
+export function nodeNetwork(ctx: Ctx, node: string, type: string | undefined): Array<{ iface: string; type: string }> {
   const n = requireNode(ctx, node);
   if (!n.online) throw new CliError(`500 Can't connect to ${n.ip}:8006 (No route to host)`);
   const bridges = nodeBridges(ctx.model, node);

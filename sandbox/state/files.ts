@@ -55,11 +55,6 @@ function isAlive(pid: number): boolean {
 export class LockTimeoutError extends Error {}
 
 /**
- * Runs `fn` holding an exclusive lock file, like PVE's lock_file (flock with a timeout).
- * The lock file holds the owner's pid, so a lock left by a killed process (a test that
- * kills a hanging `qm`) is taken over instead of blocking the cluster forever.
- */
-/**
  * Takes `lockFile` (as withLock does, for this process) until `release()`: a test stands in
  * for another task holding it. Throws if someone holds it already.
  */
@@ -69,31 +64,86 @@ export function holdLock(lockFile: string): { release(): void } {
   return { release: () => fs.rmSync(lockFile, { force: true }) };
 }
 
-export function withLock<T>(lockFile: string, timeoutMs: number, fn: () => T): T {
+/** The files of the shared holders of `lockFile`: `<lockFile>.shared-<pid>-<n>`, beside it. */
+const sharedPrefix = (lockFile: string) => `${path.basename(lockFile)}.shared-`;
+
+/** Whether a live process holds `lockFile` shared; the files of dead holders are removed. */
+function heldShared(lockFile: string): boolean {
+  const dir = path.dirname(lockFile);
+  const prefix = sharedPrefix(lockFile);
+  let held = false;
+  for (const name of fs.readdirSync(dir)) {
+    if (!name.startsWith(prefix)) continue;
+    if (isAlive(Number(name.slice(prefix.length).split('-')[0]))) held = true;
+    else fs.rmSync(path.join(dir, name), { force: true });
+  }
+  return held;
+}
+
+const unlinkQuietly = (file: string) => fs.rmSync(file, { force: true });
+
+/**
+ * Takes `lockFile` (exclusive) within `deadline`, or throws LockTimeoutError. With
+ * `waitShared`, a live shared holder keeps it from being taken as well, as a LOCK_SH flock
+ * keeps out a LOCK_EX one; without, the caller only registers as a shared holder under it.
+ */
+function acquire(lockFile: string, deadline: number, waitShared: boolean): void {
   fs.mkdirSync(path.dirname(lockFile), { recursive: true });
-  const deadline = Date.now() + timeoutMs;
   for (let wait = 2; ; wait = Math.min(wait * 2, 50)) {
-    if (createExclusive(lockFile, String(process.pid))) break;
-    const owner = Number(readIfExists(lockFile));
-    if (owner > 0 && !isAlive(owner)) {
-      // Stale: remove it only if it is still the same stale file, then retry the create.
-      try {
-        if (Number(fs.readFileSync(lockFile, 'utf8')) === owner) fs.unlinkSync(lockFile);
-      } catch {
-        // someone else cleaned it up
+    if (createExclusive(lockFile, String(process.pid))) {
+      if (!waitShared || !heldShared(lockFile)) return;
+      // Let the shared holders finish (and others join them, as flock lets them).
+      unlinkQuietly(lockFile);
+    } else {
+      const owner = Number(readIfExists(lockFile));
+      if (owner > 0 && !isAlive(owner)) {
+        // Stale: remove it only if it is still the same stale file, then retry the create.
+        try {
+          if (Number(fs.readFileSync(lockFile, 'utf8')) === owner) fs.unlinkSync(lockFile);
+        } catch {
+          // someone else cleaned it up
+        }
+        continue;
       }
-      continue;
     }
     if (Date.now() >= deadline) throw new LockTimeoutError(`timeout waiting for ${lockFile}`);
     sleepSync(wait);
   }
+}
+
+/**
+ * Runs `fn` holding an exclusive lock file, like PVE's lock_file (flock with a timeout):
+ * it waits for an exclusive holder and for every shared one (`withSharedLock`). The lock
+ * file holds the owner's pid, so a lock left by a killed process (a test that kills a
+ * hanging `qm`) is taken over instead of blocking the cluster forever.
+ */
+export function withLock<T>(lockFile: string, timeoutMs: number, fn: () => T): T {
+  acquire(lockFile, Date.now() + timeoutMs, true);
   try {
     return fn();
   } finally {
-    try {
-      fs.unlinkSync(lockFile);
-    } catch {
-      // already removed
-    }
+    unlinkQuietly(lockFile);
+  }
+}
+
+/**
+ * Runs `fn` holding `lockFile` shared, like pve-common `PVE::Tools::lock_file_full` with
+ * `$shared` (flock LOCK_SH): any number of shared holders at once, none while an exclusive
+ * one holds it, and no exclusive one while they do. A shared holder is a file beside the
+ * lock naming its pid, made under the exclusive lock for an instant; one of a dead
+ * process is ignored and removed.
+ */
+export function withSharedLock<T>(lockFile: string, timeoutMs: number, fn: () => T): T {
+  acquire(lockFile, Date.now() + timeoutMs, false);
+  const mine = path.join(path.dirname(lockFile), `${sharedPrefix(lockFile)}${process.pid}-${Math.random().toString(36).slice(2)}`);
+  try {
+    fs.writeFileSync(mine, String(process.pid));
+  } finally {
+    unlinkQuietly(lockFile);
+  }
+  try {
+    return fn();
+  } finally {
+    unlinkQuietly(mine);
   }
 }

@@ -18,6 +18,14 @@ import { requestSse } from '../support/sse';
 let h: Harness;
 let root: ApiNode;
 
+/** The privileges of docs/proxmox-api.md's role for Proxmox VE 9, but `missing`. */
+const RECIPE_9 = [
+  'VM.Allocate', 'VM.Audit', 'VM.Clone', 'VM.Config.CDROM', 'VM.Config.CPU', 'VM.Config.Cloudinit', 'VM.Config.Disk', 'VM.Config.HWType', 'VM.Config.Memory',
+  'VM.Config.Network', 'VM.Config.Options', 'VM.GuestAgent.Audit', 'VM.GuestAgent.FileRead', 'VM.Migrate', 'VM.PowerMgmt', 'Datastore.AllocateSpace',
+  'Datastore.AllocateTemplate', 'Datastore.Audit', 'Pool.Audit', 'Sys.Audit', 'Sys.AccessNetwork', 'SDN.Use',
+];
+const recipeWithout = (...missing: string[]) => RECIPE_9.filter((p) => !missing.includes(p));
+
 beforeAll(async () => {
   h = await startHarness({}, { proxmoxApi: true });
   const s = h.config.proxmoxApi!;
@@ -70,17 +78,13 @@ describe('a token without VM.Allocate', () => {
   let limited: RunningService;
 
   beforeAll(async () => {
-    // Every privilege docs/proxmox-api.md lists, but VM.Allocate.
+    // Every privilege docs/proxmox-api.md lists, but VM.Allocate (and VM.Clone).
     const token = h.sandbox.createApiToken({
       tokenid: 'qemurun@pve!nocreate',
       acl: [
         {
           path: '/',
-          privs: [
-            'VM.Audit', 'VM.Config.CDROM', 'VM.Config.CPU', 'VM.Config.Cloudinit', 'VM.Config.Disk', 'VM.Config.HWType', 'VM.Config.Memory',
-            'VM.Config.Network', 'VM.Config.Options', 'VM.GuestAgent.Audit', 'VM.GuestAgent.FileRead', 'VM.Migrate', 'VM.PowerMgmt', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate',
-            'Datastore.Audit', 'Pool.Audit', 'Sys.Audit', 'Sys.AccessNetwork', 'SDN.Use',
-          ],
+          privs: recipeWithout('VM.Allocate', 'VM.Clone'),
         },
       ],
     });
@@ -170,11 +174,7 @@ describe('failures no retry heals fail at once, saying what to change', () => {
       acl: [
         {
           path: '/',
-          privs: [
-            'VM.Allocate', 'VM.Audit', 'VM.Clone', 'VM.Config.CDROM', 'VM.Config.CPU', 'VM.Config.Cloudinit', 'VM.Config.Disk', 'VM.Config.HWType', 'VM.Config.Memory',
-            'VM.Config.Network', 'VM.Config.Options', 'VM.Migrate', 'VM.PowerMgmt', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate', 'Datastore.Audit',
-            'Pool.Audit', 'Sys.Audit', 'Sys.AccessNetwork', 'SDN.Use',
-          ],
+          privs: recipeWithout('VM.GuestAgent.Audit', 'VM.GuestAgent.FileRead'),
         },
       ],
     });
@@ -197,6 +197,37 @@ describe('failures no retry heals fail at once, saying what to change', () => {
     expect(seconds(failed) - seconds(scheduled)).toBeLessThan(30);
     // The install removed its VM, as every failed install does.
     expect(await h.sandbox.readConfig(153)).toBeUndefined();
+  });
+
+  test('a bridge the token may not use is a 400 naming SDN.Use on it, not a bridge the node lacks', async () => {
+    // Proxmox lists a bridge only to a token with SDN.Audit or SDN.Use on it (pve-manager
+    // PVE/API2/Network.pm `index`): this one may use vmbr0 alone, and the node has vmbr1 too.
+    const file = path.join(h.sandbox.dir, 'sandbox', 'cluster.json');
+    const saved = fs.readFileSync(file, 'utf8');
+    const model = JSON.parse(saved) as { nodes: Array<{ name: string; bridges?: string[] }> };
+    model.nodes.find((n) => n.name === h.config.mainNode)!.bridges = ['vmbr0', 'vmbr1'];
+    fs.writeFileSync(file, JSON.stringify(model));
+    try {
+      const narrow = h.sandbox.createApiToken({
+        tokenid: 'qemurun@pve!onebridge',
+        acl: [
+          {
+            path: '/',
+            privs: recipeWithout('SDN.Use'),
+          },
+          { path: '/sdn/zones/localnetwork/vmbr0', privs: ['SDN.Use'] },
+        ],
+      });
+      const service = await serviceWith('onebridge', { token: `${narrow.tokenid}=${narrow.secret}` });
+      const res = await requestSse(`${service.url}/api/vm/install`, { body: { os: 'debian', version: '12', id: 154, bridge: 'vmbr1' } });
+      expect(res.status).toBe(400);
+      expect(JSON.parse(res.body).message).toBe(
+        `please check your input: bridge: node '${h.config.mainNode}' lists no bridge 'vmbr1' to the Proxmox token (it lists vmbr0): the node lacks it, or the token lacks SDN.Use on /sdn/zones/localnetwork/vmbr1, without which Proxmox neither lists the bridge nor attaches a VM to it`,
+      );
+      expect(await h.sandbox.readConfig(154)).toBeUndefined();
+    } finally {
+      fs.writeFileSync(file, saved);
+    }
   });
 
   test('a token revoked while the service runs: 401 Authentication failed!, not retried, naming PROXMOX_API_TOKEN', async () => {

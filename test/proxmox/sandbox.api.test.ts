@@ -398,6 +398,41 @@ describe('a node\'s network over HTTP', () => {
     const bad = await call('GET', '/nodes/pve1/network', { type: 'wifi' });
     expect([bad.status, bad.statusMessage]).toEqual([400, 'Parameter verification failed.']);
   });
+
+  test('a bridge is listed only to a token with SDN.Audit or SDN.Use on it (or on one of its VLANs), on 9 and 8.4', async () => {
+    // pve-manager PVE/API2/Network.pm `index` ("always check bridge access") →
+    // pve-access-control RPCEnvironment.pm `check_sdn_bridge`.
+    const file = `${t.cluster.dir}/sandbox/cluster.json`;
+    const saved = fs.readFileSync(file, 'utf8');
+    const model = JSON.parse(saved) as { nodes: Array<{ name: string; bridges?: string[] }> };
+    model.nodes.find((n) => n.name === 'pve1')!.bridges = ['vmbr0', 'vmbr1', 'vmbr2'];
+    fs.writeFileSync(file, JSON.stringify(model));
+    try {
+      let n = 0;
+      const listed = async (acl: Array<{ path: string; privs: string[] }>, type?: string) => {
+        const tok = t.cluster.createApiToken({ tokenid: `qemurun@pve!net${++n}`, acl });
+        const a = await call('GET', '/nodes/pve1/network', type ? { type } : {}, { authorization: tok.authorization });
+        expect(a.status).toBe(200);
+        return data<Array<{ iface: string }>>(a).map((i) => i.iface);
+      };
+      const audit = [{ path: '/nodes', privs: ['Sys.Audit'] }];
+      expect(await listed(audit)).toEqual(['eno1']);
+      expect(await listed([...audit, { path: '/sdn', privs: ['SDN.Use'] }], 'any_bridge')).toEqual(['vmbr0', 'vmbr1', 'vmbr2']);
+      expect(await listed([...audit, { path: '/sdn/zones/localnetwork/vmbr1', privs: ['SDN.Audit'] }])).toEqual(['eno1', 'vmbr1']);
+      // An ACL on a VLAN of the bridge is enough to see the bridge.
+      expect(await listed([...audit, { path: '/sdn/zones/localnetwork/vmbr2/20', privs: ['SDN.Use'] }], 'any_bridge')).toEqual(['vmbr2']);
+      // SDN.Allocate alone is not one of the two.
+      expect(await listed([...audit, { path: '/sdn', privs: ['SDN.Allocate'] }], 'any_bridge')).toEqual([]);
+      await playing(PVE_RELEASES['8.4'], async () => {
+        expect(await listed([{ path: '/sdn/zones/localnetwork/vmbr0', privs: ['SDN.Use'] }, ...audit], 'any_bridge')).toEqual(['vmbr0']);
+      });
+      // root (pvesh on the node) sees them all.
+      const pvesh = await execa('pvesh', ['get', '/nodes/pve1/network', '--type', 'any_bridge', '--output-format', 'json'], { env: t.cluster.envFor('pve1') });
+      expect((JSON.parse(pvesh.stdout) as Array<{ iface: string }>).map((i) => i.iface)).toEqual(['vmbr0', 'vmbr1', 'vmbr2']);
+    } finally {
+      fs.writeFileSync(file, saved);
+    }
+  });
 });
 
 describe('images by the node: download-url and import-from', () => {
@@ -615,6 +650,31 @@ describe('templates and clones over HTTP', () => {
     expect(conf).toMatch(/^name: web-1$/m);
     expect(conf).not.toMatch(/^template:/m);
     for (const id of [191, 190]) expect((await task(await call('DELETE', `/nodes/pve1/qemu/${id}`))).status.exitstatus).toBe('OK');
+  });
+
+  test("clone asks Datastore.AllocateSpace on every disk's storage, SDN.Use on the bridges and, on 9, Mapping.Use on a custom CPU model", async () => {
+    // qemu-server API2/Qemu.pm clone_vm's `$load_and_check`: `$check_storage_access_clone`,
+    // check_bridge_access, and (9 only, since 9.1.15) `$check_cpu_model_access`.
+    await task(await call('POST', '/nodes/pve1/qemu', { vmid: 194, ...BASIC, scsi0: 'local-lvm:1', ide2: 'local-lvm:cloudinit' }));
+    await task(await call('POST', '/nodes/pve1/qemu/194/template'));
+    const base = [{ path: '/vms', privs: ['VM.Clone', 'VM.Allocate', 'VM.Audit'] }, { path: '/sdn', privs: ['SDN.Use'] }];
+    const elsewhere = t.cluster.createApiToken({ tokenid: 'qemurun@pve!spaceelsewhere', acl: [...base, { path: '/storage/local', privs: ['Datastore.AllocateSpace'] }] });
+    const linked = await call('POST', '/nodes/pve1/qemu/194/clone', { newid: 195 }, { authorization: elsewhere.authorization });
+    expect([linked.status, linked.statusMessage]).toEqual([403, 'Permission check failed (/storage/local-lvm, Datastore.AllocateSpace)']);
+    const noSdn = t.cluster.createApiToken({ tokenid: 'qemurun@pve!clonenosdn', acl: [base[0], { path: '/storage', privs: ['Datastore.AllocateSpace'] }] });
+    const bridge = await call('POST', '/nodes/pve1/qemu/194/clone', { newid: 195 }, { authorization: noSdn.authorization });
+    expect([bridge.status, bridge.statusMessage]).toEqual([403, 'Permission check failed (/sdn/zones/localnetwork/vmbr0, SDN.Use)']);
+    expect(await t.cluster.readConfig(195)).toBeUndefined();
+
+    await task(await call('POST', '/nodes/pve1/qemu', { vmid: 196, ...BASIC, cpu: 'custom-tuned' }));
+    const cloner = t.cluster.createApiToken({ tokenid: 'qemurun@pve!clonecpu', acl: [...base, { path: '/storage', privs: ['Datastore.AllocateSpace'] }] });
+    const cpu = await call('POST', '/nodes/pve1/qemu/196/clone', { newid: 197 }, { authorization: cloner.authorization });
+    expect([cpu.status, cpu.statusMessage]).toEqual([403, 'Permission check failed (/mapping/cpu/tuned, Mapping.Use)']);
+    await playing(PVE_RELEASES['8.4'], async () => {
+      // 8.4's clone_vm does not look at the CPU model.
+      expect((await task(await call('POST', '/nodes/pve1/qemu/196/clone', { newid: 197 }, { authorization: cloner.authorization }))).status.exitstatus).toBe('OK');
+    });
+    for (const id of [197, 196, 194]) expect((await task(await call('DELETE', `/nodes/pve1/qemu/${id}`))).status.exitstatus).toBe('OK');
   });
 
   test('the template task writes `template: 1` before it converts the disks: a conversion that fails leaves the flag and the disk as it was', async () => {

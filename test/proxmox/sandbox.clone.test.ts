@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
-import { startTestCluster, type TestCluster } from '../../sandbox/testkit';
+import { eventually, startTestCluster, type TestCluster } from '../../sandbox/testkit';
 import { clusterPaths } from '../../sandbox/state/paths';
 import { holdLock } from '../../sandbox/state/files';
 
@@ -197,4 +197,28 @@ test('parallel clones of one template queue on the storage lock; past its wait t
   } finally {
     restore();
   }
+});
+
+test('a clone holds a stopped source shared: clones of it go on together, a change to it waits and times out', async () => {
+  // clone_vm takes lock_config_shared on a stopped source (lock_config_full on a running
+  // one), so qm set, destroy or migrate of the template wait for the clones (here 300 ms).
+  await vmWithDisk(350, 'local-lvm');
+  expect((await qm('template', '350')).exitCode).toBe(0);
+  const restore = await setModel({ storageOpMs: 1500, storageLockTimeoutMs: 5000 });
+  try {
+    const clones = [qm('clone', '350', '351'), qm('clone', '350', '352')];
+    // Both hold the source: each has written its new config (under both locks).
+    await eventually(async () => {
+      if (!(await t.cluster.readConfig(351)) || !(await t.cluster.readConfig(352))) throw new Error('clones not under way');
+    }, 10_000, 20);
+    const lockText = "can't lock file '/var/lock/qemu-server/lock-350.conf' - got timeout";
+    const set = await qm('set', '350', '--description', 'changed');
+    expect([set.exitCode, set.stderr]).toEqual([255, lockText]);
+    const destroy = await qm('destroy', '350');
+    expect([destroy.exitCode, destroy.stderr]).toEqual([255, lockText]);
+    expect((await Promise.all(clones)).map((r) => [r.exitCode, r.stderr])).toEqual([[0, ''], [0, '']]);
+  } finally {
+    restore();
+  }
+  expect((await qm('set', '350', '--description', 'changed')).exitCode).toBe(0);
 });

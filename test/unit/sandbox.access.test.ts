@@ -63,6 +63,18 @@ const mayDownload = (t: ApiToken, release: PveRelease = '9.1') =>
   can(t, '/storage/local', ['Datastore.AllocateTemplate'], release) &&
   (can(t, '/', ['Sys.Audit', 'Sys.Modify'], release) || can(t, '/nodes/pve1', ['Sys.AccessNetwork'], release));
 
+/**
+ * A template install's clone as the REST API checks it (qemu-server clone_vm): the template,
+ * the new VM, the template's disks' storage, its bridge; and the bridge in the node's
+ * network list (pve-manager Network.pm `index`: SDN.Audit or SDN.Use on it).
+ */
+const mayClone = (t: ApiToken, release: PveRelease) =>
+  can(t, '/vms/9000', ['VM.Clone'], release) &&
+  can(t, '/vms/120', ['VM.Allocate'], release) &&
+  can(t, '/storage/local-lvm', ['Datastore.AllocateSpace'], release) &&
+  can(t, '/sdn/zones/localnetwork/vmbr0', ['SDN.Use'], release);
+const maySeeBridge = (t: ApiToken, release: PveRelease) => ['SDN.Audit', 'SDN.Use'].some((p) => can(t, '/sdn/zones/localnetwork/vmbr1', [p], release));
+
 test("a privilege-separated token's role on the token alone gives it nothing", () => {
   runRecipe(`pveum role add QemuRun --privs "VM.Allocate VM.Audit"
 pveum user add qemurun@pve --comment "QemuRun service"
@@ -72,7 +84,7 @@ pveum acl modify / --tokens 'qemurun@pve!service' --roles QemuRun`);
 });
 
 describe.each(['9.1', '8.4'] as const)('on Proxmox VE %s', (release) => {
-  test('the docs recipe makes a token that may create, configure, migrate, download and ask the guest agent', () => {
+  test('the docs recipe makes a token that may create, clone, configure, migrate, download, see the bridges and ask the guest agent', () => {
     const printed = runRecipe(docsTokenRecipe(release), release);
     expect(printed).toMatch(/│ full-tokenid │ qemurun@pve!service\s*│/);
     const secret = /│ value\s*│ (\S+)/.exec(printed)![1];
@@ -84,6 +96,8 @@ describe.each(['9.1', '8.4'] as const)('on Proxmox VE %s', (release) => {
     expect(can(t, '/nodes/pve2', ['Sys.Audit'], release)).toBe(true);
     expect(can(t, '/sdn/zones/localnetwork/vmbr0', ['SDN.Use'], release)).toBe(true);
     expect(mayDownload(t, release)).toBe(true);
+    expect(mayClone(t, release)).toBe(true);
+    expect(maySeeBridge(t, release)).toBe(true);
     // The host key (file-read) and a DHCP install's address (network-get-interfaces).
     expect(mayAgent(t, 'file-read', release)).toBe(true);
     expect(mayAgent(t, 'network-get-interfaces', release)).toBe(true);
@@ -93,7 +107,7 @@ describe.each(['9.1', '8.4'] as const)('on Proxmox VE %s', (release) => {
     expect(can(t, '/vms/120', ['VM.GuestAgent.Unrestricted'], release)).toBe(false);
   });
 
-  test('the privilege table of docs/proxmox-api.md, each on its path, is enough for a download and the guest agent', () => {
+  test('the privilege table of docs/proxmox-api.md, each on its path, is enough for a download, a clone, the bridges and the guest agent', () => {
     const text = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'proxmox-api.md'), 'utf8');
     const rows = [...text.matchAll(/^\| (`[A-Z][^|]*) \| `(\/[a-z/]*)[^`]*` \|/gm)].map((m) => ({
       privs: [...m[1].matchAll(/`([^`]+)`/g)].map((x) => x[1]).map((p, _i, all) => (p.startsWith('.') ? all[0].replace(/\.[^.]+$/, '') + p : p)),
@@ -108,6 +122,8 @@ describe.each(['9.1', '8.4'] as const)('on Proxmox VE %s', (release) => {
     const t = addToken(dir, { tokenid: 'qemurun@pve!narrow', acl });
     expect(mayDownload(t, release)).toBe(true);
     expect(can(t, '/vms/120', ['VM.Allocate'], release)).toBe(true);
+    expect(mayClone(t, release)).toBe(true);
+    expect(maySeeBridge(t, release)).toBe(true);
     expect(mayAgent(t, 'file-read', release)).toBe(true);
     expect(mayAgent(t, 'network-get-interfaces', release)).toBe(true);
   });

@@ -74,8 +74,15 @@ export const clusterRoutes: Route[] = [
     method: 'GET',
     path: '/nodes/{node}/network',
     props: { type: { type: 'string', optional: true, enum: NETWORK_TYPES } },
-    // `permissions => { user => 'all' }`: any authenticated user may list them.
-    handle: (r) => nodeNetwork(r.ctx(), r.params.node, r.params.type),
+    // `permissions => { user => 'all' }`: any authenticated user may ask, but a Linux or
+    // OVS bridge is listed only to who has SDN.Audit or SDN.Use on it in the localnetwork
+    // zone (pve-manager PVE/API2/Network.pm `index`, "always check bridge access", on 8.4
+    // and 9 alike: pve-access-control RPCEnvironment.pm `check_sdn_bridge`). The sandbox
+    // has no SDN vnets, which `get_local_vnets` filters the same way.
+    handle: (r) =>
+      nodeNetwork(r.ctx(), r.params.node, r.params.type).filter(
+        (i) => !['bridge', 'OVSBridge'].includes(i.type) || r.canUseBridge('localnetwork', i.iface, ['SDN.Audit', 'SDN.Use']),
+      ),
   },
   {
     method: 'GET',

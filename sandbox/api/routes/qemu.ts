@@ -12,6 +12,7 @@ import { loadVm, parseDrive } from '../../cli/qm/vm';
 import { guestResource, guests } from '../../cli/resources';
 import { vmConfOn, vmConfigView, vmStatusCurrent } from '../../cli/pvesh';
 import { vmOwner } from '../../state/vmlist';
+import { parsePropertyString } from '../../state/vmconf';
 import { poolExists, poolMissingText } from '../../state/pools';
 import { vmProcess } from '../../state/runtime';
 import { majorOf, nodeOf, nodePveVersion } from '../../state/model';
@@ -171,6 +172,41 @@ function checkStoragePerms(r: Req, params: Record<string, string>): void {
     }
     const from = /^([^/:\s]+):/.exec(d.opts['import-from'] ?? '');
     if (from) r.check(`/storage/${from[1]}`, ['Datastore.AllocateSpace', 'Datastore.Audit'], true);
+  }
+}
+
+/** PVE::QemuServer::Drive's `valid_drive_names` order, in which `foreach_volume` visits a config's drives. */
+const DRIVE_ORDER = ['ide', 'scsi', 'virtio', 'sata', 'efidisk', 'tpmstate'];
+const driveRank = (k: string) => {
+  const m = /^([a-z]+)(\d+)$/.exec(k)!;
+  return DRIVE_ORDER.indexOf(m[1]) * 100 + Number(m[2]);
+};
+
+/**
+ * What clone_vm's `$load_and_check` asks of the source's config (qemu-server
+ * API2/Qemu.pm), in its order: `$check_storage_access_clone` (Datastore.AllocateSpace on
+ * the storage of every disk, CD-ROMs and the cloud-init drive aside, or on the `storage` of
+ * a full clone for each of them; on `vmstatestorage`; Sys.Console on `/` for the host's
+ * CD-ROM drive), check_bridge_access (SDN.Use on every NIC's bridge), and on 9
+ * `$check_cpu_model_access` (Mapping.Use on `/mapping/cpu/<name>` for a custom model,
+ * qemu-server 9.1.15 on: commit "api: clone: enforce Mapping.Use on inherited custom CPU
+ * model"; 8.4's clone_vm does not check the model).
+ */
+function checkCloneAccess(r: Req, conf: Record<string, string>): void {
+  for (const k of Object.keys(conf).filter(isDriveName).sort((a, b) => driveRank(a) - driveRank(b))) {
+    const d = parseDrive(conf[k]);
+    if (!d.volid || d.volid === 'none') continue;
+    if (d.opts.media === 'cdrom') {
+      if (d.volid === 'cdrom') r.check('/', ['Sys.Console']);
+      continue;
+    }
+    r.check(`/storage/${r.params.storage ?? d.volid.split(':')[0]}`, ['Datastore.AllocateSpace']);
+  }
+  if (conf.vmstatestorage !== undefined) r.check(`/storage/${conf.vmstatestorage}`, ['Datastore.AllocateSpace']);
+  checkBridgeAccess(r, conf);
+  const cputype = conf.cpu === undefined ? undefined : parsePropertyString(conf.cpu, 'cputype').cputype;
+  if (cputype?.startsWith('custom-') && majorOf(nodePveVersion(r.ctx().model, r.params.node).release) >= 9) {
+    r.check(`/mapping/cpu/${cputype.slice('custom-'.length)}`, ['Mapping.Use']);
   }
 }
 
@@ -406,21 +442,19 @@ export const qemuRoutes: Route[] = [
     },
   },
   {
-    // API2/Qemu.pm clone_vm: VM.Clone on the source, VM.Allocate on the new VM or its pool,
-    // Datastore.AllocateSpace on a target storage; its early checks answer the request.
+    // API2/Qemu.pm clone_vm: VM.Clone on the source, VM.Allocate on the new VM or its pool;
+    // the rest in `$load_and_check` (checkCloneAccess); its early checks answer the request.
     method: 'POST',
     path: '/nodes/{node}/qemu/{vmid}/clone',
     props: without(CLONE_DEF.props, 'vmid'),
     handle: (r) => {
-      const { vmid, newid, pool, storage } = r.params;
+      const { vmid, newid, pool } = r.params;
       r.check(`/vms/${vmid}`, ['VM.Clone']);
       if (!r.can(`/vms/${newid}`, ['VM.Allocate'])) {
         if (pool === undefined) r.check(`/vms/${newid}`, ['VM.Allocate']);
         else r.check(`/pool/${pool}`, ['VM.Allocate']);
       }
-      if (storage !== undefined) r.check(`/storage/${storage}`, ['Datastore.AllocateSpace']);
-      const { source } = checkClone(r.ctx(), r.params);
-      checkBridgeAccess(r, source.props);
+      checkClone(r.ctx(), r.params, (conf) => checkCloneAccess(r, conf));
       return qmTask(r, 'qmclone', ['clone', vmid, newid, ...options(r, 'newid')]);
     },
   },

@@ -54,19 +54,23 @@ export function qmClone(ctx: Ctx, argv: string[]): number {
   const newid = Number(p.newid);
   const running = Boolean(vmProcess(ctx.dir, vmid));
   checkClone(ctx, p);
-  // A running source is locked exclusively, a stopped one (a template) shared: parallel
-  // clones of one template do not wait for each other's config lock (the sandbox's locks
-  // are exclusive, so a shared one is not taken). The new VM's lock waits 1 s.
+  // clone_vm's `$lock_source_vm`: a running source is locked exclusively, a stopped one (a
+  // template) shared (lock_config_shared), so parallel clones of one template go on
+  // together while a qm set, migrate or destroy of it waits for them and times out. Each
+  // lock waits 1 s.
   const cloneUnderLocks = () => withVmLock(ctx, newid, () => cloneLocked(ctx, p, checkClone(ctx, p)), 1000);
-  if (running) withVmLock(ctx, vmid, cloneUnderLocks, 1000);
-  else cloneUnderLocks();
+  withVmLock(ctx, vmid, cloneUnderLocks, 1000, !running);
   return 0;
 }
 
 const targetOf = (ctx: Ctx, p: Params) => (p.target === ctx.node || p.target === 'localhost' ? undefined : p.target);
 
-/** clone_vm's `$load_and_check`: run before the task forks (the API answers these itself) and again under the locks. */
-export function checkClone(ctx: Ctx, p: Params) {
+/**
+ * clone_vm's `$load_and_check`: run before the task forks (the API answers these itself) and
+ * again under the locks. `access` is its privilege checks on the source's config, in their
+ * place (the API's; `qm` runs as root@pam, whom they let pass).
+ */
+export function checkClone(ctx: Ctx, p: Params, access?: (conf: Record<string, string>) => void) {
   const vmid = Number(p.vmid);
   const newid = Number(p.newid);
   const target = targetOf(ctx, p);
@@ -86,6 +90,7 @@ export function checkClone(ctx: Ctx, p: Params) {
   const full = p.full !== undefined ? p.full === '1' : source.props.template !== '1';
   if (p.storage !== undefined && !full) throw new CliError("parameter 'storage' not allowed for linked clones");
   if (p.format !== undefined && !full) throw new CliError("parameter 'format' not allowed for linked clones");
+  access?.(source.props);
 
   const newconf: Record<string, string> = { lock: 'clone' };
   const drives: Array<{ key: string; drive: Drive; full: boolean }> = [];

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { CliError } from '../errors';
 import type { Ctx } from '../context';
 import { parseConf, serializeConf, type VmConf } from '../../state/vmconf';
-import { createExclusive, LockTimeoutError, readIfExists, withLock, writeFileAtomic } from '../../state/files';
+import { createExclusive, LockTimeoutError, readIfExists, withLock, withSharedLock, writeFileAtomic } from '../../state/files';
 import { isDriveName } from '../vmOptions';
 
 /**
@@ -39,10 +39,11 @@ export const vmLockFile = (locksDir: string, vmid: number) => `${locksDir}/lock-
  * PVE's per-VM flock (`/var/lock/qemu-server/lock-<vmid>.conf`): pve-common
  * `PVE::Tools::lock_file_full` waits `timeoutMs` (AbstractConfig `lock_config`: 10 s;
  * the sandbox's `lockTimeoutMs` when set), then fails with its `got timeout` text.
+ * `shared` is AbstractConfig's `lock_config_shared` (flock LOCK_SH).
  */
-export function withVmLock<T>(ctx: Ctx, vmid: number, fn: () => T, timeoutMs = ctx.model.lockTimeoutMs ?? 10_000): T {
+export function withVmLock<T>(ctx: Ctx, vmid: number, fn: () => T, timeoutMs = ctx.model.lockTimeoutMs ?? 10_000, shared = false): T {
   try {
-    return withLock(vmLockFile(ctx.paths.locksDir, vmid), timeoutMs, fn);
+    return (shared ? withSharedLock : withLock)(vmLockFile(ctx.paths.locksDir, vmid), timeoutMs, fn);
   } catch (e) {
     if (e instanceof LockTimeoutError) {
       throw new CliError(`can't lock file '/var/lock/qemu-server/lock-${vmid}.conf' - got timeout`);

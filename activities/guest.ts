@@ -1,7 +1,7 @@
 import { Context, sleep } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import type { ProxmoxCluster } from '../lib/proxmox';
+import { onVmNode, type ProxmoxCluster } from '../lib/proxmox';
 import { connectGuest, execOnGuest, peekHostKey, type GuestTarget } from '../lib/guestSsh';
 import { fingerprint, hostKeyLine, parseHostKey } from '../lib/guestHostKey';
 import { hashRootPassword } from '../lib/rootPassword';
@@ -13,6 +13,7 @@ import { portAnswers } from '../lib/network';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { checkedInput } from './checkInput';
+import { knownNode } from './managedSet';
 import { failure, field, isFailureOf, type InitScriptPhase, type InitScriptRun, type PinnedHostKey } from '../contract';
 import type { ApplicationFailure } from '@temporalio/common';
 
@@ -36,12 +37,13 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
 
   /**
    * The guest's host key as its QEMU guest agent reads it, through Proxmox; undefined
-   * while the agent, or the key (made on first boot), is not there yet.
+   * while the agent, or the key (made on first boot), is not there yet. Asked on `known`,
+   * the node the workflow put the VM on, when it is still there.
    */
-  async function agentHostKey(vmid: number): Promise<{ key?: string; error: string }> {
+  async function agentHostKey(vmid: number, known: string | undefined): Promise<{ key?: string; error: string }> {
     try {
-      const node = await proxmox.nodeOf(vmid);
-      return { key: hostKeyLine(parseHostKey(await node.agentFileRead(vmid, GUEST_HOST_KEY_FILE))), error: '' };
+      const file = await onVmNode(proxmox, vmid, known, (node) => node.agentFileRead(vmid, GUEST_HOST_KEY_FILE));
+      return { key: hostKeyLine(parseHostKey(file)), error: '' };
     } catch (err) {
       return { error: (err as Error).message.split('\n')[0] };
     }
@@ -85,8 +87,9 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
      * answers is trusted on first use. Returns the key to pin for the install's later
      * connections. Without a VMID (power operations, nothing secret sent) any key will do.
      */
-    async waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string }): Promise<PinnedHostKey | undefined> {
+    async waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string }): Promise<PinnedHostKey | undefined> {
       const ctx = Context.current();
+      const known = knownNode(input, 'waitForSsh');
       const deadline = Date.now() + config.sshWaitTimeoutSec * 1000;
       const target: GuestTarget = { host: input.ip, port: config.vmSshPort, username: input.user, privateKey: key() };
       let lastError = 'no answer';
@@ -105,7 +108,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
           await sleep(SSH_PORT_POLL_MS);
           continue;
         }
-        if (input.vmid !== undefined && agentKey === undefined) ({ key: agentKey, error: agentError } = await agentHostKey(input.vmid));
+        if (input.vmid !== undefined && agentKey === undefined) ({ key: agentKey, error: agentError } = await agentHostKey(input.vmid, known));
         if (agentKey && input.hostKey && agentKey !== input.hostKey) {
           throw failure(
             'HostKeyMismatchError',

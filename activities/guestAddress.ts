@@ -1,9 +1,10 @@
 import { Context, sleep } from '@temporalio/activity';
 import type { Config } from '../lib/config';
-import type { ProxmoxCluster } from '../lib/proxmox';
+import { onVmNode, type ProxmoxCluster } from '../lib/proxmox';
 import { agentAddress } from '../lib/vm/address';
 import { failure, field } from '../contract';
 import { checkedInput } from './checkInput';
+import { knownNode } from './managedSet';
 
 export interface GuestAddressDeps {
   config: Config;
@@ -27,17 +28,17 @@ export function guestAddressActivities({ config, proxmox }: GuestAddressDeps) {
      * Without, it asks once and says why there is no address: a static install only
      * compares, and never fails because the agent is silent.
      */
-    async readGuestAddress(input: { vmid: number; wait?: boolean }): Promise<{ ip?: string; reason?: string }> {
+    async readGuestAddress(input: { vmid: number; wait?: boolean; node?: string }): Promise<{ ip?: string; reason?: string }> {
       checkedInput(field.vmid, input.vmid, 'readGuestAddress');
       const { vmid } = input;
+      const known = knownNode(input, 'readGuestAddress');
       const ctx = Context.current();
       const deadline = Date.now() + config.sshWaitTimeoutSec * 1000;
       let reason = 'no answer';
       for (let attempt = 1; ; attempt++) {
         ctx.heartbeat({ attempt });
         try {
-          const node = await proxmox.nodeOf(vmid);
-          const answer = await agentAddress(node, vmid, await node.config(vmid));
+          const answer = await onVmNode(proxmox, vmid, known, async (node) => agentAddress(node, vmid, await node.config(vmid)));
           if ('ip' in answer) return { ip: answer.ip };
           reason = answer.reason;
         } catch (err) {

@@ -1,7 +1,9 @@
 import type { Config } from '../lib/config';
-import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
-import { failure } from '../contract';
+import { onVmNode, type ProxmoxCluster, type ProxmoxNode } from '../lib/proxmox';
+import type { VmConfig } from '../lib/proxmox/vmConfig';
+import { failure, field } from '../contract';
 import { notManagedRefusal } from '../lib/vm/markerSeal';
+import { checkedInput } from './checkInput';
 
 /**
  * The managed set, enforced where the commands run: every activity that changes an
@@ -12,13 +14,38 @@ import { notManagedRefusal } from '../lib/vm/markerSeal';
  */
 export async function requireManaged(config: Config, node: ProxmoxNode, vmid: number): Promise<void> {
   if (config.manageAllVms) return;
-  const refusal = notManagedRefusal(config, vmid, await node.config(vmid));
+  requireManagedConfig(config, vmid, await node.config(vmid));
+}
+
+/** The managed set's check on a config read already. */
+export function requireManagedConfig(config: Config, vmid: number, conf: VmConfig): void {
+  if (config.manageAllVms) return;
+  const refusal = notManagedRefusal(config, vmid, conf);
   if (refusal !== undefined) throw failure('NotManagedError', refusal);
 }
 
-/** The node of a VM that exists (else VmNotFoundError) and is in the managed set. */
-export async function managedNodeOf(config: Config, proxmox: ProxmoxCluster, vmid: number): Promise<ProxmoxNode> {
-  const node = await proxmox.nodeOf(vmid);
-  await requireManaged(config, node, vmid);
-  return node;
+/**
+ * The node of a VM that exists (else VmNotFoundError) and is in the managed set. `known`:
+ * where the workflow made the VM or last moved it. The VM's config read there, which the
+ * managed check needs anyway, says it is still there, so only a VM moved since costs a read
+ * of the cluster's resources.
+ */
+export async function managedNodeOf(config: Config, proxmox: ProxmoxCluster, vmid: number, known?: string): Promise<ProxmoxNode> {
+  if (known === undefined) {
+    const node = await proxmox.nodeOf(vmid);
+    await requireManaged(config, node, vmid);
+    return node;
+  }
+  return onVmNode(proxmox, vmid, known, async (node) => {
+    requireManagedConfig(config, vmid, await node.config(vmid));
+    return node;
+  });
+}
+
+/**
+ * The node an activity's input says a VM is on (absent in inputs of earlier versions),
+ * checked with the API's rules: in API mode it becomes part of a request path.
+ */
+export function knownNode(input: { node?: string }, activity: string): string | undefined {
+  return input.node === undefined ? undefined : checkedInput(field.node, input.node, activity);
 }

@@ -2,7 +2,7 @@ import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { failure } from '../contract';
 import { markerSealFor } from '../lib/vm/markerSeal';
-import { managedNodeOf } from './managedSet';
+import { knownNode, managedNodeOf } from './managedSet';
 import { BridgeNotFoundError } from '../lib/proxmox/errors';
 
 export interface PowerDeps {
@@ -15,7 +15,7 @@ export interface PowerDeps {
  * already in the state asked for counts as done, so a retry is harmless.
  */
 export function powerActivities({ config, proxmox }: PowerDeps) {
-  const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);
+  const managedNode = (vmid: number, known?: string) => managedNodeOf(config, proxmox, vmid, known);
   /**
    * A start whose missing bridge is not VM_BRIDGE: the VM's bridge came from its install's
    * request (or its own net0), so the hint names that instead of the setting.
@@ -30,14 +30,14 @@ export function powerActivities({ config, proxmox }: PowerDeps) {
   };
 
   return {
-    async startVm(input: { vmid: number }): Promise<void> {
-      const node = await managedNode(input.vmid);
+    async startVm(input: { vmid: number; node?: string }): Promise<void> {
+      const node = await managedNode(input.vmid, knownNode(input, 'startVm'));
       if ((await node.status(input.vmid)) === 'running') return;
       await start(node, input.vmid);
     },
 
-    async rebootVm(input: { vmid: number }): Promise<void> {
-      const node = await managedNode(input.vmid);
+    async rebootVm(input: { vmid: number; node?: string }): Promise<void> {
+      const node = await managedNode(input.vmid, knownNode(input, 'rebootVm'));
       if ((await node.status(input.vmid)) !== 'running') {
         await start(node, input.vmid);
         return;

@@ -1,6 +1,7 @@
 import { Context } from '@temporalio/activity';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster, ProxmoxNode } from '../lib/proxmox';
+import type { VmConfig } from '../lib/proxmox/vmConfig';
 import { failure, type InstallSpec } from '../contract';
 import { ciPasswordHashOf } from '../lib/proxmox/cipassword';
 import { cicustomOf, mergedUserData, ownUserSnippet, userSnippetName, UserDataError } from '../lib/vm/userData';
@@ -28,11 +29,13 @@ async function requireSnippetsStorage(config: Config, node: ProxmoxNode): Promis
 /**
  * Points `cicustom` at the snippet and writes the whole user-data there (what Proxmox
  * would generate, then the caller's). Absolute: a retry sets the same option and file.
+ * `options`: the VM's other options, set in the same call as `cicustom`.
  */
 export async function applyUserSnippet(
   config: Config,
   node: ProxmoxNode,
   input: { vmid: number; spec: InstallSpec; userData: string; keys: string[]; passwd?: string; passwdHash?: string; hostname: string },
+  options: Parameters<ProxmoxNode['setVmOptions']>[1] = {},
 ): Promise<void> {
   await requireSnippetsStorage(config, node);
   let text: string;
@@ -56,16 +59,17 @@ export async function applyUserSnippet(
   const cicustom = cicustomOf(config.snippetsStorage, input.vmid);
   // The option first: a cleanup after a failure in between finds the file through it (and
   // removing a file that was never written is no error).
-  await node.setVmOptions(input.vmid, { cicustom });
+  await node.setVmOptions(input.vmid, { ...options, cicustom });
   await node.writeSnippet(cicustom.slice('user='.length), text);
 }
 
 /**
  * Before a migration to `target`: the VM's own snippet, copied there when the target does
  * not see the same file (a storage that is not shared). Nothing to do for a VM without one.
+ * `conf`: the VM's config when the caller has read it on `source` already.
  */
-export async function carryUserSnippet(proxmox: ProxmoxCluster, source: ProxmoxNode, vmid: number, target: string): Promise<void> {
-  const conf = await source.config(vmid);
+export async function carryUserSnippet(proxmox: ProxmoxCluster, source: ProxmoxNode, vmid: number, target: string, conf?: VmConfig): Promise<void> {
+  conf ??= await source.config(vmid);
   const own = ownUserSnippet(conf.entries.cicustom, vmid);
   if (!own) return;
   const text = await source.readSnippet(own.volid);

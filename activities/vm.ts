@@ -123,7 +123,14 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       return { ip, node: proxmox.mainNode };
     },
 
-    /** Cloud-init, disks, boot order and network in the seed's order; every step absolute. */
+    /**
+     * Cloud-init, disks, boot order and network in one `qm set` (one `PUT .../config`), then
+     * the boot disk's resize: every option absolute, and each disk only when the VM lacks it,
+     * so a retry creates none twice. One call does what separate ones did: qemu-server's
+     * update_vm_api applies each option in turn under the one config lock, allocating new
+     * disks as it goes, and takes a boot order naming a disk of the same call
+     * (`$conf->{$dev} || $conf->{pending}->{$dev} || $param->{$dev}`).
+     */
     async configureVm(input: {
       vmid: number;
       volid?: string;
@@ -147,31 +154,34 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       const node = main();
       const keys = [input.mainKey, ...readAdminKeys(config.dataDir), ...(spec.pubkey ? spec.pubkey.split('\n') : [])];
       const conf = await node.config(vmid);
-      await node.setVmOptions(vmid, {
+      const lacks = (key: string) => !conf.disks.some((d) => d.key === key);
+      if (lacks('scsi0') && input.volid === undefined) throw failure('ConfigError', `VM ${vmid} has no boot disk (scsi0) and none was imported`);
+      const drives: Array<[string, string]> = [
+        ...(input.volid !== undefined ? [['scsi0', input.volid] as [string, string]] : []),
+        [cloudinitDriveKey(spec), `${spec.storage ?? config.storage}:cloudinit`],
+        ...extraDriveOptions(spec, config.storage),
+      ];
+      const options = {
         sshkeys: `${keys.join('\n')}\n`,
         ...(passwd !== undefined ? { cipassword: passwd } : passwdHash !== undefined ? { cipasswordHash: passwdHash } : {}),
         ciuser: spec.user,
         ciupgrade: 0,
         tags: proxmoxTags([spec.os, ...(spec.tags ?? [])]),
-      });
-      if (!conf.disks.some((d) => d.key === 'scsi0')) {
-        if (input.volid === undefined) throw failure('ConfigError', `VM ${vmid} has no boot disk (scsi0) and none was imported`);
-        await node.setVmOptions(vmid, { scsi0: input.volid });
-      }
-      const cloudinit = cloudinitDriveKey(spec);
-      if (!conf.disks.some((d) => d.key === cloudinit)) await node.setVmOptions(vmid, { [cloudinit]: `${spec.storage ?? config.storage}:cloudinit` });
-      for (const [key, value] of extraDriveOptions(spec, config.storage)) {
-        if (!conf.disks.some((d) => d.key === key)) await node.setVmOptions(vmid, { [key]: value });
-      }
-      await node.setVmOptions(vmid, { boot: 'order=scsi0' });
-      // Absolute, so a retry is harmless; never below the image (Proxmox refuses to shrink).
-      const scsi0 = (await node.config(vmid)).disks.find((d) => d.key === 'scsi0');
-      if (!scsi0?.sizeBytes || scsi0.sizeBytes < spec.diskGb * 1024 ** 3) await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
-      await node.setVmOptions(vmid, { ipconfig0: input.ipconfig ?? ipconfig0Of(spec, input.ip, config.gateway), ...dnsOptionsOf(spec) });
-      // Last: with `cicustom user=` Proxmox writes this file instead of the user-data it would generate from the options above.
+        ...Object.fromEntries(drives.filter(([key]) => lacks(key))),
+        boot: 'order=scsi0',
+        ipconfig0: input.ipconfig ?? ipconfig0Of(spec, input.ip, config.gateway),
+        ...dnsOptionsOf(spec),
+      };
+      // With `cicustom user=` Proxmox writes the snippet instead of the user-data it would generate from the options.
       if (userData !== undefined) {
-        await applyUserSnippet(config, node, { vmid, spec, userData, keys, passwd, passwdHash, hostname: conf.name ?? `VM${vmid}` });
+        await applyUserSnippet(config, node, { vmid, spec, userData, keys, passwd, passwdHash, hostname: conf.name ?? `VM${vmid}` }, options);
+      } else {
+        await node.setVmOptions(vmid, options);
       }
+      // Absolute, so a retry is harmless; never below the image (Proxmox refuses to shrink).
+      // A boot disk attached just now has its size in the config only from now on.
+      const scsi0 = (lacks('scsi0') ? await node.config(vmid) : conf).disks.find((d) => d.key === 'scsi0');
+      if (!scsi0?.sizeBytes || scsi0.sizeBytes < spec.diskGb * 1024 ** 3) await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
     },
 
     async setCpu(input: { vmid: number; cores: number }): Promise<void> {

@@ -80,7 +80,8 @@ export interface Activities {
     /** The request's cloud-init user-data (InstallSecrets.userData); absent: Proxmox generates the user-data. */
     userData?: string;
   }): Promise<void>;
-  migrateVm(input: { vmid: number; target: string }): Promise<void>;
+  /** `node`: where the workflow made the VM, asked before the cluster's resources (absent in inputs of earlier versions). */
+  migrateVm(input: { vmid: number; target: string; node?: string }): Promise<void>;
 
   // Golden templates (issue 25): built by buildTemplate, cloned by installs.
   templateRecipe(input: { os: OsName; version: string; storage?: string }): Promise<{ recipe: string; storage: string }>;
@@ -101,8 +102,14 @@ export interface Activities {
   retireTemplates(input: { os: OsName; version: string; storage?: string; keep: number }): Promise<{ retired: number[]; kept: number[] }>;
 
   // Power and lifecycle of an existing VM.
-  startVm(input: { vmid: number }): Promise<void>;
-  rebootVm(input: { vmid: number }): Promise<void>;
+  /**
+   * `node` (here and in the guest's activities below): where the workflow made the VM or
+   * last moved it. The activity asks that node first and reads the cluster's resources only
+   * when the VM is not there; without it (lifecycle operations, inputs of earlier versions),
+   * it reads them to find the VM.
+   */
+  startVm(input: { vmid: number; node?: string }): Promise<void>;
+  rebootVm(input: { vmid: number; node?: string }): Promise<void>;
   shutdownVm(input: { vmid: number }): Promise<void>;
   stopVm(input: { vmid: number }): Promise<void>;
   destroyVm(input: { vmid: number }): Promise<void>;
@@ -122,12 +129,12 @@ export interface Activities {
    * With `vmid`, only the host key the guest agent reports (or `hostKey`, pinned before) is
    * accepted, and the key to pin is returned (see docs/security.md, guest SSH).
    */
-  waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string }): Promise<PinnedHostKey | undefined>;
+  waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string }): Promise<PinnedHostKey | undefined>;
   /**
    * net0's IPv4 address as the guest agent reports it; with `wait`, until it does
    * (SSH_WAIT_TIMEOUT), else one question whose `reason` says why there is no address.
    */
-  readGuestAddress(input: { vmid: number; wait?: boolean }): Promise<{ ip?: string; reason?: string }>;
+  readGuestAddress(input: { vmid: number; wait?: boolean; node?: string }): Promise<{ ip?: string; reason?: string }>;
   waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void>;
   /** Without `phase`, the full run (a VM built from an image); see InitScriptPhase. */
   /** A full run also asks the guest whether it must reboot (`reboot`); a phase run does not. */

@@ -124,18 +124,19 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         ...(secrets.userData !== undefined ? { userData: secrets.userData } : {}),
       }),
     );
-    if (spec.node && spec.node !== vm.node) {
-      const target = spec.node;
-      await step('VM initialization > migrate', `migrating to node ${target}`, () =>
-        transfer.migrateVm({ vmid: vm.vmid, target }),
+    // Where the VM is from here on: the activities ask that node before the cluster's resources.
+    const node = spec.node ?? vm.node;
+    if (node !== vm.node) {
+      await step('VM initialization > migrate', `migrating to node ${node}`, () =>
+        transfer.migrateVm({ vmid: vm.vmid, target: node, node: vm.node }),
       );
     }
-    await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid }));
+    await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid, node }));
     const readsAddress = patched(GUEST_ADDRESS);
     let ip = vm.ip;
     if (readsAddress && dhcp) {
       const read = await step('VM initialization > guest address', 'reading the address from the guest agent', () =>
-        guest.readGuestAddress({ vmid: vm.vmid, wait: true }),
+        guest.readGuestAddress({ vmid: vm.vmid, wait: true, node }),
       );
       if (!read.ip) throw failure('GuestAddressError', `VM ${vm.vmid}'s guest agent reported no address: ${read.reason ?? 'no answer'}`);
       ip = read.ip;
@@ -146,14 +147,14 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       // The account cloud-init made: with a custom user, the OS's own account exists only
       // once the init script has made it. The VMID lets the activity learn the guest's
       // host key from its agent; that key is pinned for every later connection.
-      guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid }),
+      guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, node }),
     );
     // Undefined in histories from before host keys were pinned.
     const hostKey = pinned?.hostKey;
     if (pinned) progress.info('VM initialization > wait for SSH', `host key ${pinned.fingerprint} (${pinned.source === 'guest agent' ? 'reported by the guest agent' : 'trusted on first use: the guest agent did not answer'})`);
     if (readsAddress && !dhcp) {
       // One question, answered or not: a static install never fails because the agent is silent.
-      const read = await guest.readGuestAddress({ vmid: vm.vmid });
+      const read = await guest.readGuestAddress({ vmid: vm.vmid, node });
       progress.info(
         'VM initialization > wait for SSH',
         read.ip === undefined ? `the guest agent reports no address (${read.reason ?? 'no answer'})` : read.ip === ip ? `the guest agent reports ${read.ip}, as configured` : `the guest agent reports ${read.ip}, not the configured ${ip}`,
@@ -175,16 +176,16 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     });
     // A clone's kernel and packages are the template's, already booted once: nothing asks for a reboot.
     if (!template && rebootAfterInitScript(ran?.reboot)) {
-      await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid }));
+      await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid, node }));
       await step('VM initialization > wait for SSH', `waiting for SSH on ${ip} after reboot`, () =>
-        guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, hostKey }),
+        guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, hostKey, node }),
       );
     }
 
     const elapsedSec = (Date.now() - started) / 1000;
     metrics.installFinished(os, 'completed', elapsedSec);
     progress.finished('VM initialization > finalizing', `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, ip, user: spec.user });
-    return { vmid: vm.vmid, ip, user: spec.user, node: spec.node ?? vm.node, name: vm.name, elapsedSec };
+    return { vmid: vm.vmid, ip, user: spec.user, node, name: vm.name, elapsedSec };
   } catch (err) {
     const { state, failedStep } = await failWithCleanup(err, progress, compensations, 'install cancelled');
     metrics.installFinished(os, state, (Date.now() - started) / 1000, failedStep);

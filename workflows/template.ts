@@ -74,8 +74,10 @@ export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTem
     await step('VM initialization > cloud-init', 'configuring cloud-init, disks and network', () =>
       proxmox.configureVm({ vmid: vm.vmid, volid, spec, ip, mainKey: serviceKey }),
     );
-    await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid }));
-    const pinned = await step('VM initialization > wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid }));
+    // Where createVm made the VM: the activities ask it before the cluster's resources.
+    const node = vm.made.node;
+    await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid, node }));
+    const pinned = await step('VM initialization > wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, node }));
     const at = { ip, user: spec.user, os: spec.os, version: spec.version, vmid: vm.vmid, ...(pinned ? { hostKey: pinned.hostKey } : {}) };
     await step('VM initialization > init script', `running the shared part of the ${spec.os} ${spec.version} init script`, async () => {
       await guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, ...(pinned ? { hostKey: pinned.hostKey } : {}) });

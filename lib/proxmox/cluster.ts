@@ -68,6 +68,30 @@ export function proxmoxCluster(nodes: ClusterNodes): ProxmoxCluster {
   };
 }
 
+/**
+ * Runs `use` on the node holding VM `vmid`, asking `known` first: the node the caller made
+ * the VM on or last moved it to, which costs no cluster-wide read. Only when the VM is not
+ * there (VmNotFoundError: someone moved it since, or `known` is absent) or this worker
+ * cannot reach that node do the cluster's resources say where it is, and `use` runs there.
+ * `use` must be safe to run twice: nothing on a node that does not hold the VM changed.
+ */
+export async function onVmNode<T>(
+  cluster: Pick<ProxmoxCluster, 'node' | 'nodeOf'>,
+  vmid: number,
+  known: string | undefined,
+  use: (node: ProxmoxNode) => Promise<T>,
+): Promise<T> {
+  const node = known === undefined ? undefined : cluster.node(known);
+  if (node) {
+    try {
+      return await use(node);
+    } catch (err) {
+      if (!(err instanceof VmNotFoundError)) throw err;
+    }
+  }
+  return use(await cluster.nodeOf(vmid));
+}
+
 function throwError(err: Error): never {
   throw err;
 }

@@ -6,7 +6,7 @@ import type { ProxmoxNode } from './node';
 import { proxmoxCluster, type ProxmoxCluster } from './cluster';
 
 export type { ProxmoxNode, ProxmoxMode, CallOptions, TaskOptions } from './node';
-export { proxmoxCluster, type ProxmoxCluster, type ClusterNodes } from './cluster';
+export { onVmNode, proxmoxCluster, type ProxmoxCluster, type ClusterNodes } from './cluster';
 export { CliNode } from './cli';
 export { ApiNode } from './api/node';
 export { linkedCloneSupported } from './linkedClone';

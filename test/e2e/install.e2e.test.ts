@@ -1,6 +1,7 @@
 import { sshWorks, userKeyPair } from '../support/guest';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
+import { operations, operationsMark } from '../support/proxmoxCalls';
 
 /**
  * The install workflow end to end: real Temporal dev server, the Proxmox sandbox (pve1
@@ -98,4 +99,22 @@ test('a guest that never answers SSH: the wait times out once (SshTimeoutError),
   } finally {
     h.sandbox.setGuestFault(vmid, undefined);
   }
+});
+
+test('one install asks Proxmox once to configure the VM, and looks for it in the cluster only until it knows its node', async () => {
+  const mark = await operationsMark(h);
+  const res = await requestSse(`${h.api}/vm/install`, { body: { os: 'debian', version: '12', node: 'pve2' } });
+  expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+  const vmid = Number(/^\[\*\] VMID: (\d+)$/m.exec(res.events.map((e) => e.message).join('\n'))?.[1]);
+  const ops = (await operations(h, mark)).filter((o) => o.vmid === vmid || o.op === 'GET /cluster/resources');
+  const on = (op: string) => ops.filter((o) => o.op === op);
+  // Every option of the install in one `qm set` (one PUT .../config), then the boot disk's resize.
+  expect(on('set')).toHaveLength(1);
+  expect(Object.keys(on('set')[0].params)).toEqual(expect.arrayContaining(['sshkeys', 'ciuser', 'tags', 'ide2', 'boot', 'ipconfig0']));
+  expect(on('resize').map((o) => o.params)).toEqual([expect.objectContaining({ disk: 'scsi0', size: '16G' })]);
+  // Once the VM exists the workflow knows where it is (where it made it, then where it moved it).
+  const created = ops.findIndex((o) => o.op === 'create');
+  expect(created).toBeGreaterThan(0);
+  expect(ops.slice(created).filter((o) => o.op === 'GET /cluster/resources')).toEqual([]);
+  expect(ops.filter((o) => o.op === 'start').map((o) => o.node)).toEqual(['pve2']);
 });

@@ -1,5 +1,5 @@
 import type { CommandResult, NodeExecutor, RunOptions } from '../../lib/executor/types';
-import { apiCluster, cliCluster, proxmoxCluster, type ProxmoxNode } from '../../lib/proxmox';
+import { apiCluster, cliCluster, onVmNode, proxmoxCluster, type ProxmoxNode } from '../../lib/proxmox';
 import { PveApi } from '../../lib/proxmox/api/http';
 import { NoSuchNodeError, VmNotFoundError } from '../../lib/proxmox/errors';
 import type { VmResource } from '../../lib/proxmox/pvesh';
@@ -68,6 +68,33 @@ describe('ProxmoxCluster on stub nodes', () => {
     expect((err as Error).constructor.name).toBe('VmNotFoundError');
     expect((err as Error).message).toBe('VM 999 does not exist in the cluster');
     expect((err as VmNotFoundError).retryable).toBe(false);
+  });
+
+  it('runs on the node the caller knows without reading the cluster, and looks the VM up only when it is not there', async () => {
+    const notHere = (n: ProxmoxNode) => new VmNotFoundError({ node: n.node, command: 'qm config 120', exitCode: 2, stderr: `Configuration file 'nodes/${n.node}/qemu-server/120.conf' does not exist` });
+    const asked: string[] = [];
+    const use = async (n: ProxmoxNode) => {
+      asked.push(n.node);
+      if (n.node !== 'pve2') throw notHere(n);
+      return n.node;
+    };
+    expect(await onVmNode(cluster, 120, 'pve2', use)).toBe('pve2');
+    expect([asked, pve1.reads]).toEqual([['pve2'], 0]);
+    // Moved since the caller put it on pve1: the cluster's resources find it on pve2.
+    asked.length = 0;
+    expect(await onVmNode(cluster, 120, 'pve1', use)).toBe('pve2');
+    expect([asked, pve1.reads]).toEqual([['pve1', 'pve2'], 1]);
+    // No node known, or one this worker cannot reach: the cluster's resources, as before.
+    asked.length = 0;
+    expect(await onVmNode(cluster, 120, undefined, use)).toBe('pve2');
+    expect(await onVmNode(cluster, 120, 'pve9', use)).toBe('pve2');
+    expect([asked, pve1.reads]).toEqual([['pve2', 'pve2'], 3]);
+    // Any other failure is the answer: the VM is there, and the operation failed.
+    const locked = onVmNode(cluster, 120, 'pve2', async () => {
+      throw new Error('VM is locked (migrate)');
+    });
+    await expect(locked).rejects.toThrow('VM is locked (migrate)');
+    expect(pve1.reads).toBe(3);
   });
 
   it('answers a VM on a node it cannot reach with NoSuchNodeError naming the node', async () => {

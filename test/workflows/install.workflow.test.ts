@@ -46,7 +46,7 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     ]);
     expect(cluster.inputs('createVm')[0]).toMatchObject({ vmid: 120, name: 'web-120', owner: workflowId, cpuType: 'x86-64-v2-AES' });
     // A static install asks the agent once, only to compare.
-    expect(cluster.inputs('readGuestAddress')).toEqual([{ vmid: 120 }]);
+    expect(cluster.inputs('readGuestAddress')).toEqual([{ vmid: 120, node: 'pve1' }]);
     expect(page.events.map((e) => e.message)).toContain('[*] the guest agent reports 10.10.0.120, as configured');
     expect(cluster.vms.get(120)).toMatchObject({ owner: workflowId, status: 'running' });
     expect(page.state).toBe('completed');
@@ -92,7 +92,7 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
       'checkStorage', 'clusterCpuType', 'findTemplate', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
       'importDisk', 'configureVm', 'startVm', 'readGuestAddress', 'waitForSsh', 'waitForCloudInit', 'runInitScript', 'rebootVm', 'waitForSsh',
     ]);
-    expect(cluster.inputs('readGuestAddress')).toEqual([{ vmid: 120, wait: true }]);
+    expect(cluster.inputs('readGuestAddress')).toEqual([{ vmid: 120, wait: true, node: 'pve1' }]);
     expect(cluster.inputs('configureVm')[0]).toMatchObject({ ip: 'dhcp' });
     for (const activity of ['waitForSsh', 'waitForCloudInit', 'runInitScript'] as const) {
       for (const call of cluster.inputs(activity)) expect(call).toMatchObject({ ip: '10.20.0.120' });
@@ -151,8 +151,8 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
       return handle.query(progressQuery, 0);
     });
     expect(cluster.inputs('waitForSsh')).toEqual([
-      { ip: '10.10.0.120', user: 'admin', vmid: 120 },
-      { ip: '10.10.0.120', user: 'admin', vmid: 120, hostKey },
+      { ip: '10.10.0.120', user: 'admin', vmid: 120, node: 'pve1' },
+      { ip: '10.10.0.120', user: 'admin', vmid: 120, hostKey, node: 'pve1' },
     ]);
     expect(cluster.inputs('runInitScript')).toEqual([expect.objectContaining({ vmid: 120, hostKey })]);
     expect(page.events.map((e) => e.message)).toContain('[*] host key SHA256:guest (reported by the guest agent)');
@@ -164,7 +164,9 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
       t.env.client.workflow.execute(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input({ node: 'pve2' })] }),
     );
     expect(result.node).toBe('pve2');
-    expect(cluster.inputs('migrateVm')).toEqual([{ vmid: 120, target: 'pve2' }]);
+    expect(cluster.inputs('migrateVm')).toEqual([{ vmid: 120, target: 'pve2', node: 'pve1' }]);
+    // From the migration on, the activities look for the VM where it was moved to first.
+    expect(new Set(['startVm', 'waitForSsh', 'readGuestAddress', 'rebootVm'].flatMap((a) => cluster.inputs(a as 'startVm').map((i) => i.node)))).toEqual(new Set(['pve2']));
     const seq = cluster.sequence();
     expect(seq.indexOf('migrateVm')).toBeLessThan(seq.indexOf('startVm'));
     expect(cluster.vms.get(120)?.node).toBe('pve2');

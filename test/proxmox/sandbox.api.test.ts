@@ -617,6 +617,19 @@ describe('templates and clones over HTTP', () => {
     for (const id of [191, 190]) expect((await task(await call('DELETE', `/nodes/pve1/qemu/${id}`))).status.exitstatus).toBe('OK');
   });
 
+  test("a new id another node holds: the request is answered with a task, which pmxcfs's refused rename fails", async () => {
+    await task(await call('POST', '/nodes/pve1/qemu', { vmid: 193, ...BASIC, scsi0: 'local-lvm:1' }));
+    await task(await call('POST', '/nodes/pve1/qemu/193/template'));
+    expect((await qm('pve2', 'create', '194', '--name', 'elsewhere')).exitCode).toBe(0);
+    // clone_vm's early checks look for the config on this node only (API2/Qemu.pm `-f $conffile`).
+    const clone = await task(await call('POST', '/nodes/pve1/qemu/193/clone', { newid: 194 }));
+    const text = "close (rename) atomic file '/etc/pve/nodes/pve1/qemu-server/194.conf' failed: File exists";
+    expect(clone.status).toMatchObject({ type: 'qmclone', id: '193', exitstatus: text });
+    expect(clone.log.at(-1)).toBe(`TASK ERROR: ${text}`);
+    expect((await qm('pve2', 'config', '194')).stdout).toMatch(/^name: elsewhere$/m);
+    for (const [node, id] of [['pve2', 194], ['pve1', 193]]) expect((await task(await call('DELETE', `/nodes/${node}/qemu/${id}`))).status.exitstatus).toBe('OK');
+  });
+
   test('the template task writes `template: 1` before it converts the disks: a conversion that fails leaves the flag and the disk as it was', async () => {
     await task(await call('POST', '/nodes/pve1/qemu', { vmid: 192, ...BASIC, scsi0: 'local-lvm:1' }));
     const text = "can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout";

@@ -293,6 +293,18 @@ describe('the privileges of the release the cluster plays: Proxmox VE 9 (the def
     });
     expect(data(await call('GET', '/nodes/pve2/version'))).toEqual({ release: '9.1', repoid: '42db4a6cf33dac83', version: '9.1.1' });
   });
+
+  test('/cluster/nextid answers a JSON string on both releases, though its schema says integer', async () => {
+    // pve-manager PVE/API2/Cluster.pm nextid: JSON::XS writes the `$i` a hash lookup stringified as a string.
+    const raw = async () => {
+      const next = await call('GET', '/cluster/nextid');
+      const asked = await call('GET', '/cluster/nextid', { vmid: 4242 });
+      const pvesh = await execa('pvesh', ['get', '/cluster/nextid', '--output-format', 'json'], { env: t.cluster.envFor('pve1') });
+      return [typeof next.body?.data, asked.body?.data, pvesh.stdout.startsWith('"')];
+    };
+    expect(await raw()).toEqual(['string', '4242', true]);
+    expect(await playing(PVE_RELEASES['8.4'], raw)).toEqual(['string', '4242', true]);
+  });
 });
 
 describe('privileges as qemu-server and pve-manager check them', () => {

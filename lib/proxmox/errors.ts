@@ -72,7 +72,11 @@ export class StorageLockError extends ProxmoxError {
   }
 }
 
-/** `VM <id> already exists on node '<n>'`: the VMID belongs to another guest. */
+/**
+ * `VM <id> already exists on node '<n>'`, `config file already exists`, pmxcfs's `close
+ * (rename) atomic file '…/qemu-server/<id>.conf' failed: File exists`: the VMID belongs to
+ * another guest.
+ */
 export class VmidTakenError extends ProxmoxError {
   override readonly name: string = 'VmidTakenError';
   /** The node the VMID lives on, when Proxmox named it. */
@@ -211,8 +215,10 @@ const RULES: ReadonlyArray<readonly [RegExp, ErrorClass]> = [
   // The API's 403 and 401 (the status leads the text, as pvesh prints it). A refused
   // token is `401 Authentication failed!` (pve-manager PVE/HTTPServer.pm, auth_handler).
   [/^(?:40[13] )?(?:Permission check failed|authentication failure|Authentication failed!|No ticket)|^401 /im, PermissionDeniedError],
-  // create/clone on a used VMID; `pvesh get /cluster/nextid --vmid N` on a used one.
-  [/already exists on node '[^']*'|config file already exists|^vmid: VM \d+ already exists/m, VmidTakenError],
+  // create/clone on a used VMID; `pvesh get /cluster/nextid --vmid N` on a used one. A
+  // clone onto a VMID another node holds passes clone_vm's local check and fails when pmxcfs
+  // refuses its config's rename (pve-cluster memdb.c memdb_rename: EEXIST).
+  [/already exists on node '[^']*'|config file already exists|^vmid: VM \d+ already exists|^close \(rename\) atomic file '[^']*\/qemu-server\/\d+\.conf' failed: File exists$/m, VmidTakenError],
   [/Configuration file '[^']*' does not exist|unable to find configuration file for VM \d+/, VmNotFoundError],
   [/\b(?:VM|CT) is locked \([^)]*\)/, VmLockedError],
   // Before the VM config's lock: both are `can't lock file ... - got timeout`.

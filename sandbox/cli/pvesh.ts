@@ -135,6 +135,12 @@ export function nodeNetwork(ctx: Ctx, node: string, type: string | undefined): A
   return ifaces.filter((i) => !type || i.type === type || (type === 'any_bridge' && i.type === 'bridge'));
 }
 
+/**
+ * pve-manager PVE/API2/Cluster.pm `nextid`: `returns => { type => 'integer' }`, yet the
+ * answer is a JSON string (`"100"`) on 8.4 and 9.x alike: `$idlist->{$i}` caches `$i`'s
+ * string form (SVp_POK) just before `return $i`, and JSON::XS encodes such a scalar as a
+ * string; `vmid` comes back as it was passed. docs/sandbox.md has the details.
+ */
 export function nextId(ctx: Ctx, vmid: string | undefined): string {
   const used = new Set(listVms(ctx.dir).map((v) => v.vmid));
   if (vmid !== undefined) {

@@ -103,7 +103,7 @@ onceInCliMode('qemu-server refuses a start whose snippet is missing on the node,
   try {
     const start = await execa('qm', ['start', '188'], { env, reject: false });
     expect(start.exitCode).toBe(255);
-    expect(start.stderr).toBe("can't open '/var/lib/vz/snippets/absent.yaml' - No such file or directory");
+    expect(start.stderr).toBe("can't find file 'local:snippets/absent.yaml'");
     await execa('qm', ['set', '188', '--cicustom', 'user=local:iso/absent.yaml'], { env });
     expect((await execa('qm', ['start', '188'], { env, reject: false })).stderr).toBe('local:iso/absent.yaml is not in the snippets directory');
   } finally {

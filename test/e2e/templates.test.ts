@@ -1,3 +1,4 @@
+import { execa } from 'execa';
 import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
 import { markerSealFor } from '../../lib/vm/markerSeal';
 import { parseTemplateMarker, templateScheduleId } from '../../contract';
@@ -6,12 +7,14 @@ import { requestSse, type SseResponse } from '../support/sse';
 import { apiCall } from '../support/api';
 import { runInGuest } from '../support/guest';
 import { onceInCliMode } from '../support/proxmoxMode';
+import { activityAttempts } from '../support/history';
 
 /**
  * Golden templates (issue 25) end to end on the sandbox, in CLI mode and (the api-mode pass,
  * without the 20-install burst, which proves the storage slots once) through Proxmox's REST API: a template built by its Temporal Schedule and on demand, cleaned
  * and converted with `qm template`; installs that clone it (linked, one storage lock at a
- * time per slot) and end with the seed's four final events; 20 of them at once; `source`
+ * time per slot) and end with the seed's four final events; one whose explicit id another node
+ * holds, refused as a taken VMID; 20 of them at once; `source`
  * choosing the path; an old template retired once its linked clones are gone.
  */
 
@@ -147,6 +150,30 @@ test(
     expect(listed).toEqual([expect.objectContaining({ vmid: firstTemplate, name: `tpl-debian-12-${firstTemplate}`, state: 'current', os: 'debian', version: '12' })]);
   },
   15 * MINUTES,
+);
+
+test(
+  'an install whose clone meets its explicit id on another node fails at once as a taken VMID, and leaves that VM alone',
+  async () => {
+    // clone_vm looks for the new config on its own node only; pmxcfs refuses it at the rename.
+    const vmid = 249;
+    const env = { ...process.env, ...h.sandbox.envFor('pve2') };
+    expect((await execa('qm', ['create', String(vmid), '--name', 'elsewhere'], { env, reject: false })).exitCode).toBe(0);
+    try {
+      const before = await h.sandbox.readConfig(vmid);
+      const res = await install({ name: 'clash', id: vmid });
+      const last = res.events.at(-1)!;
+      expect(last.status).toBe('error');
+      expect(last.message).toContain(`close (rename) atomic file '/etc/pve/nodes/pve1/qemu-server/${vmid}.conf' failed: File exists`);
+      // A VmidTakenError: not retried, and an explicit id is not replaced by another.
+      expect((await activityAttempts(h.service.client, res.headers['x-workflow-id'] as string)).cloneVm).toBe(1);
+      expect(res.events.some((e) => /picking another/.test(e.message))).toBe(false);
+      expect(await h.sandbox.readConfig(vmid)).toBe(before);
+    } finally {
+      await execa('qm', ['destroy', String(vmid)], { env, reject: false });
+    }
+  },
+  5 * MINUTES,
 );
 
 test(

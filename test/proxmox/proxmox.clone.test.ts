@@ -97,6 +97,18 @@ describe.each(modes)('%s mode', (_mode, base, node) => {
     expect(await t.cluster.readConfig(tpl + 1)).toBe(before);
   });
 
+  test('a new id another node holds is a VmidTakenError too: pmxcfs refuses the new config, and nothing is made', async () => {
+    const elsewhere = tpl + 6;
+    expect((await execa('qm', ['create', String(elsewhere), '--name', 'elsewhere'], { env: t.cluster.envFor('pve2'), reject: false })).exitCode).toBe(0);
+    const before = await t.cluster.readConfig(elsewhere);
+    const err = await node().cloneVm(tpl, elsewhere).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VmidTakenError);
+    expect((err as VmidTakenError).retryable).toBe(false);
+    expect((err as VmidTakenError).stderr).toContain(`close (rename) atomic file '/etc/pve/nodes/pve1/qemu-server/${elsewhere}.conf' failed: File exists`);
+    expect(await t.cluster.readConfig(elsewhere)).toBe(before);
+    expect(fs.existsSync(clusterPaths(t.cluster.dir).conf('pve1', elsewhere))).toBe(false);
+  });
+
   test("the storage's lock held past its wait: a retryable StorageLockError naming the storage; the next try clones", async () => {
     const restore = setModel({ storageLockTimeoutMs: 300 });
     const held = holdLock(path.join(clusterPaths(t.cluster.dir).locksDir, 'pve-storage-local-lvm'));

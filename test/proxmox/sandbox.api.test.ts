@@ -293,6 +293,18 @@ describe('the privileges of the release the cluster plays: Proxmox VE 9 (the def
     });
     expect(data(await call('GET', '/nodes/pve2/version'))).toEqual({ release: '9.1', repoid: '42db4a6cf33dac83', version: '9.1.1' });
   });
+
+  test('/cluster/nextid answers a JSON string on both releases, though its schema says integer', async () => {
+    // pve-manager PVE/API2/Cluster.pm nextid: JSON::XS writes the `$i` a hash lookup stringified as a string.
+    const raw = async () => {
+      const next = await call('GET', '/cluster/nextid');
+      const asked = await call('GET', '/cluster/nextid', { vmid: 4242 });
+      const pvesh = await execa('pvesh', ['get', '/cluster/nextid', '--output-format', 'json'], { env: t.cluster.envFor('pve1') });
+      return [typeof next.body?.data, asked.body?.data, pvesh.stdout.startsWith('"')];
+    };
+    expect(await raw()).toEqual(['string', '4242', true]);
+    expect(await playing(PVE_RELEASES['8.4'], raw)).toEqual(['string', '4242', true]);
+  });
 });
 
 describe('privileges as qemu-server and pve-manager check them', () => {
@@ -675,6 +687,19 @@ describe('templates and clones over HTTP', () => {
       expect((await task(await call('POST', '/nodes/pve1/qemu/196/clone', { newid: 197 }, { authorization: cloner.authorization }))).status.exitstatus).toBe('OK');
     });
     for (const id of [197, 196, 194]) expect((await task(await call('DELETE', `/nodes/pve1/qemu/${id}`))).status.exitstatus).toBe('OK');
+});
+
+  test("a new id another node holds: the request is answered with a task, which pmxcfs's refused rename fails", async () => {
+    await task(await call('POST', '/nodes/pve1/qemu', { vmid: 188, ...BASIC, scsi0: 'local-lvm:1' }));
+    await task(await call('POST', '/nodes/pve1/qemu/188/template'));
+    expect((await qm('pve2', 'create', '189', '--name', 'elsewhere')).exitCode).toBe(0);
+    // clone_vm's early checks look for the config on this node only (API2/Qemu.pm `-f $conffile`).
+    const clone = await task(await call('POST', '/nodes/pve1/qemu/188/clone', { newid: 189 }));
+    const text = "close (rename) atomic file '/etc/pve/nodes/pve1/qemu-server/189.conf' failed: File exists";
+    expect(clone.status).toMatchObject({ type: 'qmclone', id: '188', exitstatus: text });
+    expect(clone.log.at(-1)).toBe(`TASK ERROR: ${text}`);
+    expect((await qm('pve2', 'config', '189')).stdout).toMatch(/^name: elsewhere$/m);
+    for (const [node, id] of [['pve2', 189], ['pve1', 188]]) expect((await task(await call('DELETE', `/nodes/${node}/qemu/${id}`))).status.exitstatus).toBe('OK');
   });
 
   test('the template task writes `template: 1` before it converts the disks: a conversion that fails leaves the flag and the disk as it was', async () => {

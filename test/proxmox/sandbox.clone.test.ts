@@ -222,3 +222,23 @@ test('a clone holds a stopped source shared: clones of it go on together, a chan
   }
   expect((await qm('set', '350', '--description', 'changed')).exitCode).toBe(0);
 });
+
+test("a new id another node holds passes clone_vm's local check, then pmxcfs refuses the config's rename; nothing is left behind", async () => {
+  await vmWithDisk(360, 'local-lvm');
+  expect((await qm('template', '360')).exitCode).toBe(0);
+  const onPve2 = (...args: string[]) => execa('qm', args, { env: t.cluster.envFor('pve2'), reject: false });
+  expect((await onPve2('create', '361', '--name', 'elsewhere')).exitCode).toBe(0);
+  const before = await t.cluster.readConfig(361);
+  // qemu-server API2/Qemu.pm clone_vm checks `-f $conffile` on its own node only; its
+  // file_set_contents then renames the temporary file, which pmxcfs (memdb.c memdb_rename)
+  // refuses with EEXIST for a VMID another node holds.
+  const clone = await qm('clone', '360', '361', '--name', 'clash');
+  expect([clone.exitCode, clone.stderr]).toEqual([255, "close (rename) atomic file '/etc/pve/nodes/pve1/qemu-server/361.conf' failed: File exists"]);
+  expect(clone.stdout).not.toMatch(/create (?:linked|full) clone/);
+  expect(await t.cluster.readConfig(361)).toBe(before);
+  expect(fs.existsSync(clusterPaths(t.cluster.dir).conf('pve1', 361))).toBe(false);
+  expect((await run(['pvesm', 'list', 'local-lvm', '--vmid', '361'])).stdout.trim().split('\n')).toHaveLength(1); // the header only
+  expect((await onPve2('destroy', '361')).exitCode).toBe(0);
+  expect((await qm('clone', '360', '361')).exitCode).toBe(0);
+  for (const id of ['361', '360']) expect((await qm('destroy', id)).exitCode).toBe(0);
+});

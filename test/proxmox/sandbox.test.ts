@@ -335,6 +335,29 @@ describe('qm power and listing without a guest OS', () => {
   });
 });
 
+describe('cicustom', () => {
+  test("set and create check its format only; start reads each snippet, and a missing one is pve-storage's `can't find file`", async () => {
+    // qemu-server checks `pve-qm-cicustom` (each key a pve-volume-id) when the option is set,
+    // nothing about the volume: neither that it exists nor any privilege on its storage.
+    const created = await qm('pve1', 'create', '285', '--ide2', 'local-lvm:cloudinit', '--cicustom', 'user=local:snippets/absent.yaml');
+    expect([created.exitCode, created.stderr]).toEqual([0, '']);
+    const bad = await qm('pve1', 'set', '285', '--cicustom', 'user=absent.yaml');
+    expect([bad.exitCode, bad.stderr]).toEqual([
+      255,
+      "400 Parameter verification failed.\ncicustom: invalid format - format error\ncicustom.user: invalid format - unable to parse volume ID 'absent.yaml'\nqm set <vmid> [OPTIONS]",
+    ]);
+    // At start, Cloudinit.pm read_cloudinit_snippets_file: parse_volname, then pve-storage
+    // Storage.pm abs_filesystem_path, which dies before file_get_contents could say `can't open`.
+    const start = await qm('pve1', 'start', '285');
+    expect([start.exitCode, start.stderr]).toEqual([255, "can't find file 'local:snippets/absent.yaml'"]);
+    expect((await qm('pve1', 'set', '285', '--cicustom', 'user=local:iso/absent.yaml')).exitCode).toBe(0);
+    const iso = await qm('pve1', 'start', '285');
+    expect([iso.exitCode, iso.stderr]).toEqual([255, 'local:iso/absent.yaml is not in the snippets directory']);
+    expect((await qm('pve1', 'status', '285')).stdout).toBe('status: stopped');
+    expect((await qm('pve1', 'destroy', '285', '--purge', '1')).exitCode).toBe(0);
+  });
+});
+
 describe('bridges', () => {
   test('a bridge the node lacks is taken at create and set, and fails the start: before QEMU on 9, as QEMU\'s ifup script fails it on 8.4', async () => {
     const create = await qm('pve1', 'create', '241', ...CREATE.map((a) => (a === 'virtio,bridge=vmbr0' ? 'virtio,bridge=vmbr9' : a)));

@@ -25,6 +25,10 @@ describe('classifyFailure (the texts Proxmox prints)', () => {
     ["unable to create VM 108 - CT 108 already exists on node 'proxmox'\n", VmidTakenError, false],
     ['unable to create VM 201: config file already exists\n', VmidTakenError, false],
     ['400 Parameter verification failed.\nvmid: VM 100 already exists\n', VmidTakenError, false],
+    // clone_vm onto a VMID another node holds: pmxcfs refuses its config's rename (pve-cluster
+    // memdb.c memdb_rename); without quorum /etc/pve is read-only, which passes.
+    ["close (rename) atomic file '/etc/pve/nodes/pve1/qemu-server/201.conf' failed: File exists\n", VmidTakenError, false],
+    ["close (rename) atomic file '/etc/pve/nodes/pve1/qemu-server/201.conf' failed: Permission denied\n", ProxmoxCommandError, true],
     ["Configuration file 'nodes/hv02/qemu-server/101.conf' does not exist\n", VmNotFoundError, false],
     ["unable to find configuration file for VM 101 on node 'pve1'\n", VmNotFoundError, false],
     ['VM is locked (create)\n', VmLockedError, true],

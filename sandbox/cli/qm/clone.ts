@@ -134,8 +134,12 @@ function cloneLocked(ctx: Ctx, p: Params, { source, newconf, drives }: ReturnTyp
   // copies the source's with every other option, and `description` replaces it.
   const description = p.description || source.description;
 
-  // file_set_contents of the temporary config: pmxcfs refuses a VMID that exists anywhere.
-  if (claimVmid(ctx.dir, newid, ctx.node)) throw new CliError(`unable to create VM ${newid}: config file already exists`);
+  // file_set_contents of the temporary config (pve-common PVE/File.pm): `$load_and_check`
+  // looked for the config on this node only, and pmxcfs (pve-cluster memdb.c memdb_rename)
+  // refuses the rename onto a VMID another node holds with EEXIST, before any disk is made.
+  const owner = claimVmid(ctx.dir, newid, ctx.node);
+  if (owner !== undefined && owner !== ctx.node) throw new CliError(`close (rename) atomic file '/etc/pve/${ctx.paths.confDisplay(ctx.node, newid)}' failed: File exists`);
+  if (owner !== undefined) throw new CliError(`unable to create VM ${newid}: config file already exists`);
   writeVm(ctx, newid, { props: { lock: 'clone' }, sections: '' });
   const made: Volume[] = [];
   try {

@@ -86,7 +86,7 @@ export function createApp(deps: AppDeps): express.Express {
     // Counts and timings, no VM data; still none of a stranger's business (PUBLIC_DIAGNOSTICS opens it).
     app.get('/metrics', (req, res, next) => {
       if (mayReadDiagnostics(req, res)) return next();
-      next(new HttpError(403, 'metrics are served to loopback, ALLOW_IPS and token holders (PUBLIC_DIAGNOSTICS=true serves everyone)'));
+      next(new HttpError(403, 'metrics are served to DIAGNOSTICS_IPS, ALLOW_IPS and token holders (PUBLIC_DIAGNOSTICS=true serves everyone)'));
     }, metricsRoute(deps.metrics));
   }
   // Before the API's CORS and body limit: the Temporal UI (another origin, e.g.

@@ -247,7 +247,7 @@ describe('roles (API_TOKENS_FILE)', () => {
 
 describe('diagnostics: /metrics and readiness details', () => {
   const STRANGER = '198.51.100.2';
-  test('served to loopback, ALLOW_IPS and token holders; a stranger gets 403 and the bare verdict', async () => {
+  test('served to DIAGNOSTICS_IPS, ALLOW_IPS and token holders; a stranger gets 403 and the bare verdict', async () => {
     const metrics = (headers: Record<string, string>) => fetch(`${h.service.url}/metrics`, { headers });
     expect((await metrics({})).status).toBe(200);
     expect((await metrics({ 'X-Forwarded-For': CLIENT })).status).toBe(200);

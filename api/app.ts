@@ -79,6 +79,11 @@ export function createApp(deps: AppDeps): express.Express {
     maxAnonymous: limits.sseMaxAnonymous,
     // A watcher with no token; the stream of an install (or any change) is never one.
     isAnonymous: (req, res) => !isMutating(req.method) && typeof principalOf(req, res, deps.config) !== 'object',
+    // A token used from several addresses still holds SSE_MAX_PER_CLIENT streams at most.
+    tokenOf: (req, res) => {
+      const p = principalOf(req, res, deps.config);
+      return typeof p === 'object' ? p.name : undefined;
+    },
   });
   const streams: Streams = { readers: new ProgressReaders(deps.client.workflow, deps.readerTiming, deps.pushes), limiter: sse };
   if (deps.metrics) {

@@ -26,7 +26,9 @@ COPY --from=build /src/init-scripts ./init-scripts
 # The CLI, for `docker compose exec qemurun bin/qemurun.js list` (it runs dist/cli).
 COPY --from=build /src/bin ./bin
 # Two malloc arenas and a 4 MB young generation: what keeps the process small (docs/performance.md).
-ENV NODE_ENV=production DATA_DIR=/data MALLOC_ARENA_MAX=2
+# The API listens on every interface of the container (its loopback is reached by nothing
+# outside it); the host decides what reaches the published port (docker-compose.yml).
+ENV NODE_ENV=production DATA_DIR=/data MALLOC_ARENA_MAX=2 API_HOST=0.0.0.0
 VOLUME /data
 EXPOSE 8080
 # Readiness, not liveness: "healthy" once Temporal, the worker and every node answer.

@@ -79,6 +79,11 @@ export function createApp(deps: AppDeps): express.Express {
     maxAnonymous: limits.sseMaxAnonymous,
     // A watcher with no token; the stream of an install (or any change) is never one.
     isAnonymous: (req, res) => !isMutating(req.method) && typeof principalOf(req, res, deps.config) !== 'object',
+    // A token used from several addresses still holds SSE_MAX_PER_CLIENT streams at most.
+    tokenOf: (req, res) => {
+      const p = principalOf(req, res, deps.config);
+      return typeof p === 'object' ? p.name : undefined;
+    },
   });
   const streams: Streams = { readers: new ProgressReaders(deps.client.workflow, deps.readerTiming, deps.pushes), limiter: sse };
   if (deps.metrics) {
@@ -86,7 +91,7 @@ export function createApp(deps: AppDeps): express.Express {
     // Counts and timings, no VM data; still none of a stranger's business (PUBLIC_DIAGNOSTICS opens it).
     app.get('/metrics', (req, res, next) => {
       if (mayReadDiagnostics(req, res)) return next();
-      next(new HttpError(403, 'metrics are served to loopback, ALLOW_IPS and token holders (PUBLIC_DIAGNOSTICS=true serves everyone)'));
+      next(new HttpError(403, 'metrics are served to DIAGNOSTICS_IPS, ALLOW_IPS and token holders (PUBLIC_DIAGNOSTICS=true serves everyone)'));
     }, metricsRoute(deps.metrics));
   }
   // Before the API's CORS and body limit: the Temporal UI (another origin, e.g.

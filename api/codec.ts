@@ -21,8 +21,8 @@ export interface CodecRouterOptions {
   authorize: RequestHandler;
   /** Origins of the Temporal UI, e.g. http://127.0.0.1:8233 and http://localhost:8233. */
   allowedOrigins: readonly string[];
-  /** Largest request body; the UI batches a page of history into one request. */
-  bodyLimit?: string;
+  /** Largest request body, in bytes (default CODEC_BODY_LIMIT). */
+  bodyLimit?: number;
   /** Where unexpected failures are logged; default stderr. */
   logger?: Logger;
 }
@@ -120,11 +120,15 @@ function handler(codec: PayloadCodec, op: 'encode' | 'decode'): RequestHandler {
   };
 }
 
+/** The largest body /codec/decode takes: 256 KiB, twice the largest payload the service writes in base64. */
+export const CODEC_BODY_LIMIT = 256 * 1024;
+
 export function codecRouter(codec: PayloadCodec, opts: CodecRouterOptions): express.Router {
   const router = express.Router();
-  // Its own parser and limit: history pages are far larger than API requests, and this
-  // router is meant to be mounted before the app-wide JSON parser.
-  const json = express.json({ limit: opts.bodyLimit ?? '8mb', verify: verifyJsonBody });
+  // Its own parser and limit, mounted before the app-wide JSON parser: the UI asks for one
+  // event's payloads at a time, and the largest the service writes (an install input with
+  // 64 KiB of userData) is over the API's 64 KiB once encrypted and in base64.
+  const json = express.json({ limit: opts.bodyLimit ?? CODEC_BODY_LIMIT, verify: verifyJsonBody });
   const display = displayCodec(codec);
   router.use('/codec', corsFor(opts.allowedOrigins));
   router.post('/codec/decode', opts.authorize, json, handler(display, 'decode'));

@@ -122,20 +122,21 @@ function bearerToken(header: string | undefined): string | undefined {
 
 /**
  * Who may read /metrics and readiness details (node names, addresses, error texts): the
- * machine itself, ALLOW_IPS, and token holders; everyone with PUBLIC_DIAGNOSTICS=true.
+ * addresses of DIAGNOSTICS_IPS (the machine's own tools, 127.0.0.1 and ::1, by default),
+ * ALLOW_IPS, and token holders; everyone with PUBLIC_DIAGNOSTICS=true. Not all of
+ * 127.0.0.0/8: in sandbox mode the VMs' addresses are there, and a local proxy or container
+ * may connect from any of them on behalf of someone else.
  */
 export function diagnosticsReaders(config: Config): (req: Request, res: Response) => boolean {
   const isAllowed = allowedIps(config.allowIps);
+  const isNamed = addressMatcher(config.diagnosticsIps);
   return (req, res) => {
     if (config.publicDiagnostics) return true;
     const ip = clientIp(req);
-    if (isLoopback(ip) || isAllowed(ip)) return true;
+    if (isNamed(ip) || isAllowed(ip)) return true;
     return typeof principalOf(req, res, config) === 'object';
   };
 }
-
-/** Loopback callers: the machine's own users, who can read the process anyway. */
-const isLoopback = addressMatcher(['127.0.0.0/8', '::1']);
 
 /** The private IPv4 ranges the seed's CORS rule admits origins from. */
 const isPrivateV4 = addressMatcher(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8']);

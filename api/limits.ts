@@ -125,7 +125,8 @@ export interface SseLimiter {
 }
 
 /**
- * Three caps: per client address (`maxPerClient`, one client cannot take every slot), in
+ * Three caps: per client address and per token (`maxPerClient`, one client cannot take
+ * every slot, nor one token used from several addresses), in
  * total (`maxTotal`, many addresses together cannot load the server: every open stream
  * costs a Temporal query loop), and for anonymous readers (`maxAnonymous`: streams of
  * callers with no token that change nothing, so that watchers anyone can open never take
@@ -137,25 +138,37 @@ export function sseLimiter(opts: {
   maxAnonymous?: number;
   /** Whether the request is an anonymous reader's; default: none is. */
   isAnonymous?(req: Request, res: Response): boolean;
+  /** The name of the request's token, if it has one: its streams count against `maxPerClient` too. */
+  tokenOf?(req: Request, res: Response): string | undefined;
 }): SseLimiter {
+  // Addresses and tokens in one map, told apart by their prefix.
   const open = new Map<string, number>();
+  const count = (key: string, by: number) => {
+    const n = (open.get(key) ?? 0) + by;
+    if (n <= 0) open.delete(key);
+    else open.set(key, n);
+  };
   let total = 0;
   let anonymous = 0;
   const maxTotal = opts.maxTotal ?? 0;
   const maxAnonymous = opts.maxAnonymous ?? 0;
   const counting = () => opts.maxPerClient > 0 || maxTotal > 0 || maxAnonymous > 0;
+  const keysOf = (ip: string, req: Request, res: Response) => {
+    const token = opts.tokenOf?.(req, res);
+    return { ip: `ip:${ip}`, token: token === undefined ? undefined : `token:${token}`, name: token };
+  };
   const take = (ip: string, req: Request, res: Response) => {
     const anon = opts.isAnonymous?.(req, res) ?? false;
-    open.set(ip, (open.get(ip) ?? 0) + 1);
+    const { ip: byIp, token: byToken } = keysOf(ip, req, res);
+    const keys = byToken ? [byIp, byToken] : [byIp];
+    for (const k of keys) count(k, 1);
     total++;
     if (anon) anonymous++;
     (res as WithSlot)[SLOT] = true;
     res.once('close', () => {
       total--;
       if (anon) anonymous--;
-      const n = (open.get(ip) ?? 1) - 1;
-      if (n <= 0) open.delete(ip);
-      else open.set(ip, n);
+      for (const k of keys) count(k, -1);
     });
   };
   return {
@@ -178,8 +191,13 @@ export function sseLimiter(opts: {
         );
         return;
       }
-      if (opts.maxPerClient > 0 && (open.get(ip) ?? 0) >= opts.maxPerClient) {
+      const keys = keysOf(ip, req, res);
+      if (opts.maxPerClient > 0 && (open.get(keys.ip) ?? 0) >= opts.maxPerClient) {
         next(new HttpError(429, `too many open event streams: client ${ip} already has ${opts.maxPerClient} (SSE_MAX_PER_CLIENT); close one and retry`, {}, RETRY_LATER));
+        return;
+      }
+      if (opts.maxPerClient > 0 && keys.token && (open.get(keys.token) ?? 0) >= opts.maxPerClient) {
+        next(new HttpError(429, `too many open event streams: token ${keys.name} already has ${opts.maxPerClient} (SSE_MAX_PER_CLIENT); close one and retry`, {}, RETRY_LATER));
         return;
       }
       take(ip, req, res);
@@ -189,7 +207,7 @@ export function sseLimiter(opts: {
       if (!counting() || (res as WithSlot)[SLOT]) return;
       take(clientIp(req), req, res);
     },
-    openFor: (ip) => open.get(ip) ?? 0,
+    openFor: (ip) => open.get(`ip:${ip}`) ?? 0,
     openTotal: () => total,
     openAnonymous: () => anonymous,
   };

@@ -3,7 +3,8 @@ import { type Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/c
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { readTemplates } from '../lib/vm/templates';
-import { type BuildTemplateInput, checkInput, InvalidInputError, templateKey, templateScheduleId, templateWorkflowId, workflowInputs, type Workflows } from '../contract';
+import { storageProblem } from '../lib/vm/placement';
+import { type BuildTemplateInput, checkInput, InvalidInputError, TEMPLATE_DISK_GB, templateKey, templateScheduleId, templateWorkflowId, workflowInputs, type Workflows } from '../contract';
 import { requireRole } from './guard';
 import { HttpError } from './errors';
 import { startedByMemo } from './startedBy';
@@ -37,6 +38,14 @@ export function templateRoutes({ config, client, proxmox }: TemplateRouteDeps): 
     } catch (err) {
       if (err instanceof InvalidInputError) throw new HttpError(400, err.message.replace(/^invalid input for POST \/api\/templates: /, ''));
       throw err;
+    }
+    // As an install's `storage`: a build on a storage the main node lacks, or that takes no
+    // disks, would fail only after a VMID, an address and the image were taken. A Proxmox that
+    // cannot be read now lets the build start: its storage step checks again.
+    const main = proxmox.node(config.mainNode);
+    if (target.storage !== undefined && main) {
+      const problem = await storageProblem(main, target.storage, TEMPLATE_DISK_GB).catch(() => undefined);
+      if (problem) throw new HttpError(400, `storage: ${problem}`);
     }
     const workflowId = templateWorkflowId(target);
     let started = true;

@@ -28,7 +28,7 @@ export interface ServiceOptions {
   /** Reach the main node over SSH even in sandbox mode, as an off-cluster deployment does. */
   mainNodeOverSsh?: boolean;
   workflowBundlePath?: string;
-  /** Listen address; the seed listened on every interface. */
+  /** Listen address, instead of API_HOST (loopback by default; the seed listened on every interface). */
   host?: string;
   /** Run the API without a worker (another process polls the task queue). */
   worker?: boolean;
@@ -119,7 +119,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
           ]
         : []),
     ];
-    const host = opts.host ?? '0.0.0.0';
+    const host = opts.host ?? config.apiHost;
     const listener =
       opts.api === false
         ? // Readiness details and metrics only: loopback unless WORKER_HEALTH_HOST opens it.

@@ -227,9 +227,14 @@ function placementFields() {
         });
       })
       .describe('Proxmox tags (pve-tag: a letter, digit or _ first, then letters, digits and _ - + .), stored lower-cased, sorted and unique beside the OS tag'),
+    // Proxmox keeps every other control character: the config writer escapes them
+    // (pve-common ParseUtils.pm `encode_text`) and the reader restores them. A NUL never gets
+    // there: `qm` takes the text as an argument, and an argument is a C string (execve; sshd
+    // hands the command line to a shell the same way), so the command would fail every retry.
     description: z
       .string({ error: 'description must be a string' })
-      .refine((v) => utf8Bytes(v) <= LIMITS.descriptionBytes, `description must be at most ${LIMITS.descriptionBytes} bytes`),
+      .refine((v) => utf8Bytes(v) <= LIMITS.descriptionBytes, `description must be at most ${LIMITS.descriptionBytes} bytes`)
+      .refine((v) => !v.includes('\0'), 'description must not contain a NUL character: qm takes the text as a command argument, which cannot hold one'),
     pool: z
       .string({ error: 'pool must be a string' })
       .regex(/^[A-Za-z0-9.\-_]+(?:\/[A-Za-z0-9.\-_]+){0,2}$/, 'pool must be a Proxmox pool name: letters, digits, . - and _ (nested pools: up to 3 levels with /)'),

@@ -91,6 +91,7 @@ const API_TOKEN_FORMAT = /^[^\s@!=]+@[^\s@!=]+![A-Za-z][A-Za-z0-9._-]*=\S+$/;
 export const envSchema = z.object({
   QEMURUN_ROLE: z.enum(['all', 'api', 'worker'], { error: 'must be all, api or worker' }).default('all'),
   PORT: intFrom(8080),
+  API_HOST: z.string().trim().min(1).default('127.0.0.1'),
   WORKER_HEALTH_PORT: intFrom(8081),
   WORKER_HEALTH_HOST: z.string().trim().min(1).default('127.0.0.1'),
   WORKER_SHUTDOWN_GRACE: intFrom(20),
@@ -107,6 +108,7 @@ export const envSchema = z.object({
     'must list origins like https://ui.example:8443 (scheme, host, port; no path), comma-separated',
   ),
   PUBLIC_DIAGNOSTICS: flag,
+  DIAGNOSTICS_IPS: ipCsv.default(['127.0.0.1', '::1']),
   ADOPT_VMID_RANGE: z
     .string()
     .trim()
@@ -385,6 +387,8 @@ function buildConfig(
      */
     role: env.QEMURUN_ROLE,
     port: env.PORT,
+    /** Where the API listens: loopback unless the operator opens it (every route answers there, admin ones included). */
+    apiHost: env.API_HOST,
     worker: {
       /** The worker role's liveness/readiness port (the API's port serves them otherwise). */
       healthPort: env.WORKER_HEALTH_PORT,
@@ -423,6 +427,8 @@ function buildConfig(
     allowOrigins: env.ALLOW_ORIGINS.map(originOf),
     /** /metrics and readiness details for every caller, not only loopback and token holders. */
     publicDiagnostics: env.PUBLIC_DIAGNOSTICS,
+    /** Callers served /metrics and readiness details without a token, besides ALLOW_IPS: the machine's own tools by default. */
+    diagnosticsIps: env.DIAGNOSTICS_IPS,
     /**
      * The managed set: false (default) lets mutating operations act only on VMs carrying the
      * owner marker (installed or adopted); true acts on every VM, as the seed did.

@@ -92,7 +92,7 @@ const OPERATIONS: Operation[] = [
   {
     method: 'GET',
     path: '/api/health/ready',
-    summary: 'Readiness: Temporal, the worker and every node (the checks only for loopback, ALLOW_IPS and token holders)',
+    summary: 'Readiness: Temporal, the worker and every node (the checks only for DIAGNOSTICS_IPS (127.0.0.1, ::1), ALLOW_IPS and token holders)',
     answers: { 200: { description: 'ready', json: answers.readiness }, 503: { description: 'not ready; names what is down', json: answers.readiness } },
   },
   { method: 'GET', path: '/api/openapi.json', summary: 'This document', answers: { 200: { description: 'OpenAPI 3.1', json: z.record(z.string(), z.unknown()) } } },
@@ -334,7 +334,7 @@ const OPERATIONS: Operation[] = [
   {
     method: 'GET',
     path: '/metrics',
-    summary: 'Prometheus metrics, for loopback, ALLOW_IPS and token holders (everyone with PUBLIC_DIAGNOSTICS=true)',
+    summary: 'Prometheus metrics, for DIAGNOSTICS_IPS (127.0.0.1, ::1), ALLOW_IPS and token holders (everyone with PUBLIC_DIAGNOSTICS=true)',
     answers: { 200: { description: 'text format 0.0.4', text: z.string() }, 403: err('another caller') },
   },
 ];

@@ -115,7 +115,7 @@ export const vmState = z.enum(['running', 'stopped']);
 export const readiness = z
   .object({
     ready: z.boolean(),
-    // Only for loopback, ALLOW_IPS and token holders (or with PUBLIC_DIAGNOSTICS=true).
+    // Only for DIAGNOSTICS_IPS, ALLOW_IPS and token holders (or with PUBLIC_DIAGNOSTICS=true).
     checks: z.record(z.string(), z.string()).optional(),
     message: z.string().optional(),
   })

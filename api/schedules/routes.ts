@@ -1,5 +1,6 @@
 import { Router, type Request, type Response } from 'express';
 import { Client, ScheduleOverlapPolicy } from '@temporalio/client';
+import type { z } from 'zod';
 import { type InstallSpec, type RebuildInput, rebuildScheduleId, VM_OPERATION, withWorkflowType } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster } from '../../lib/proxmox';
@@ -50,11 +51,29 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
     }
   }
 
+  /**
+   * Creates run one at a time in this process, from the count to the create: counted side by
+   * side, 150 creates all saw room for one more. Schedules are listed from visibility, which
+   * shows a new one a moment later, so those made here count until it lists them (at most a
+   * minute). Several API processes each hold their own lock: together they may pass the
+   * limit by the creates that overlap between them.
+   */
+  let queue: Promise<unknown> = Promise.resolve();
+  function oneAtATime<T>(f: () => Promise<T>): Promise<T> {
+    const run = queue.then(f, f);
+    queue = run.catch(() => undefined);
+    return run;
+  }
+  const madeHere = new Map<string, number>();
+  const LISTED_WITHIN_MS = 60_000;
+
   /** SCHEDULE_MAX_COUNT rebuild schedules at most (0: no limit): each is a standing order on the cluster. */
   async function checkCount(): Promise<void> {
     if (config.schedules.maxCount === 0) return;
-    let count = 0;
-    for await (const _ of schedules.listRebuilds()) count++;
+    const listed = new Set<string>();
+    for await (const { entry } of schedules.listRebuilds()) listed.add(entry.scheduleId ?? '');
+    for (const [id, at] of madeHere) if (listed.has(id) || Date.now() - at > LISTED_WITHIN_MS) madeHere.delete(id);
+    const count = listed.size + madeHere.size;
     if (count >= config.schedules.maxCount) {
       throw new HttpError(409, `there are already ${count} rebuild schedules, SCHEDULE_MAX_COUNT (${config.schedules.maxCount}); delete one first`);
     }
@@ -73,6 +92,11 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
   router.post('/schedules', guard, async (req: Request, res: Response) => {
     const body = parseInput(createScheduleSchema, req.body);
     checkFrequency(body);
+    const desc = await oneAtATime(() => createCounted(body));
+    res.status(201).json({ success: true, schedule: presentSchedule(desc) });
+  });
+
+  async function createCounted(body: z.infer<typeof createScheduleSchema>) {
     await checkCount();
     let input: RebuildInput;
     if (body.spec !== undefined) {
@@ -105,8 +129,9 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
       },
       body,
     );
-    res.status(201).json({ success: true, schedule: presentSchedule(desc) });
-  });
+    madeHere.set(desc.scheduleId, Date.now());
+    return desc;
+  }
 
   router.get('/schedules', async (_req: Request, res: Response) => {
     const list = [];
@@ -190,6 +215,7 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
   router.delete('/schedules/:id', guard, async (req: Request, res: Response) => {
     const { desc, handle } = await schedules.load(String(req.params.id));
     await handle.delete();
+    madeHere.delete(desc.scheduleId);
     res.json({ success: true, message: `schedule ${desc.scheduleId} deleted; runs it already started are not affected` });
   });
 

@@ -6,6 +6,7 @@ import { Connection } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import { ALL_SEARCH_ATTRIBUTES } from '../../contract';
 import { REPO_ROOT } from '../repoRoot';
+import { startReadOnlyUi, type ReadOnlyUi } from './readOnlyUi';
 
 /**
  * Runs a local Temporal dev server (`temporal server start-dev`) when no TEMPORAL_ADDRESS
@@ -137,13 +138,31 @@ const EAGER_ACTIVITIES = ['--dynamic-config-value', 'system.enableActivityEagerE
  */
 const SQLITE_WAL = ['--sqlite-pragma', 'journal_mode=wal'];
 
+/**
+ * The dev server's files hold the whole history (search attributes and failure messages in
+ * clear) and its log: private to the service's user whatever DATA_DIR's mode. Files made
+ * before are closed to others at each start; new ones are made so by the server's umask.
+ */
+function makePrivate(opts: DevServerOptions): void {
+  const files = [opts.logFile, ...(opts.dbFile ? ['', '-wal', '-shm'].map((s) => `${opts.dbFile}${s}`) : [])];
+  for (const f of files) {
+    if (f !== undefined && fs.existsSync(f)) fs.chmodSync(f, 0o600);
+  }
+}
+
+/** `temporal` run with umask 077: SQLite makes the database, its WAL and shm files 0644 & ~umask. */
+const PRIVATE_UMASK = ['-c', 'umask 077 && exec "$0" "$@"'];
+
 export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
   const ip = opts.ip ?? '127.0.0.1';
   const address = `${ip}:${opts.port}`;
   const found = opts.cliPath ? { path: opts.cliPath, source: 'given path' } : findTemporalCli();
-  if (!found) return startWithSdkDownload(opts, ip);
+  // The UI server of `start-dev` listens on a port of its own; TEMPORAL_UI_PORT is its read-only face.
+  const uiInner = opts.uiPort === undefined ? undefined : await freePort(ip);
+  if (!found) return startWithSdkDownload(opts, ip, uiInner);
 
   if (opts.dbFile) fs.mkdirSync(path.dirname(opts.dbFile), { recursive: true });
+  makePrivate(opts);
   const args = [
     'server', 'start-dev',
     '--ip', ip,
@@ -157,13 +176,14 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
     ...searchAttributeFlags(),
   ];
   if (opts.dbFile) args.push('--db-filename', opts.dbFile, ...SQLITE_WAL);
-  if (opts.uiPort === undefined) args.push('--headless');
-  else args.push('--ui-port', String(opts.uiPort));
+  if (uiInner === undefined) args.push('--headless');
+  else args.push('--ui-port', String(uiInner));
   if (opts.codecEndpoint) args.push('--ui-codec-endpoint', opts.codecEndpoint);
 
   const launch = () => {
-    const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
-    const child = spawn(found.path, args, { stdio: ['ignore', out, out], detached: false });
+    const out = opts.logFile ? fs.openSync(opts.logFile, 'a', 0o600) : 'ignore';
+    // exec keeps the pid: the run records and stop() see the server itself.
+    const child = spawn('/bin/sh', [...PRIVATE_UMASK, found.path, ...args], { stdio: ['ignore', out, out], detached: false });
     if (typeof out === 'number') fs.closeSync(out);
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     if (child.pid !== undefined) opts.onSpawn?.(child.pid);
@@ -172,8 +192,10 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   let current = launch();
   let stopping = false;
 
+  let ui: ReadOnlyUi | undefined;
   const stop = async () => {
     stopping = true;
+    await ui?.stop();
     const { child, exited } = current;
     if (child.exitCode !== null || child.signalCode !== null) return;
     child.kill('SIGTERM');
@@ -183,6 +205,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   };
   try {
     await waitForFrontend(address, current.child, opts.readyTimeoutMs ?? 60_000);
+    if (opts.uiPort !== undefined && uiInner !== undefined) ui = await startReadOnlyUi({ host: ip, port: opts.uiPort, upstreamPort: uiInner });
   } catch (err) {
     await stop();
     throw err;
@@ -219,7 +242,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
 
   return {
     address,
-    uiUrl: opts.uiPort === undefined ? undefined : `http://${ip}:${opts.uiPort}`,
+    uiUrl: ui?.url,
     source: found.source,
     get pid() {
       return current.child.pid;
@@ -233,7 +256,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
  * why @temporalio/testing is a runtime dependency and not a dev one: the download is its
  * TestWorkflowEnvironment.createLocal (loaded only when this runs).
  */
-async function startWithSdkDownload(opts: DevServerOptions, ip: string): Promise<DevServer> {
+async function startWithSdkDownload(opts: DevServerOptions, ip: string, uiInner: number | undefined): Promise<DevServer> {
   const { TestWorkflowEnvironment } = await import('@temporalio/testing');
   const env = await TestWorkflowEnvironment.createLocal({
     server: {
@@ -241,16 +264,21 @@ async function startWithSdkDownload(opts: DevServerOptions, ip: string): Promise
       port: opts.port,
       namespace: opts.namespace,
       dbFilename: opts.dbFile,
-      ui: opts.uiPort !== undefined,
-      uiPort: opts.uiPort,
+      ui: uiInner !== undefined,
+      uiPort: uiInner,
       searchAttributes: ALL_SEARCH_ATTRIBUTES,
       extraArgs: [...EAGER_ACTIVITIES, ...namespaceFlags(opts.extraNamespaces), ...(opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [])],
     },
   });
+  makePrivate(opts);
+  const ui = opts.uiPort !== undefined && uiInner !== undefined ? await startReadOnlyUi({ host: ip, port: opts.uiPort, upstreamPort: uiInner }) : undefined;
   return {
     address: env.address,
-    uiUrl: opts.uiPort === undefined ? undefined : `http://${ip}:${opts.uiPort}`,
+    uiUrl: ui?.url,
     source: 'downloaded by the Temporal SDK',
-    stop: () => env.teardown(),
+    async stop() {
+      await ui?.stop();
+      await env.teardown();
+    },
   };
 }

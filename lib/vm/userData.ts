@@ -52,10 +52,11 @@ export function parseUserData(text: string): Record<string, unknown> {
     throw new UserDataError('userData', `is not valid YAML (${e.code}${at})`);
   }
   if (!isMap(doc.contents)) throw new UserDataError('userData', 'must be a YAML mapping after the #cloud-config line, like "packages: [curl]"');
-  const value: unknown = doc.toJS({ maxAliasCount: 100 });
-  const map = value as Record<string, unknown>;
+  const map = expanded(doc);
+  refuseMergeKeys(map, 'userData', new Set());
   for (const key of Object.keys(map)) {
-    if (key in OWNED_KEYS) throw new UserDataError(`userData.${key}`, `is set by QemuRun and cannot be given: ${OWNED_KEYS[key]}`);
+    // Own keys only: `constructor` or `__proto__` is the caller's key, not a property of the table.
+    if (Object.hasOwn(OWNED_KEYS, key)) throw new UserDataError(`userData.${key}`, `is set by QemuRun and cannot be given: ${OWNED_KEYS[key]}`);
   }
   for (const key of LIST_KEYS) {
     if (map[key] !== undefined && !Array.isArray(map[key])) throw new UserDataError(`userData.${key}`, 'must be a list');
@@ -69,6 +70,42 @@ export function parseUserData(text: string): Record<string, unknown> {
     }
   }
   return map;
+}
+
+/** Aliases a document may expand: enough for anchors reused by hand, far from a billion laughs. */
+const MAX_ALIAS_COUNT = 100;
+
+/**
+ * The document as plain values, aliases expanded. The `yaml` package stops an alias bomb by
+ * throwing (a ReferenceError) past `maxAliasCount`: that is the caller's document, so a 400.
+ */
+function expanded(doc: ReturnType<typeof parseDocument>): Record<string, unknown> {
+  try {
+    return doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) as Record<string, unknown>;
+  } catch (err) {
+    if (/alias/i.test((err as Error).message)) throw new UserDataError('userData', `expands too many YAML aliases (at most ${MAX_ALIAS_COUNT}): write the values out`);
+    throw new UserDataError('userData', `cannot be read as YAML (${(err as Error).name})`);
+  }
+}
+
+/**
+ * cloud-init reads the snippet with PyYAML, a YAML 1.1 loader, for which a plain `<<` key
+ * merges the mapping it names into its own; the `yaml` package (YAML 1.2) keeps it as a key
+ * called `<<`. Left alone, `<<: {password: ...}` would pass the owned-key check and then set
+ * the password on the guest; and the snippet is written back from the parsed values, where
+ * even a quoted `"<<"` comes out plain. So no `<<` key is taken at any depth.
+ */
+function refuseMergeKeys(value: unknown, field: string, seen: Set<object>): void {
+  if (value === null || typeof value !== 'object' || seen.has(value)) return;
+  seen.add(value);
+  if (Array.isArray(value)) {
+    value.forEach((v, i) => refuseMergeKeys(v, `${field}[${i}]`, seen));
+    return;
+  }
+  for (const [key, v] of Object.entries(value)) {
+    if (key === '<<') throw new UserDataError(`${field}.<<`, 'merge keys are not accepted (cloud-init would merge them past these checks): write the keys out');
+    refuseMergeKeys(v, `${field}.${key}`, seen);
+  }
 }
 
 /** What qemu-server's `cloudinit_userdata` writes for the VM, as values (the sandbox's copy: sandbox/state/cloudinit.ts). */

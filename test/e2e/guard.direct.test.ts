@@ -1,5 +1,6 @@
 import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
+import { send } from '../support/securityHttp';
 
 /**
  * The access guard with no proxy configured (the default): X-Forwarded-For is ignored, so
@@ -11,7 +12,7 @@ const CLIENT = '203.0.113.7';
 let h: Harness;
 
 beforeAll(async () => {
-  h = await startHarness({ ALLOW_IPS: CLIENT });
+  h = await startHarness({ ALLOW_IPS: CLIENT, DIAGNOSTICS_IPS: '127.0.0.1,127.0.0.3' });
 });
 
 afterAll(async () => {
@@ -48,4 +49,19 @@ test('a refused install starts no workflow and streams nothing', async () => {
 test('reads stay open', async () => {
   expect(await (await fetch(`${h.api}/health`)).text()).toBe('ok');
   expect((await fetch(`${h.api}/vm/list`)).status).toBe(200);
+});
+
+test('diagnostics answer the addresses of DIAGNOSTICS_IPS only, not every loopback address', async () => {
+  // 127.0.0.2 is this machine too, but not an address the operator named: in sandbox mode it
+  // is where a VM's address would be, and a local proxy or container may connect from one.
+  for (const [from, metrics, ready] of [
+    ['127.0.0.1', 200, ['ready', 'checks']],
+    ['127.0.0.3', 200, ['ready', 'checks']],
+    ['127.0.0.2', 403, ['ready']],
+  ] as const) {
+    const m = await send(h.service.url, { path: '/metrics', from });
+    expect({ from, status: m.status, counts: /qemurun_/.test(m.text) }).toEqual({ from, status: metrics, counts: metrics === 200 });
+    const r = await send(h.service.url, { path: '/api/health/ready', from });
+    expect({ from, keys: Object.keys(r.json ?? {}) }).toEqual({ from, keys: ready });
+  }
 });

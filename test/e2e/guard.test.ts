@@ -247,7 +247,7 @@ describe('roles (API_TOKENS_FILE)', () => {
 
 describe('diagnostics: /metrics and readiness details', () => {
   const STRANGER = '198.51.100.2';
-  test('served to loopback, ALLOW_IPS and token holders; a stranger gets 403 and the bare verdict', async () => {
+  test('served to DIAGNOSTICS_IPS, ALLOW_IPS and token holders; a stranger gets 403 and the bare verdict', async () => {
     const metrics = (headers: Record<string, string>) => fetch(`${h.service.url}/metrics`, { headers });
     expect((await metrics({})).status).toBe(200);
     expect((await metrics({ 'X-Forwarded-For': CLIENT })).status).toBe(200);
@@ -308,5 +308,39 @@ describe('schedules: SCHEDULE_MIN_INTERVAL and SCHEDULE_MAX_COUNT', () => {
     const res = await create({ vmid: 140, interval: '1d' });
     expect(res.status).toBe(409);
     expect(res.json.message).toMatch(/^there are already \d+ rebuild schedules, SCHEDULE_MAX_COUNT \(1\); delete one first$/);
+  });
+});
+
+describe('SCHEDULE_MAX_COUNT under concurrency', () => {
+  const made: string[] = [];
+  afterAll(async () => {
+    await Promise.all(made.map((id) => h.service.client.schedule.getHandle(id).delete().catch(() => undefined)));
+  });
+
+  test('20 creates at once with room for 3: 3 schedules are made, the others are 409', async () => {
+    let before = 0;
+    for await (const s of h.service.client.schedule.list()) if (s.action?.type === 'startWorkflow' && s.action.workflowType === 'scheduledRebuild') before++;
+    // A cluster without these VMIDs: each schedule re-creates its VM from its spec.
+    const proxmox = Object.assign(Object.create(cliCluster({}, h.config.mainNode)) as ReturnType<typeof cliCluster>, { locateGuest: async () => undefined });
+    const served = await serveApp({ config: { ...h.config, schedules: { minIntervalMs: 3_600_000, maxCount: before + 3 } }, proxmox });
+    try {
+      const ids = Array.from({ length: 20 }, (_, i) => `guard-race-${process.pid}-${i}`);
+      const answers = await Promise.all(
+        ids.map(async (id, i) => {
+          const res = await fetch(`${served.base}/schedules`, {
+            method: 'POST',
+            headers: viaProxy({ ...bearer, 'Content-Type': 'application/json' }),
+            body: JSON.stringify({ id, spec: { os: 'debian', version: '12', id: 150 + i }, interval: '1d', paused: true }),
+          });
+          if (res.status === 201) made.push(id);
+          else if (res.status !== 409) throw new Error(`${res.status}: ${await res.text()}`);
+          return res.status;
+        }),
+      );
+      expect(answers.filter((s) => s === 201)).toHaveLength(3);
+      expect(answers.filter((s) => s !== 201)).toEqual(Array(17).fill(409));
+    } finally {
+      await served.close();
+    }
   });
 });

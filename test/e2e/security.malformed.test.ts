@@ -173,6 +173,9 @@ const values: Case[] = [
   install('pubkey not a key', withField('pubkey', 'not a key'), 'pubkey'),
   install('pubkey with a wrong type inside', withField('pubkey', 'ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIGZha2U='), 'pubkey'),
   install('pubkey too long', withField('pubkey', `ssh-ed25519 ${'A'.repeat(17_000)}`), 'pubkey'),
+  install('description with a NUL', withField('description', 'notes\u0000more'), 'description: must not contain a NUL'),
+  install('userData an alias bomb', withField('userData', `#cloud-config\na: &a [x, x, x, x, x, x, x, x, x]\n${'bcdef'.split('').map((k, i) => `${k}: &${k} [${Array(9).fill(`*${'abcde'[i]}`).join(', ')}]`).join('\n')}\n`), 'userData: expands too many YAML aliases'),
+  install('userData a merge key bringing an owned key', withField('userData', '#cloud-config\n<<: {disable_root: false, password: x}\n'), 'userData.<<: merge keys are not accepted'),
 ];
 
 const workflowEndpoints: Case[] = [

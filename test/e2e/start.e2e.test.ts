@@ -19,6 +19,7 @@ let dir: string;
 let images: Awaited<ReturnType<typeof startImageServer>>;
 let env: Record<string, string>;
 let ports: { api: number; temporal: number; ui: number };
+const started: ResultPromise[] = [];
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-start-'));
@@ -38,6 +39,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  // A failed expectation leaves its `npm start` running: jest would wait for it forever.
+  for (const c of started) if (c.exitCode === null) c.kill('SIGTERM');
   killSandboxVms(path.join(dir, 'data'));
   await images?.stop();
   if (!process.env.KEEP_TEST_TMP) fs.rmSync(dir, { recursive: true, force: true });
@@ -53,6 +56,7 @@ async function start(): Promise<{ child: ResultPromise; output: () => string }> 
     all: true,
     reject: false,
   });
+  started.push(child);
   let out = '';
   child.all!.on('data', (c: Buffer) => (out += c.toString()));
   const deadline = Date.now() + 120_000;
@@ -84,6 +88,26 @@ test('npm start brings up the API, the Temporal UI and the sandbox, and history 
   const res = await requestSse(`http://127.0.0.1:${ports.api}/api/vm/install`, { body: { os: 'debian', version: '12' } });
   expect(res.events.at(-1)?.message).toBe('[*] User: debian');
   const workflowId = res.headers['x-workflow-id'] as string;
+
+  // Every route, admin ones included, answers where the API listens: loopback only.
+  const { stdout: listening } = await execa('ss', ['-Htln', `sport = :${ports.api}`]);
+  expect(listening.trim().split('\n').map((l) => l.trim().split(/\s+/)[3])).toEqual([`127.0.0.1:${ports.api}`]);
+  // History and its log are private to the service's user (test/e2e/devServer.private.test.ts: in a DATA_DIR of mode 755 too).
+  const data = path.join(dir, 'data');
+  const modes = Object.fromEntries(
+    fs.readdirSync(data).filter((f) => f.startsWith('temporal.')).map((f) => [f, (fs.statSync(path.join(data, f)).mode & 0o777).toString(8)]),
+  );
+  expect(Object.keys(modes)).toEqual(expect.arrayContaining(['temporal.db', 'temporal.log']));
+  expect(modes).toEqual(Object.fromEntries(Object.keys(modes).map((f) => [f, '600'])));
+  // The embedded UI shows history and changes nothing: no write actions, and a terminate is refused.
+  const settings = (await (await fetch(`http://127.0.0.1:${ports.ui}/api/v1/settings`)).json()) as { DisableWriteActions?: boolean };
+  expect(settings.DisableWriteActions).toBe(true);
+  const terminate = await fetch(`http://127.0.0.1:${ports.ui}/api/v1/namespaces/default/workflows/${workflowId}/terminate`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ reason: 'from the UI' }),
+  });
+  expect(terminate.status).toBe(405);
   await stop(first.child);
 
   // Nothing of the sandbox is left listening: its node sshds are gone.

@@ -1,7 +1,7 @@
 import { execa } from 'execa';
 import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
 import { markerSealFor } from '../../lib/vm/markerSeal';
-import { parseTemplateMarker, templateScheduleId } from '../../contract';
+import { parseTemplateMarker, templateScheduleId, templateWorkflowId } from '../../contract';
 import { startHarness, type Harness } from '../support/harness';
 import { requestSse, type SseResponse } from '../support/sse';
 import { apiCall } from '../support/api';
@@ -97,6 +97,11 @@ test('bad template requests and sources are 400s naming the field', async () => 
   const extra = await post('/templates', { os: 'debian', version: '12', ram: 4096 });
   expect(extra.status).toBe(400);
   expect(JSON.stringify(extra.json)).toMatch(/ram/);
+  // A storage the main node lacks is refused as an install's `storage` is, and builds nothing.
+  const storage = await post('/templates', { os: 'debian', version: '11', storage: 'nope' });
+  expect([storage.status, (storage.json as { message: string }).message]).toEqual([400, expect.stringMatching(/storage: storage 'nope' does not exist on node 'pve1'$/)]);
+  const id = templateWorkflowId({ os: 'debian', version: '11', storage: 'nope' });
+  expect(await h.service.client.workflow.getHandle(id).describe().then(() => 'started', () => 'none')).toBe('none');
   const source = await post('/vm/install', { os: 'debian', version: '12', source: 'golden' });
   expect(source.status).toBe(400);
   expect((source.json as { message: string }).message).toMatch(/source: must be "template" or "image"/);

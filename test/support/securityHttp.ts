@@ -23,7 +23,7 @@ function parseJson(text: string): RawAnswer['json'] {
  */
 export function send(
   base: string,
-  req: { method?: string; path: string; headers?: Record<string, string | undefined>; body?: string | Buffer; timeoutMs?: number },
+  req: { method?: string; path: string; headers?: Record<string, string | undefined>; body?: string | Buffer; timeoutMs?: number; /** The local address to connect from (127.0.0.x). */ from?: string },
 ): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
     const url = new URL(base);
@@ -40,6 +40,7 @@ export function send(
       path: req.path,
       headers,
       agent: false,
+      ...(req.from ? { localAddress: req.from } : {}),
     });
     const timer = setTimeout(() => r.destroy(new Error(`timed out: ${req.method} ${req.path}`)), req.timeoutMs ?? 30_000);
     r.on('error', (err) => {

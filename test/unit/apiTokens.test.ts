@@ -96,6 +96,11 @@ test('ALLOW_ORIGINS, ADOPT_VMID_RANGE, the stream, schedule and diagnostics sett
   expect(c.schedules).toEqual({ minIntervalMs: 3_600_000, maxCount: 100 });
   expect(c.publicDiagnostics).toBe(false);
   expect(c.worker.healthHost).toBe('127.0.0.1');
+  // A fresh start serves every route, admin ones included: on loopback until the operator opens it.
+  expect(c.apiHost).toBe('127.0.0.1');
+  expect(c.diagnosticsIps).toEqual(['127.0.0.1', '::1']);
+  expect(loadConfig({ API_HOST: '0.0.0.0', DIAGNOSTICS_IPS: '' })).toMatchObject({ apiHost: '0.0.0.0', diagnosticsIps: [] });
+  expect(() => loadConfig({ DIAGNOSTICS_IPS: '127.0.0.0/8' })).toThrow(/DIAGNOSTICS_IPS: must list IP addresses/);
 
   const d = loadConfig({ ALLOW_ORIGINS: 'https://UI.example:443, http://10.0.0.5:3000', ADOPT_VMID_RANGE: '1000-1999', SSE_MAX_TOTAL: '40', SCHEDULE_MIN_INTERVAL: '1d' });
   expect(d.allowOrigins).toEqual(['https://ui.example', 'http://10.0.0.5:3000']);

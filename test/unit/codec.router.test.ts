@@ -37,6 +37,18 @@ describe('codec router over HTTP', () => {
     expect(body.payloads.map(fromJson).map((p) => fromPayload(p))).toEqual([{ secret }, 'two']);
   });
 
+  test('takes bodies up to 256 KiB: the largest payload the service writes decodes, a larger body is 413', async () => {
+    // An install input with the most userData a request may carry (64 KiB): over 64 KiB once
+    // encrypted and in base64, so the API's own 64 KiB would refuse the UI its history.
+    const install = { spec: { os: 'debian', version: '12', user: 'debian' }, secrets: { userData: `#cloud-config\n${'x'.repeat(65_536 - 14)}` }, mainNode: 'pve1' };
+    const body = JSON.stringify({ payloads: (await codec.encode([toPayload(install)])).map(json) });
+    expect(Buffer.byteLength(body)).toBeGreaterThan(64 * 1024);
+    expect((await post('decode', body)).status).toBe(200);
+    const big = await post('decode', { payloads: [{ metadata: {}, data: 'A'.repeat(257 * 1024) }] });
+    expect(big.status).toBe(413);
+    expect(((await big.json()) as { message: string }).message).toMatch(/256 KiB/);
+  });
+
   test('encodes nothing: a caller cannot make payloads the workers would accept', async () => {
     const res = await post('encode', { payloads: [json(toPayload({ vmid: 240, cores: 7 }))] });
     expect(res.status).toBe(403);

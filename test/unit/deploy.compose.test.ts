@@ -123,6 +123,15 @@ test('one API and N workers: the roles, one set of keys, nothing that stops a wo
   expect(Number(/^(\d+)s$/.exec(worker.stop_grace_period ?? '')?.[1])).toBeGreaterThan(20);
 });
 
+test("the API listens on its container's every interface: API_HOST's default, loopback, would be out of the published port's reach", () => {
+  expect(services.api.environment!.API_HOST).toBe('0.0.0.0');
+  // The image says so too, for a `docker run -p 8080:8080` without compose.
+  const env = fs.readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8').match(/^ENV .*$/m)?.[0];
+  expect(env).toMatch(/\bAPI_HOST=0\.0\.0\.0\b/);
+  // The worker's health port stays on loopback: its HEALTHCHECK runs inside the container.
+  expect(services.worker.environment!.WORKER_HEALTH_HOST).toBeUndefined();
+});
+
 test('the Temporal UI is published on loopback only and offers no write actions', async () => {
   const ui = services['temporal-ui'];
   // The UI holds a client certificate: published on every interface with its terminate and

@@ -28,6 +28,7 @@ describe("the API's 400s name the field", () => {
     ['description not a string', { description: 5 }, /^description: must be a string$/],
     ['description over 8192 bytes', { description: 'é'.repeat(4097) }, /^description: must be at most 8192 bytes$/],
     ['description that fits alone but not beside the markers', { description: 'x'.repeat(4000) }, /^description: is \d+ bytes too long: Proxmox keeps at most 8192 characters/],
+    ['description with a NUL', { description: 'notes\u0000more' }, /^description: must not contain a NUL character/],
     ['pool with a space', { pool: 'my pool' }, /^pool: must be a Proxmox pool name/],
     ['pool nested too deep', { pool: 'a/b/c/d' }, /^pool: must be a Proxmox pool name/],
     ['storage with a colon', { storage: 'local:lvm' }, /^storage: must be a Proxmox storage id/],
@@ -51,6 +52,11 @@ describe('what the API makes of them', () => {
     expect(proxmoxTags(['debian'])).toBe('debian');
   });
 
+  test('a description with any other control character passes: Proxmox stores it escaped (encode_text) and reads it back', () => {
+    const text = 'tab\there\r\nbell\u0007 esc\u001b del\u007f';
+    expect(apiAnswer({ ...base, description: text })).toMatchObject({ description: text });
+  });
+
   test('pool, storage and description pass as given', () => {
     expect(apiAnswer({ ...base, pool: 'lab/web', storage: 'fast-zfs', description: 'Owner: ops\n# hi' })).toMatchObject({
       pool: 'lab/web',
@@ -61,7 +67,7 @@ describe('what the API makes of them', () => {
 
   test("the worker's schema refuses what the API refuses", () => {
     const spec = { os: 'debian', version: '12', cores: 1, ramMb: 512, diskGb: 16, user: 'debian' };
-    for (const bad of [{ tags: ['a b'] }, { pool: 'a b' }, { storage: '1x' }, { description: 'x'.repeat(8193) }]) {
+    for (const bad of [{ tags: ['a b'] }, { pool: 'a b' }, { storage: '1x' }, { description: 'x'.repeat(8193) }, { description: 'a\u0000b' }]) {
       expect(() => checkInput(installSpecSchema, { ...spec, ...bad }, 'createVm')).toThrow(new RegExp(`: ${Object.keys(bad)[0]}`));
     }
   });

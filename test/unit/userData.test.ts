@@ -57,6 +57,38 @@ describe('userData in an install body', () => {
     expect(answer({ userData })).toMatch(message);
   });
 
+  // An alias bomb: nine aliases of nine aliases ... (about 60,000 strings once expanded).
+  const bomb = `#cloud-config\na: &a [x, x, x, x, x, x, x, x, x]\n${['b', 'c', 'd', 'e', 'f']
+    .map((k, i) => `${k}: &${k} [${Array(9).fill(`*${'abcde'[i]}`).join(', ')}]`)
+    .join('\n')}\n`;
+
+  test.each<[string, string, RegExp]>([
+    ['an alias bomb', bomb, /^userData: expands too many YAML aliases \(at most 100\)/],
+    ['a merge key bringing an owned key', '#cloud-config\n<<: {password: hunter2}\nruncmd: []\n', /^userData\.<<: merge keys are not accepted/],
+    ['a merge key bringing a key through an alias', '#cloud-config\nbase: &b {disable_root: false}\n<<: *b\n', /^userData\.<<: merge keys are not accepted/],
+    ['a merge key deeper down', '#cloud-config\nwrite_files:\n  - <<: {path: /etc/motd}\n', /^userData\.write_files\[0\]\.<<: merge keys are not accepted/],
+    ['a quoted << (written back plain, cloud-init would merge it)', '#cloud-config\n"<<": {password: x}\n', /^userData\.<<: merge keys are not accepted/],
+  ])('%s is a 400 naming the field', (_, userData, message) => {
+    expect(answer({ userData })).toMatch(message);
+  });
+
+  test('a YAML 1.1 document has its merges resolved by the parser: the owned key is seen', () => {
+    expect(answer({ userData: '#cloud-config\n%YAML 1.1\n---\n<<: {disable_root: false}\nruncmd: []\n' })).toMatch(/^userData\.disable_root: is set by QemuRun/);
+  });
+
+  test.each(['__proto__', 'constructor', 'toString', 'hasOwnProperty'])('a key named %s is a key like any other: passed on, no prototype touched', (key) => {
+    const userData = `#cloud-config\n${key}: {polluted: yes}\nruncmd: []\n`;
+    const a = answer({ userData });
+    expect(typeof a).not.toBe('string');
+    const parsed = parseUserData(userData);
+    expect(Object.getPrototypeOf(parsed)).toBe(Object.prototype);
+    expect(Object.keys(parsed)).toEqual([key, 'runcmd']);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    const merged = parse(mergedUserData({ hostname: 'h', user: 'debian', keys: [], packageUpgrade: false }, userData)) as Record<string, unknown>;
+    expect(Object.keys(merged)).toContain(key);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
   test('a YAML error does not echo the document (it may hold secrets)', () => {
     expect(answer({ userData: '#cloud-config\nsecret: "s3cr3t-value\n' })).not.toContain('s3cr3t');
   });

@@ -1,0 +1,26 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+/**
+ * What the docs and comments say about the tree, checked against the tree: a count, a list
+ * or a layout that is written in two places goes stale in one of them unnoticed.
+ */
+
+const ROOT = path.join(__dirname, '..', '..');
+const read = (file: string) => fs.readFileSync(path.join(ROOT, file), 'utf8');
+const docs = () => ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const jestConfig = require(path.join(ROOT, 'jest.config.js')) as { projects: Array<{ displayName: string }> };
+
+const NUMBERS = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'];
+
+test('every count of the jest projects is the number jest.config.js has', () => {
+  const count = jestConfig.projects.length;
+  const wrong = [...docs(), 'jest.config.js'].flatMap((file) =>
+    [...read(file).matchAll(/\b(\w+) (?:jest )?projects\b/gi)]
+      .filter((m) => NUMBERS.includes(m[1].toLowerCase()) && NUMBERS.indexOf(m[1].toLowerCase()) !== count)
+      .map((m) => `${file}: "${m[0]}" (there are ${count})`),
+  );
+  expect(wrong).toEqual([]);
+});

@@ -24,3 +24,18 @@ test('every count of the jest projects is the number jest.config.js has', () => 
   );
   expect(wrong).toEqual([]);
 });
+
+test('the API-mode suites are listed once, in jest.config.js, and the docs point to it', () => {
+  const list = /const apiModeSuites = \[([^\]]*)\]/.exec(read('jest.config.js'))?.[1] ?? '';
+  const suites = [...list.matchAll(/'([^']+)'/g)].map((m) => m[1]);
+  expect(suites.length).toBeGreaterThan(0);
+  // A paragraph that names most of the suites is a copy of the list, which goes stale.
+  const copies = docs().flatMap((file) =>
+    read(file).split(/\n\s*\n/)
+      .filter((para) => suites.filter((s) => para.includes(`\`${s}\``)).length >= 3)
+      .map((para) => `${file}: ${para.slice(0, 80).replace(/\n/g, ' ')}…`),
+  );
+  expect(copies).toEqual([]);
+  const pointers = docs().filter((file) => read(file).includes('`apiModeSuites`'));
+  expect(pointers).toEqual(expect.arrayContaining(['docs/development.md', 'docs/proxmox-api.md']));
+});

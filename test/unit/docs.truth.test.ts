@@ -39,3 +39,15 @@ test('the API-mode suites are listed once, in jest.config.js, and the docs point
   const pointers = docs().filter((file) => read(file).includes('`apiModeSuites`'));
   expect(pointers).toEqual(expect.arrayContaining(['docs/development.md', 'docs/proxmox-api.md']));
 });
+
+test("development.md's layout names every file of activities/ and workflows/", () => {
+  const text = read('docs/development.md');
+  const layout = text.slice(text.indexOf('## Layout'));
+  const bullet = (folder: string) => layout.slice(layout.indexOf(`- \`${folder}/\``)).split(/\n {2}- /)[0];
+  const missing = ['activities', 'workflows'].flatMap((folder) =>
+    fs.readdirSync(path.join(ROOT, folder)).filter((f) => f.endsWith('.ts'))
+      .filter((f) => !bullet(folder).includes(`\`${f}\``))
+      .map((f) => `${folder}/${f}`),
+  );
+  expect(missing).toEqual([]);
+});

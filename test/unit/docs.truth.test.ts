@@ -51,3 +51,12 @@ test("development.md's layout names every file of activities/ and workflows/", (
   );
   expect(missing).toEqual([]);
 });
+
+test('keepAlive.ts names every activity file that heartbeats by itself', () => {
+  const comment = read('activities/keepAlive.ts');
+  const beating = fs.readdirSync(path.join(ROOT, 'activities'))
+    .filter((f) => f.endsWith('.ts') && f !== 'keepAlive.ts')
+    .filter((f) => /\.heartbeat\(/.test(read(`activities/${f}`)));
+  expect(beating.length).toBeGreaterThan(0);
+  expect(beating.filter((f) => !comment.includes(f.replace(/\.ts$/, '')))).toEqual([]);
+});

@@ -136,8 +136,10 @@ export interface Activities {
    */
   readGuestAddress(input: { vmid: number; wait?: boolean; node?: string }): Promise<{ ip?: string; reason?: string }>;
   waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void>;
-  /** Without `phase`, the full run (a VM built from an image); see InitScriptPhase. */
-  /** A full run also asks the guest whether it must reboot (`reboot`); a phase run does not. */
+  /**
+   * Without `phase`, the full run (a VM built from an image); see InitScriptPhase. A full
+   * run also asks the guest whether it must reboot (`reboot`); a phase run does not.
+   */
   runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string; phase?: InitScriptPhase }): Promise<InitScriptRun>;
 
   // Rebuilds.

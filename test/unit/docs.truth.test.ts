@@ -60,3 +60,25 @@ test('keepAlive.ts names every activity file that heartbeats by itself', () => {
   expect(beating.length).toBeGreaterThan(0);
   expect(beating.filter((f) => !comment.includes(f.replace(/\.ts$/, '')))).toEqual([]);
 });
+
+const PRODUCT = ['lib', 'activities', 'workflows', 'api', 'worker', 'contract', 'cli', 'app', 'sandbox', 'scripts'];
+
+function productFiles(dir: string = ROOT, folders: string[] = PRODUCT): string[] {
+  return folders.flatMap((folder) => {
+    const full = path.join(dir, folder);
+    if (!fs.existsSync(full)) return [];
+    return fs.readdirSync(full, { withFileTypes: true }).flatMap((e) => {
+      const rel = path.join(folder, e.name);
+      if (e.isDirectory()) return e.name === 'node_modules' ? [] : productFiles(dir, [rel]);
+      return /\.(ts|js|mjs)$/.test(e.name) ? [rel] : [];
+    });
+  });
+}
+
+test('each doc comment in product code sits on what it documents, not on another doc comment', () => {
+  const stacked = productFiles().flatMap((file) => {
+    const lines = read(file).split('\n');
+    return lines.flatMap((line, i) => (i > 0 && /\*\/\s*$/.test(lines[i - 1]) && /^\s*\/\*\*/.test(line) ? [`${file}:${i + 1}`] : []));
+  });
+  expect(stacked).toEqual([]);
+});

@@ -43,7 +43,7 @@ export function cloudinitDriveKey(spec: Pick<InstallSpec, 'machine'>): 'ide2' | 
 }
 
 /**
- * The drives an install adds after its boot disk and cloud-init drive (issue 24), in order,
+ * The drives an install adds after its boot disk and cloud-init drive, in order,
  * as `qm set` options with Proxmox's new-disk syntax `<storage>:<GiB>` (qemu-server Drive.pm
  * `$NEW_DISK_RE`): the EFI disk when the firmware is OVMF, then the extra data disks as
  * scsi1, scsi2, …. configureVm sets only those the VM lacks, so a retry creates none twice.

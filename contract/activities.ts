@@ -83,7 +83,7 @@ export interface Activities {
   /** `node`: where the workflow made the VM, asked before the cluster's resources (absent in inputs of earlier versions). */
   migrateVm(input: { vmid: number; target: string; node?: string }): Promise<void>;
 
-  // Golden templates (issue 25): built by buildTemplate, cloned by installs.
+  // Golden templates: built by buildTemplate, cloned by installs.
   templateRecipe(input: { os: OsName; version: string; storage?: string }): Promise<{ recipe: string; storage: string }>;
   findTemplate(input: { os: OsName; version: string; storage?: string; diskGb: number }): Promise<TemplateChoice>;
   /** `qm clone` of `template` as the install's VM (`ip` and `node` as createVm's), in one of the storage's clone slots. */

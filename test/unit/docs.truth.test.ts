@@ -82,3 +82,10 @@ test('each doc comment in product code sits on what it documents, not on another
   });
   expect(stacked).toEqual([]);
 });
+
+test('product code cites no issue numbers: a reader of the repository cannot follow them', () => {
+  const cited = productFiles().flatMap((file) =>
+    read(file).split('\n').flatMap((line, i) => (/\bissues? #?\d+/i.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : [])),
+  );
+  expect(cited).toEqual([]);
+});

@@ -21,7 +21,7 @@ import { resolveEncryptionKeys } from '../lib/temporal/encryptionKeys';
 import { freePort } from '../lib/temporal/devServer';
 import { readCalls } from '../sandbox/state/callLog';
 import { freePorts } from '../sandbox/testkit';
-import { startImageServer } from '../test/support/imageServer';
+import { startImageMirror } from '../sandbox/mirror/server';
 import { activitySpans } from './bench/history';
 import { installBatch, type BatchResult } from './bench/installs';
 import { cpuTimes, rssBytes, rssParts } from './bench/proc';
@@ -90,7 +90,7 @@ async function main(): Promise<void> {
     return;
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-bench-'));
-  const images = await startImageServer();
+  const images = await startImageMirror();
   const [port, temporalPort, uiPort, vmSshPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const env: Record<string, string> = {
     SSH_KEY_PATH: path.join(dir, 'ssh', 'id_ed25519'),

@@ -13,7 +13,7 @@ import { installBatch } from './installs';
 import type { Report } from './report';
 import { startBenchService } from './service';
 import { benchTemplates } from './templates';
-import { killSandboxVms } from '../../test/support/serviceProcess';
+import { killSandboxVms } from '../../sandbox/fromConfig';
 
 /**
  * `npm run bench -- --real-guests`: the figures of real guests (SANDBOX_GUESTS=qemu): how

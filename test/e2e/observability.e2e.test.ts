@@ -6,7 +6,8 @@ import path from 'node:path';
 import { freePort } from '../../lib/temporal/devServer';
 import { freePorts, waitFor } from '../../sandbox/testkit';
 import { addFault, clearFaults } from '../../sandbox/state/faults';
-import { buildIfStale, killSandboxVms, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';
+import { buildIfStale, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';
+import { killSandboxVms } from '../../sandbox/fromConfig';
 
 /**
  * Metrics and logs of the service as an operator runs it (dist/main.js, its own Temporal

@@ -13,7 +13,8 @@ import { readCalls } from '../../sandbox/state/callLog';
 import { listVms } from '../../sandbox/state/vmlist';
 import { freePorts, waitFor } from '../../sandbox/testkit';
 import { startImageServer, type ImageServer } from '../support/imageServer';
-import { buildIfStale, killSandboxVms } from '../support/serviceProcess';
+import { buildIfStale } from '../support/serviceProcess';
+import { killSandboxVms } from '../../sandbox/fromConfig';
 import { startRealTemporal, type RealTemporal } from '../support/realTemporal';
 import {
   followStream,

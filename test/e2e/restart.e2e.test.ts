@@ -6,7 +6,8 @@ import { freePorts } from '../../sandbox/testkit';
 import { listVms } from '../../sandbox/state/vmlist';
 import { startImageServer } from '../support/imageServer';
 import { requestSse } from '../support/sse';
-import { buildIfStale, FORBID_TYPESCRIPT, killSandboxVms, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';
+import { buildIfStale, FORBID_TYPESCRIPT, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';
+import { killSandboxVms } from '../../sandbox/fromConfig';
 
 /**
  * The compiled service (no TypeScript compiler allowed in its process) killed the way the

@@ -5,7 +5,7 @@ import { execa, ResultPromise } from 'execa';
 import { freePort, LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
 import { startImageServer } from '../support/imageServer';
 import { requestSse } from '../support/sse';
-import { killSandboxVms } from '../support/serviceProcess';
+import { killSandboxVms } from '../../sandbox/fromConfig';
 import { freePorts } from '../../sandbox/testkit';
 
 /**

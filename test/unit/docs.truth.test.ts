@@ -10,7 +10,6 @@ const ROOT = path.join(__dirname, '..', '..');
 const read = (file: string) => fs.readFileSync(path.join(ROOT, file), 'utf8');
 const docs = () => ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const jestConfig = require(path.join(ROOT, 'jest.config.js')) as { projects: Array<{ displayName: string }> };
 
 const NUMBERS = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'];
@@ -88,4 +87,13 @@ test('product code cites no issue numbers: a reader of the repository cannot fol
     read(file).split('\n').flatMap((line, i) => (/\bissues? #?\d+/i.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : [])),
   );
   expect(cited).toEqual([]);
+});
+
+test('scripts/ imports nothing from test/: the tests import the scripts they test, not the reverse', () => {
+  const fromTest = productFiles(ROOT, ['scripts']).flatMap((file) =>
+    [...read(file).matchAll(/(?:from |require\()['"]([^'"]+)['"]/g)]
+      .filter((m) => m[1].startsWith('.') && path.resolve(ROOT, path.dirname(file), m[1]).startsWith(path.join(ROOT, 'test') + path.sep))
+      .map((m) => `${file} imports ${m[1]}`),
+  );
+  expect(fromTest).toEqual([]);
 });

@@ -6,7 +6,7 @@ import { loadConfig } from '../../lib/config';
 import { connectTemporal } from '../../lib/temporal/connect';
 import { EncryptionCodec, dataConverterFor } from '../../lib/temporal/codec';
 import { resolveEncryptionKeys } from '../../lib/temporal/encryptionKeys';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { freePorts } from '../../sandbox/testkit';
 import { activitySeconds, activitySpans } from './history';
 import { installBatch } from './installs';

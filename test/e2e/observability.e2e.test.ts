@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { freePorts, waitFor } from '../../sandbox/testkit';
 import { addFault, clearFaults } from '../../sandbox/state/faults';
 import { buildIfStale, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';

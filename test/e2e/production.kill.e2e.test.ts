@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import type { InstallResult } from '../../contract';
 import { EncryptionCodec, dataConverterFor } from '../../lib/temporal/codec';
 import { resolveEncryptionKeys } from '../../lib/temporal/encryptionKeys';

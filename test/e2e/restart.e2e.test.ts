@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { freePorts } from '../../sandbox/testkit';
 import { listVms } from '../../sandbox/state/vmlist';
 import { startImageServer } from '../support/imageServer';

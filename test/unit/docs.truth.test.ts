@@ -97,3 +97,14 @@ test('scripts/ imports nothing from test/: the tests import the scripts they tes
   );
   expect(fromTest).toEqual([]);
 });
+
+test('performance.md opens with the current figures, each copied from its history below', () => {
+  const text = read('docs/performance.md');
+  const sections = [...text.matchAll(/^## (.+)$/gm)].map((m) => m[1]);
+  expect(sections.slice(0, 2)).toEqual(['Current figures', 'History']);
+  const current = text.slice(text.indexOf('## Current figures'), text.indexOf('## History'));
+  const history = text.slice(text.indexOf('## History'));
+  expect(current).toContain('npm run bench');
+  const figures = [...current.matchAll(/\d[\d,.]*(?:\.\d+)?/g)].map((m) => m[0].replace(/[.,]$/, ''));
+  expect(figures.filter((n) => !history.includes(n))).toEqual([]);
+});

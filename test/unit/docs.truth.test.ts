@@ -108,3 +108,11 @@ test('performance.md opens with the current figures, each copied from its histor
   const figures = [...current.matchAll(/\d[\d,.]*(?:\.\d+)?/g)].map((m) => m[0].replace(/[.,]$/, ''));
   expect(figures.filter((n) => !history.includes(n))).toEqual([]);
 });
+
+test("the lint section says why max-len is off, and eslint.config.mjs keeps it off", () => {
+  const text = read('docs/development.md');
+  const lint = text.slice(text.indexOf('## Lint'), text.indexOf('\n## ', text.indexOf('## Lint') + 1));
+  expect(lint).toMatch(/`max-len`/);
+  expect(lint).toMatch(/formatter/);
+  expect(read('eslint.config.mjs')).not.toMatch(/['"]max-len['"]\s*:\s*\[?\s*['"]?(error|warn|1|2)/);
+});

@@ -40,8 +40,8 @@ const endToEnd = {
   setupFilesAfterEnv: ['<rootDir>/test/support/namespaceSetup.ts'],
 };
 
-// Six projects, one folder each by what a test starts (docs/development.md), and a second
-// pass of some end-to-end suites. `npm test` (scripts/test.js) runs them, the slow ones
+// Six projects: five with a folder each, sorted by what a test starts (docs/development.md),
+// and a second pass of some end-to-end suites. `npm test` (scripts/test.js) runs them, the slow ones
 // side by side:
 // - unit (test/unit/): no Temporal server, no sandbox cluster, no sshd; no global set-up,
 //   so selecting it pays for no dev server, and its files run in parallel workers;

@@ -29,7 +29,7 @@ export function clusterActivities({ config, proxmox }: ClusterDeps) {
   return {
     /** The storage exists, can hold disks, is active, and (given a size) has room for the disk. */
     async checkStorage(input: { diskGb?: number; storage?: string } = {}): Promise<void> {
-      // The install's own storage (issue 24): checked as the API checks it.
+      // The install's own storage: checked as the API checks it.
       if (input.storage !== undefined) {
         const problem = await storageProblem(main(), input.storage, input.diskGb);
         if (problem) throw failure('StorageError', problem);

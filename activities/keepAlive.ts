@@ -11,9 +11,13 @@ const EVERY_MS = 10_000;
  * dead worker: Temporal started a second attempt while the first still ran. It is also
  * how a cancellation reaches the attempt.
  *
- * `heartbeating` below runs every activity in one: an activity does not call it again
- * (a second timer only doubles the beats) nor heartbeat by itself, except relayProgress,
- * whose heartbeats carry its resume point (activities/temporal.ts).
+ * `heartbeating` below runs every activity in one, so none has to beat to stay alive, and
+ * none calls it again (a second timer only doubles the beats). Those that do heartbeat by
+ * themselves put what a retry resumes from in the beat, or beat once per step of a loop:
+ * relayProgress its cursor (temporal.ts, which runs outside this timer), the guest waits
+ * their attempt (guest.ts, guestAddress.ts), planReconcile the VM it reached
+ * (reconcile.ts), the template conversion and retirement one beat per disk or template
+ * (templates.ts). The timer's own beat keeps a Proxmox task's UPID (tasks.ts).
  */
 export async function keepAlive<T>(work: () => Promise<T>): Promise<T> {
   const ctx = Context.current();

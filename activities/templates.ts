@@ -30,7 +30,7 @@ export interface TemplateDeps {
 }
 
 /**
- * Golden templates (issue 25): the activities of the template build (workflows/template.ts)
+ * Golden templates: the activities of the template build (workflows/template.ts)
  * and of an install that clones one (workflows/install.ts).
  */
 export function templateActivities(deps: TemplateDeps) {

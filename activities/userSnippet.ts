@@ -7,7 +7,7 @@ import { ciPasswordHashOf } from '../lib/proxmox/cipassword';
 import { cicustomOf, mergedUserData, ownUserSnippet, userSnippetName, UserDataError } from '../lib/vm/userData';
 
 /**
- * The VM's cloud-init user snippet (issue 24, `userData`), as Proxmox takes custom
+ * The VM's cloud-init user snippet (`userData`), as Proxmox takes custom
  * user-data: a file on a storage with the `snippets` content type, named by `cicustom
  * user=<storage>:snippets/<file>`. Snippets on a storage that is not shared exist only on
  * the node they were written on, and qemu-server reads the file at start on the node the

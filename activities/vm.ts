@@ -29,20 +29,6 @@ export interface VmDeps {
 }
 
 /**
- * Activities that create a VM, set its options, take it into the managed set and destroy
- * it. Each finds the node the VM lives on now and is safe to run twice: a retry after a
- * lost completion finds the goal reached and does nothing more.
- */
-/**
- * The drives an install adds after its boot disk and cloud-init drive (issue 24), in order,
- * as `qm set` options with Proxmox's new-disk syntax `<storage>:<GiB>` (qemu-server Drive.pm
- * `$NEW_DISK_RE`): the EFI disk when the firmware is OVMF, then the extra data disks as
- * scsi1, scsi2, …. configureVm sets only those the VM lacks, so a retry creates none twice.
- * The EFI disk's size is Proxmox's (the "1" is ignored: it copies the 4m vars template);
- * `pre-enrolled-keys=0`: no Secure Boot keys, so the firmware boots any EFI loader (Debian's
- * shim and GRUB included) and nothing depends on Microsoft's certificates being current.
- */
-/**
  * Where the cloud-init drive goes. On `q35` Proxmox attaches `ide2` to the ICH9 AHCI
  * controller. The generic images QemuRun downloads (linux-image-amd64) and Debian 13's cloud
  * kernel drive it, but Debian 12's genericcloud kernel (linux-image-cloud-amd64, 6.1:
@@ -56,6 +42,15 @@ export function cloudinitDriveKey(spec: Pick<InstallSpec, 'machine'>): 'ide2' | 
   return spec.machine === 'q35' ? 'scsi30' : 'ide2';
 }
 
+/**
+ * The drives an install adds after its boot disk and cloud-init drive, in order,
+ * as `qm set` options with Proxmox's new-disk syntax `<storage>:<GiB>` (qemu-server Drive.pm
+ * `$NEW_DISK_RE`): the EFI disk when the firmware is OVMF, then the extra data disks as
+ * scsi1, scsi2, …. configureVm sets only those the VM lacks, so a retry creates none twice.
+ * The EFI disk's size is Proxmox's (the "1" is ignored: it copies the 4m vars template);
+ * `pre-enrolled-keys=0`: no Secure Boot keys, so the firmware boots any EFI loader (Debian's
+ * shim and GRUB included) and nothing depends on Microsoft's certificates being current.
+ */
 export function extraDriveOptions(spec: InstallSpec, assignStorage: string): Array<[string, string]> {
   const storage = spec.storage ?? assignStorage;
   return [
@@ -64,6 +59,11 @@ export function extraDriveOptions(spec: InstallSpec, assignStorage: string): Arr
   ];
 }
 
+/**
+ * Activities that create a VM, set its options, take it into the managed set and destroy
+ * it. Each finds the node the VM lives on now and is safe to run twice: a retry after a
+ * lost completion finds the goal reached and does nothing more.
+ */
 export function vmActivities({ config, proxmox }: VmDeps) {
   const main = () => proxmox.main();
   const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);

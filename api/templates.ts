@@ -16,7 +16,7 @@ export interface TemplateRouteDeps {
 }
 
 /**
- * Golden templates (issue 25). `GET /templates`: the cluster's QemuRun templates with their
+ * Golden templates. `GET /templates`: the cluster's QemuRun templates with their
  * state, and the targets TEMPLATES refreshes on TEMPLATE_SCHEDULE. `POST /templates`
  * (`{ "os", "version", "storage"? }`): builds one now, as the buildTemplate workflow; a build
  * of the same target that is running already is answered instead of starting another.

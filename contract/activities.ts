@@ -83,7 +83,7 @@ export interface Activities {
   /** `node`: where the workflow made the VM, asked before the cluster's resources (absent in inputs of earlier versions). */
   migrateVm(input: { vmid: number; target: string; node?: string }): Promise<void>;
 
-  // Golden templates (issue 25): built by buildTemplate, cloned by installs.
+  // Golden templates: built by buildTemplate, cloned by installs.
   templateRecipe(input: { os: OsName; version: string; storage?: string }): Promise<{ recipe: string; storage: string }>;
   findTemplate(input: { os: OsName; version: string; storage?: string; diskGb: number }): Promise<TemplateChoice>;
   /** `qm clone` of `template` as the install's VM (`ip` and `node` as createVm's), in one of the storage's clone slots. */
@@ -136,8 +136,10 @@ export interface Activities {
    */
   readGuestAddress(input: { vmid: number; wait?: boolean; node?: string }): Promise<{ ip?: string; reason?: string }>;
   waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void>;
-  /** Without `phase`, the full run (a VM built from an image); see InitScriptPhase. */
-  /** A full run also asks the guest whether it must reboot (`reboot`); a phase run does not. */
+  /**
+   * Without `phase`, the full run (a VM built from an image); see InitScriptPhase. A full
+   * run also asks the guest whether it must reboot (`reboot`); a phase run does not.
+   */
   runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string; phase?: InitScriptPhase }): Promise<InitScriptRun>;
 
   // Rebuilds.

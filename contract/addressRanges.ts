@@ -1,5 +1,5 @@
 /**
- * Address pools (issue 24): named IPv4 ranges a static address is handed out from, instead
+ * Address pools: named IPv4 ranges a static address is handed out from, instead
  * of GATEWAY's /24 plus the VMID. Plain arithmetic on 32-bit numbers, free of Node.js
  * imports: the pool workflow picks addresses with it, the API and the worker check
  * requests with it.

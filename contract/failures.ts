@@ -47,10 +47,10 @@ export const FAILURE_TYPES = {
   AddressInUseError: { retryable: false, status: 409 },
   // The product's own rules.
   NoFreeVmidError: { retryable: false },
-  // Address pools (issue 24): a full pool stays full until a VM is destroyed.
+  // Address pools: a full pool stays full until a VM is destroyed.
   AddressPoolExhaustedError: { retryable: false, status: 409 },
   AddressTakenError: { retryable: false, status: 409 },
-  // Templates (issue 25): an install that asked for `source: "template"` when none is current.
+  // Templates: an install that asked for `source: "template"` when none is current.
   TemplateNotFoundError: { retryable: false, status: 409 },
   CpuLevelError: { retryable: false },
   NotOwnedError: { retryable: false, status: 409 },

@@ -32,7 +32,7 @@ export const LIMITS = {
   /** What `set/disk` grows a disk by at a time. */
   diskIncrementGb: { min: 1, max: 4096 },
   pubkeyChars: 16_384,
-  /** Placement (issue 24): Proxmox stores at most 8192 characters of description, QemuRun's markers included. */
+  /** Placement: Proxmox stores at most 8192 characters of description, QemuRun's markers included. */
   tags: 32,
   tagChars: 64,
   descriptionBytes: 8192,
@@ -47,11 +47,11 @@ export const LIMITS = {
   mtu: { min: 576, max: 65520 },
   /** `nameserver`: the resolv.conf limit (glibc's MAXNS) cloud-init writes into. */
   dnsServers: { min: 1, max: 3 },
-  /** Extra data disks (issue 24): scsi1..scsi8, each 1..99999 GiB. */
+  /** Extra data disks: scsi1..scsi8, each 1..99999 GiB. */
   extraDisks: 8,
   extraDiskGb: { min: 1, max: 99_999 },
   /**
-   * cloud-init user-data (issue 24): it travels in Temporal payloads (encrypted, but every
+   * cloud-init user-data: it travels in Temporal payloads (encrypted, but every
    * retry and history keeps a copy) and Proxmox reads a snippet up to 1 MiB; 64 KiB is
    * plenty for packages, files and commands, and keeps the payloads small.
    */
@@ -176,7 +176,7 @@ export const field = {
 };
 
 /**
- * How the VM gets its address (issue 24). `ip` is `"dhcp"` (the address is read from the
+ * How the VM gets its address. `ip` is `"dhcp"` (the address is read from the
  * guest agent) or one address of an address pool (ADDRESS_POOLS); without pools a seed
  * client's address (with a prefix, or empty) is ignored, as the seed ignored it.
  */
@@ -203,7 +203,7 @@ function addressFields() {
 }
 
 /**
- * Where a VM goes and how Proxmox labels it (issue 24, "placement"), each as Proxmox checks
+ * Where a VM goes and how Proxmox labels it ("placement"), each as Proxmox checks
  * it: `pve-tag` (pve-common JSONSchema.pm `$PVE_TAG_RE`, case-insensitive), `pve-poolid`,
  * `pve-storage-id`; the description's bound is Proxmox's `maxLength` (the markers come on
  * top: ./ownership.ts `installedDescriptionOverflow`).
@@ -245,7 +245,7 @@ function placementFields() {
 }
 
 /**
- * The VM's hardware beyond the boot disk (issue 24, "disks"): extra data disks (scsi1..),
+ * The VM's hardware beyond the boot disk ("disks"): extra data disks (scsi1..),
  * the machine type and the firmware, each as Proxmox takes it (qemu-server Drive.pm
  * `$NEW_DISK_RE`, Machine.pm `$machine_fmt`, the `bios` enum). Only the values QemuRun
  * builds for are offered: `q35`/`pc`, `seabios`/`ovmf` (ovmf with its EFI disk).
@@ -344,7 +344,7 @@ const installSpecObject = z
     diskGb: int('diskGb', LIMITS.diskGb),
     user: field.user,
     pubkey: field.pubkey.optional(),
-    // Placement (issue 24): absent in specs written before, which meant none.
+    // Placement: absent in specs written before, which meant none.
     tags: field.tags.optional(),
     description: field.description.optional(),
     pool: field.pool.optional(),
@@ -355,15 +355,15 @@ const installSpecObject = z
     dns: field.dns.optional(),
     // Absent in specs written before: the formula's static address. "dhcp", or an address of `addressPool`.
     ip: field.specIp.optional(),
-    // Disks, machine and firmware (issue 24): absent in specs written before, which meant none, Proxmox's defaults.
+    // Disks, machine and firmware: absent in specs written before, which meant none, Proxmox's defaults.
     disks: field.specDisks.optional(),
     machine: field.machine.optional(),
     bios: field.bios.optional(),
-    // Templates (issue 25): absent in specs written before, which meant the image (there were no templates).
+    // Templates: absent in specs written before, which meant the image (there were no templates).
     source: field.source.optional(),
     // Absent in specs written before: "auto" (installs recorded before it always rebooted, by their patch).
     reboot: field.reboot.optional(),
-    // Address pools (issue 24): absent in specs written before, which meant the /24 formula.
+    // Address pools: absent in specs written before, which meant the /24 formula.
     addressPool: field.addressPool.optional(),
   })
   .strict()

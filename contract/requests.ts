@@ -54,20 +54,20 @@ export const installBodySchema = z
     addressPool: field.addressPool.optional(),
     // The seed ignored it: the gateway is GATEWAY's, or the address pool's.
     gateway: z.unknown().optional(),
-    // Placement (issue 24). The seed ignored `storage` too; now it is the boot disk's (the API checks it).
+    // Placement. The seed ignored `storage` too; now it is the boot disk's (the API checks it).
     tags: field.tags.optional(),
     description: field.description.optional(),
     pool: field.pool.optional(),
     storage: field.storage.optional(),
-    // Disks, machine, firmware (issue 24).
+    // Disks, machine, firmware.
     disks: field.disks.optional(),
     machine: field.machine.optional(),
     bios: field.bios.optional(),
-    // Templates (issue 25): "template" or "image"; left out, the template when a fresh one exists.
+    // Templates: "template" or "image"; left out, the template when a fresh one exists.
     source: field.source.optional(),
     // "auto" (left out) or "always": whether the image path reboots after its init script.
     reboot: field.reboot.optional(),
-    // cloud-init user-data (issue 24): travels as a secret, never in the spec.
+    // cloud-init user-data: travels as a secret, never in the spec.
     userData: field.userData.optional(),
   })
   .strict()

@@ -2,7 +2,7 @@ import { LIMITS } from './inputs';
 import type { OsName } from './types';
 
 /**
- * Golden templates (issue 25): one Proxmox template per OS version and storage, built by the
+ * Golden templates: one Proxmox template per OS version and storage, built by the
  * `buildTemplate` workflow, which installs runs clone instead of importing the cloud image
  * and running the whole init script again.
  */

@@ -47,7 +47,7 @@ export interface InstallSpec {
   user: string;
   /** Extra SSH public keys from the request, one per line. */
   pubkey?: string;
-  // Placement (issue 24). Absent: none, as in every spec written before them.
+  // Placement. Absent: none, as in every spec written before them.
   /** Proxmox tags besides the OS's, as Proxmox keeps them (lower case, sorted, unique). */
   tags?: string[];
   /** The operator's text, kept in the VM's description after QemuRun's markers. */
@@ -70,17 +70,17 @@ export interface InstallSpec {
   ip?: 'dhcp' | (string & {});
   /** The VM's own `nameserver` / `searchdomain` (cloud-init); undefined means the node's. */
   dns?: InstallDns;
-  // Disks, machine, firmware (issue 24). Absent: none, Proxmox's defaults, as before them.
+  // Disks, machine, firmware. Absent: none, Proxmox's defaults, as before them.
   /** Extra empty data disks, scsi1.. in order; storage absent: the install's storage. */
   disks?: ExtraDisk[];
   machine?: 'q35' | 'pc';
   /** `ovmf` comes with an EFI disk (efidisk0) on the install's storage. */
   bios?: 'seabios' | 'ovmf';
-  // Address pools (issue 24). Absent: the address is GATEWAY's /24 plus the VMID, as before.
+  // Address pools. Absent: the address is GATEWAY's /24 plus the VMID, as before.
   /** The pool the VM's static address is leased from (the API fills in the default pool). */
   addressPool?: string;
   /**
-   * What the VM is built from (issue 25): a clone of its OS version's template, or the cloud
+   * What the VM is built from: a clone of its OS version's template, or the cloud
    * image. Undefined: the template when a fresh one exists, else the image.
    */
   source?: 'template' | 'image';

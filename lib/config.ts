@@ -208,7 +208,7 @@ export const envSchema = z.object({
     .transform((v) => durationMs(v) as number),
   SCHEDULE_MAX_COUNT: intFrom(100),
   MANAGE_ALL_VMS: flag,
-  // Golden templates (issue 25).
+  // Golden templates.
   TEMPLATES: z
     .string()
     .default('')
@@ -536,7 +536,7 @@ function buildConfig(
     reconcilePreviewMaxAgeSec: Math.max(0, env.RECONCILE_PREVIEW_MAX_AGE),
     schedules: { minIntervalMs: env.SCHEDULE_MIN_INTERVAL, maxCount: Math.max(0, env.SCHEDULE_MAX_COUNT) },
     /**
-     * Golden templates (issue 25): the targets refreshed on TEMPLATE_SCHEDULE (Temporal
+     * Golden templates: the targets refreshed on TEMPLATE_SCHEDULE (Temporal
      * Schedules made at start, app/templateSchedules.ts), and how old a template may be for
      * an install to clone it when it did not ask for a source.
      */

@@ -5,6 +5,22 @@ export function vmIp(gateway: string, vmid: number): string {
   return `${gateway.split('.').slice(0, 3).join('.')}.${vmid}`;
 }
 
+/**
+ * A port nothing listens on now on `host`, as the kernel picks one (listen on 0), for
+ * whoever binds it next: a dev server, a test's service, the benchmark. Free when asked,
+ * not reserved: another process may take it before the caller binds it.
+ */
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, host, () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
 /** Whether something accepts a TCP connection at `ip:port` within half a second. */
 export function portAnswers(ip: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {

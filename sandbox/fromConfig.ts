@@ -5,6 +5,7 @@ import type { SandboxClusterOptions } from './cluster';
 import { ensureSandboxTools, QEMU_GUEST_TOOLS, SANDBOX_TOOLS, type SandboxToolPaths } from './requirements';
 import { prepareRealGuests, type GuestImages } from './qemu/images';
 import { PVE_RELEASES } from './state/model';
+import { clearVmProcess, runningVmids, signalVm } from './state/runtime';
 
 /**
  * The sandbox as the service's settings describe it: shared by the service's sandbox mode
@@ -54,4 +55,16 @@ export async function realGuests(config: Config, log: (line: string) => void = c
 export async function sandboxTools(config: Config): Promise<SandboxToolPaths> {
   const tools = config.sandboxOptions.guests === 'qemu' ? [...SANDBOX_TOOLS, ...QEMU_GUEST_TOOLS] : SANDBOX_TOOLS;
   return ensureSandboxTools({ toolsPath: config.sandboxOptions.toolsPath, tools });
+}
+
+/**
+ * Kills the sandbox VMs a service left running in `dataDir`: the service keeps them across
+ * its own stops on purpose (docs/sandbox.md), a test or a benchmark does not.
+ */
+export function killSandboxVms(dataDir: string): void {
+  const sandboxDir = path.join(dataDir, 'sandbox');
+  for (const vmid of runningVmids(sandboxDir)) {
+    signalVm(sandboxDir, vmid, 'SIGKILL', 5000);
+    clearVmProcess(sandboxDir, vmid);
+  }
 }

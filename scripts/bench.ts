@@ -1,13 +1,13 @@
 /**
  * `npm run bench [-- --quick]`: QemuRun's performance figures in one run, each beside its
- * target and its value before the shared progress reader (issue 13); figures that issue
- * did not give are beside their last value before streams were pushed, marked "polled". The service runs as
+ * target and its value before the shared progress reader; figures not taken then
+ * are beside their last value before streams were pushed, marked "polled". The service runs as
  * `npm start` runs it (its own Temporal dev server, the sandbox cluster, a local image
  * mirror) and is measured from outside through /proc. Figures, not assertions: compare
  * runs on the same machine. --quick skips the 50-install batch (event latency and RSS
  * are then taken after the 10-install batch) and uses 3 installs for the stream cost.
  * --real-guests measures real QEMU guests instead (./bench/realGuests.ts).
- * --templates measures only the template figures (issue 25, ./bench/templates.ts): the
+ * --templates measures only the template figures (./bench/templates.ts): the
  * build of a Debian 12 template, then `--count N` installs from the image and N from the
  * template (5 each on process guests, 3 on real guests), side by side.
  */
@@ -18,10 +18,10 @@ import { loadConfig } from '../lib/config';
 import { connectTemporal } from '../lib/temporal/connect';
 import { EncryptionCodec, dataConverterFor } from '../lib/temporal/codec';
 import { resolveEncryptionKeys } from '../lib/temporal/encryptionKeys';
-import { freePort } from '../lib/temporal/devServer';
+import { freePort } from '../lib/network';
 import { readCalls } from '../sandbox/state/callLog';
 import { freePorts } from '../sandbox/testkit';
-import { startImageServer } from '../test/support/imageServer';
+import { startImageMirror } from '../sandbox/mirror/server';
 import { activitySpans } from './bench/history';
 import { installBatch, type BatchResult } from './bench/installs';
 import { cpuTimes, rssBytes, rssParts } from './bench/proc';
@@ -90,7 +90,7 @@ async function main(): Promise<void> {
     return;
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-bench-'));
-  const images = await startImageServer();
+  const images = await startImageMirror();
   const [port, temporalPort, uiPort, vmSshPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const env: Record<string, string> = {
     SSH_KEY_PATH: path.join(dir, 'ssh', 'id_ed25519'),

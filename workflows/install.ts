@@ -43,14 +43,14 @@ const WAIT_FOR_CLOUD_INIT = 'wait-for-cloud-init';
 const GUEST_ADDRESS = 'guest-address';
 
 /**
- * The patch that clones the OS version's golden template when there is a current one
- * (issue 25): installs that started before it built every VM from the image.
+ * The patch that clones the OS version's golden template when there is a current one:
+ * installs that started before it built every VM from the image.
  */
 const INSTALL_FROM_TEMPLATE = 'install-from-template';
 
 /**
  * The patch that reboots an image install only when the guest says it must, or when the
- * spec says `reboot: "always"` (issue 40). Installs that started before it always rebooted.
+ * spec says `reboot: "always"`. Installs that started before it always rebooted.
  */
 const REBOOT_WHEN_REQUIRED = 'reboot-when-required';
 
@@ -74,14 +74,14 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   progress.emit('preparation > workflow', 'info', `[*] workflow id: ${owner}`);
   upsertSearchAttributes(vmSearchAttributes('install', spec));
 
-  // The install's storage (issue 24), named only when given: a spec without one asks what it asked before.
+  // The install's storage, named only when given: a spec without one asks what it asked before.
   const onStorage = spec.storage !== undefined ? { storage: spec.storage } : {};
   try {
     await step('preparation > storage', 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb, ...onStorage }));
     const cpuType = await step('preparation > CPU baseline', 'detecting cluster CPU baseline', () =>
       proxmox.clusterCpuType({ os: spec.os, version: spec.version }),
     );
-    // The fast path (issue 25): a clone of the current template skips the image and the slow part of the init script.
+    // The fast path: a clone of the current template skips the image and the slow part of the init script.
     const template = patched(INSTALL_FROM_TEMPLATE) ? await chooseTemplate() : undefined;
     let imagePath: string | undefined;
     if (!template) {
@@ -250,7 +250,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   }
 
   /**
-   * The VM's address from its pool (issue 24), leased to this install; asked again for the
+   * The VM's address from its pool, leased to this install; asked again for the
    * next VMID when one was taken, the lease stays this install's and follows the VMID. Only
    * specs with a pool lease: an install recorded before pools schedules what it did. The
    * release is registered first: an allocation whose reply was lost still holds a lease.

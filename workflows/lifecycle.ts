@@ -21,7 +21,7 @@ import { checkedInput } from './checkInput';
 
 const GiB = 1024 ** 3;
 
-/** The patch that releases a destroyed VM's address lease (issue 24, address pools). */
+/** The patch that releases a destroyed VM's address lease (address pools). */
 const RELEASE_ADDRESS_ON_DESTROY = 'release-address-on-destroy';
 
 /** Starts a stopped VM and waits until its SSH answers. */

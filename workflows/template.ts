@@ -16,7 +16,7 @@ import { makeWithFreeVmid } from './freeVmid';
 import { failWithCleanup } from './compensations';
 
 /**
- * Builds the golden template of an OS version (issue 25): the cloud image as a VM, the shared
+ * Builds the golden template of an OS version: the cloud image as a VM, the shared
  * part of the init script (package sources, upgrade, packages, guest agent), cleaned for
  * cloning, shut down and turned into a Proxmox template that installs clone. Older templates
  * of the same OS version and storage are retired once no linked clone uses them. Runs on

@@ -1,5 +1,4 @@
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { spawn, ChildProcess } from 'node:child_process';
 import { Connection } from '@temporalio/client';
@@ -88,17 +87,6 @@ function searchAttributeFlags(): string[] {
 }
 
 const namespaceFlags = (namespaces: string[] = []): string[] => namespaces.flatMap((n) => ['--namespace', n]);
-
-export async function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, host, () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 async function waitForFrontend(address: string, child: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;

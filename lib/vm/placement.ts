@@ -2,7 +2,7 @@ import type { ProxmoxNode } from '../proxmox/node';
 import { StorageError } from '../proxmox/errors';
 
 /**
- * The checks of an install's placement (issue 24) before anything is built, in Proxmox's
+ * The checks of an install's placement before anything is built, in Proxmox's
  * words where Proxmox has them: the API answers them as a 400 naming the field, the worker's
  * storage step as a StorageError. Each returns why the value is refused, or undefined.
  */
@@ -41,7 +41,7 @@ export async function poolProblem(node: ProxmoxNode, pool: string): Promise<stri
 }
 
 /**
- * An install's extra data disks (issue 24): each one's storage (its own, else the install's,
+ * An install's extra data disks: each one's storage (its own, else the install's,
  * else ASSIGN_STORAGE) passes storageProblem, and each storage has room for everything the
  * install puts on it (the boot disk too when it lands there), as `disks[i].storage: …` or
  * `disks[i].size: …` for the first disk that does not fit.

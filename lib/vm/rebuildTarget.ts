@@ -111,7 +111,7 @@ async function checkSpec(config: Config, proxmox: ProxmoxCluster, recorded: unkn
     maxDiskGb && spec.diskGb > maxDiskGb ? `diskGb ${spec.diskGb} is more than VM_MAX_DISK (${maxDiskGb})` : undefined,
   ].filter((x) => x !== undefined);
   if (over.length > 0) throw new RebuildRefusal('InvalidRequestError', `${what}: ${over.join('; ')}; refusing to rebuild`);
-  // The spec's own storage when it names one (issue 24), else ASSIGN_STORAGE.
+  // The spec's own storage when it names one, else ASSIGN_STORAGE.
   const storageId = spec.storage ?? config.storage;
   const storage = await proxmox
     .main()
@@ -121,7 +121,7 @@ async function checkSpec(config: Config, proxmox: ProxmoxCluster, recorded: unkn
   if (!storage) return spec; // the install's storage step says why, before it creates anything
   const freed = disks.filter((d) => d.volid.startsWith(`${storageId}:`));
   const freedBytes = freed.reduce((sum, d) => sum + (d.sizeBytes ?? 0), 0);
-  // The extra data disks the spec puts on the same storage (issue 24) need room too, as the freed ones count.
+  // The extra data disks the spec puts on the same storage need room too, as the freed ones count.
   const extraGb = (spec.disks ?? []).filter((d) => (d.storage ?? storageId) === storageId).reduce((sum, d) => sum + d.sizeGb, 0);
   const tooBig = diskTooBig(spec.diskGb + extraGb, { ...storage, availableBytes: storage.availableBytes + freedBytes });
   if (tooBig) throw new RebuildRefusal('StorageError', `${what}: ${tooBig}; refusing to rebuild`);

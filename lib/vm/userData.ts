@@ -1,7 +1,7 @@
 import { isMap, parseDocument, stringify } from 'yaml';
 
 /**
- * A caller's cloud-init user-data (`userData`, issue 24) and the document QemuRun hands
+ * A caller's cloud-init user-data (`userData`) and the document QemuRun hands
  * Proxmox as the `cicustom` user snippet. With `user=` set, qemu-server puts the snippet on
  * the NoCloud drive INSTEAD of what it would generate (Cloudinit.pm `generate_nocloud`), so
  * the snippet must carry what `cloudinit_userdata` would have written for the VM (its user,

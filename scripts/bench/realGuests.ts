@@ -6,14 +6,14 @@ import { loadConfig } from '../../lib/config';
 import { connectTemporal } from '../../lib/temporal/connect';
 import { EncryptionCodec, dataConverterFor } from '../../lib/temporal/codec';
 import { resolveEncryptionKeys } from '../../lib/temporal/encryptionKeys';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { freePorts } from '../../sandbox/testkit';
 import { activitySeconds, activitySpans } from './history';
 import { installBatch } from './installs';
 import type { Report } from './report';
 import { startBenchService } from './service';
 import { benchTemplates } from './templates';
-import { killSandboxVms } from '../../test/support/serviceProcess';
+import { killSandboxVms } from '../../sandbox/fromConfig';
 
 /**
  * `npm run bench -- --real-guests`: the figures of real guests (SANDBOX_GUESTS=qemu): how

@@ -1,4 +1,4 @@
-/** The benchmark's table: each figure beside its target and its value before issue 13. */
+/** The benchmark's table: each figure beside its target and its value before the shared progress reader. */
 export class Report {
   private readonly rows: Array<{ measure: string; target: string; before: string; now: string; met?: boolean }> = [];
 

@@ -5,7 +5,7 @@ import type { Report } from './report';
 import { watch } from './sseClient';
 
 /**
- * `npm run bench -- --templates [--real-guests]` (issue 25): how long a Debian 12 template
+ * `npm run bench -- --templates [--real-guests]`: how long a Debian 12 template
  * takes to build (`POST /api/templates`, to the final `[+] template` event of its stream),
  * then `count` installs with `"source": "image"` and `count` with `"source": "template"`,
  * the same body otherwise, side by side. The installs run one at a time, alternating

@@ -6,7 +6,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { loadConfig } from '../../lib/config';
 import { createExecutors, Spawner } from '../../lib/executor';
 import { ensureSshKey } from '../../lib/sshKey';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { createActivities } from '../../activities';
 import { startSandboxCluster } from '../../sandbox/cluster';
 import { freePorts } from '../../sandbox/testkit';

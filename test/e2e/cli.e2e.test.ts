@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { startHarness, type Harness } from '../support/harness';
 import { apiCall } from '../support/api';
 import { flakyProxy, runCli, runCliInPty } from '../support/cliProcess';

@@ -3,10 +3,11 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { freePorts, waitFor } from '../../sandbox/testkit';
 import { addFault, clearFaults } from '../../sandbox/state/faults';
-import { buildIfStale, killSandboxVms, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';
+import { buildIfStale, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';
+import { killSandboxVms } from '../../sandbox/fromConfig';
 
 /**
  * Metrics and logs of the service as an operator runs it (dist/main.js, its own Temporal

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import type { InstallResult } from '../../contract';
 import { EncryptionCodec, dataConverterFor } from '../../lib/temporal/codec';
 import { resolveEncryptionKeys } from '../../lib/temporal/encryptionKeys';
@@ -13,7 +13,8 @@ import { readCalls } from '../../sandbox/state/callLog';
 import { listVms } from '../../sandbox/state/vmlist';
 import { freePorts, waitFor } from '../../sandbox/testkit';
 import { startImageServer, type ImageServer } from '../support/imageServer';
-import { buildIfStale, killSandboxVms } from '../support/serviceProcess';
+import { buildIfStale } from '../support/serviceProcess';
+import { killSandboxVms } from '../../sandbox/fromConfig';
 import { startRealTemporal, type RealTemporal } from '../support/realTemporal';
 import {
   followStream,

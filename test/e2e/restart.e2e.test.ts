@@ -1,12 +1,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { freePorts } from '../../sandbox/testkit';
 import { listVms } from '../../sandbox/state/vmlist';
 import { startImageServer } from '../support/imageServer';
 import { requestSse } from '../support/sse';
-import { buildIfStale, FORBID_TYPESCRIPT, killSandboxVms, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';
+import { buildIfStale, FORBID_TYPESCRIPT, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';
+import { killSandboxVms } from '../../sandbox/fromConfig';
 
 /**
  * The compiled service (no TypeScript compiler allowed in its process) killed the way the

@@ -2,10 +2,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execa, ResultPromise } from 'execa';
-import { freePort, LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
+import { LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { startImageServer } from '../support/imageServer';
 import { requestSse } from '../support/sse';
-import { killSandboxVms } from '../support/serviceProcess';
+import { killSandboxVms } from '../../sandbox/fromConfig';
 import { freePorts } from '../../sandbox/testkit';
 
 /**

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { EXIT_STARTUP_ERROR } from '../../lib/startupError';
 import { findSandboxTools } from '../../sandbox/requirements';
 

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { freePorts } from '../../sandbox/testkit';
 import { checkPortsFree } from '../../lib/run/ports';
 import { buildIfStale, spawnService } from '../support/serviceProcess';

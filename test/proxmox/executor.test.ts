@@ -7,7 +7,7 @@ import { SshExecutor } from '../../lib/executor/ssh';
 import { shellCommand, shellQuote } from '../../lib/executor/quote';
 import { ExecutorTimeoutError, ExecutorUnreachableError, type NodeExecutor } from '../../lib/executor/types';
 import { startNodeSshd, type NodeSshd } from '../../sandbox/nodeSshd';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { testSpawner } from '../support/spawner';
 
 /** Prints its arguments as a JSON array: shows exactly how argv arrived. */

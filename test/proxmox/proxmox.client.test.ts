@@ -8,7 +8,7 @@ import type { CommandResult, NodeExecutor, RunOptions } from '../../lib/executor
 import { CliNode } from '../../lib/proxmox/cli';
 import { ParameterError, ProxmoxCommandError, VmLockedError, VmStateError, VmidTakenError } from '../../lib/proxmox/errors';
 import { startNodeSshd, type NodeSshd } from '../../sandbox/nodeSshd';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { sha256Crypt } from '../../lib/proxmox/cipassword';
 import { testSpawner } from '../support/spawner';
 

@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { slimWorkflowBundle, workflowBundlerOptions } from '../../worker/bundleOptions';
-import { freePort, startDevServer, DevServer } from '../../lib/temporal/devServer';
+import { startDevServer, DevServer } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { ensureSandboxTools } from '../../sandbox/requirements';
 import { allTestNamespaces } from './namespaces';
 

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { execa, type ResultPromise } from 'execa';
-import { freePort } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
 import { REPO, spawnService, type ServiceProcess } from './serviceProcess';
 
 /**

@@ -1,6 +1,5 @@
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
-import { clearVmProcess, runningVmids, signalVm } from '../../sandbox/state/runtime';
 
 /**
  * The service as an operator runs it: the compiled runtime (dist/main.js) in a process of
@@ -56,17 +55,5 @@ export async function startServiceProcess(env: Record<string, string>, nodeArgs:
     }
     if (service.output().includes('Task queue:')) return service;
     await service.child;
-  }
-}
-
-/**
- * Kills the sandbox VMs a service left running in `dataDir`: the service keeps them across
- * its own stops on purpose (docs/sandbox.md), a test does not.
- */
-export function killSandboxVms(dataDir: string): void {
-  const sandboxDir = path.join(dataDir, 'sandbox');
-  for (const vmid of runningVmids(sandboxDir)) {
-    signalVm(sandboxDir, vmid, 'SIGKILL', 5000);
-    clearVmProcess(sandboxDir, vmid);
   }
 }

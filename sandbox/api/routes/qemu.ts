@@ -210,7 +210,6 @@ function checkCloneAccess(r: Req, conf: Record<string, string>): void {
   }
 }
 
-/** `skiplock` is root@pam's alone; an API token never is root@pam. */
 /**
  * The guest agent's permission check (qemu-server PVE/API2/Qemu/Agent.pm), on the node of
  * the path: any one of the privileges on the VM. 8 (stable-bookworm) asks `VM.Monitor`
@@ -230,6 +229,7 @@ function checkAgentAccess(r: Req, command: 'file-read' | 'network-get-interfaces
   r.check(`/vms/${r.params.vmid}`, privs, privs.length > 1);
 }
 
+/** `skiplock` is root@pam's alone; an API token never is root@pam. */
 function checkSkiplock(r: Req): void {
   if (r.params.skiplock === '1') throw paramExc({ skiplock: 'Only root may use this option.' });
 }

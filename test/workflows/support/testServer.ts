@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { freePort } from '../../../lib/temporal/devServer';
+import { freePort } from '../../../lib/network';
 import { workflowTypeBinding } from '../../../lib/temporal/typeBinding';
 
 /**

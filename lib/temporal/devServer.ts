@@ -6,6 +6,7 @@ import { SearchAttributeType } from '@temporalio/common';
 import { ALL_SEARCH_ATTRIBUTES } from '../../contract';
 import { REPO_ROOT } from '../repoRoot';
 import { startReadOnlyUi, type ReadOnlyUi } from './readOnlyUi';
+import { freePort } from '../network';
 
 /**
  * Runs a local Temporal dev server (`temporal server start-dev`) when no TEMPORAL_ADDRESS

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort, startDevServer, type DevServer } from '../../lib/temporal/devServer';
+import { freePort } from '../../lib/network';
+import { startDevServer, type DevServer } from '../../lib/temporal/devServer';
 
 /**
  * The embedded dev server (no TEMPORAL_ADDRESS) in a DATA_DIR the operator made open to all:

@@ -34,9 +34,10 @@ export interface VmDeps {
  * kernel drive it, but Debian 12's genericcloud kernel (linux-image-cloud-amd64, 6.1:
  * `# CONFIG_SATA_AHCI is not set`) has no driver for it: a guest whose image carries that
  * kernel (a template or a custom image built from a genericcloud one) never reads its NoCloud
- * drive, keeps the name `localhost` and never gets its keys. The SCSI controller the boot disk is on works with every kernel and machine type, so
- * on q35 the drive is `scsi30`, the last SCSI slot, clear of the data disks (`scsi1`..). On `pc`
- * it stays `ide2` (PIIX, which every Debian kernel has), as the seed made it.
+ * drive, keeps the name `localhost` and never gets its keys. The SCSI controller the boot
+ * disk is on works with every kernel and machine type, so on q35 the drive is `scsi30`, the
+ * last SCSI slot, clear of the data disks (`scsi1`..). On `pc` it stays `ide2` (PIIX, which
+ * every Debian kernel has), as the seed made it.
  */
 export function cloudinitDriveKey(spec: Pick<InstallSpec, 'machine'>): 'ide2' | 'scsi30' {
   return spec.machine === 'q35' ? 'scsi30' : 'ide2';

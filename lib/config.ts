@@ -425,7 +425,7 @@ function buildConfig(
     anonymousAccess: env.ANONYMOUS_ACCESS ?? (env.API_TOKENS_FILE ? 'none' : 'read'),
     /** Browser origins, besides the API's own, that may call it (CORS) and change things. */
     allowOrigins: env.ALLOW_ORIGINS.map(originOf),
-    /** /metrics and readiness details for every caller, not only loopback and token holders. */
+    /** /metrics and readiness details for every caller, not only DIAGNOSTICS_IPS, ALLOW_IPS and token holders. */
     publicDiagnostics: env.PUBLIC_DIAGNOSTICS,
     /** Callers served /metrics and readiness details without a token, besides ALLOW_IPS: the machine's own tools by default. */
     diagnosticsIps: env.DIAGNOSTICS_IPS,

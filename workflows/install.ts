@@ -100,7 +100,10 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const creation = template ? 'VM creation > qm clone' : 'VM creation > qm create';
     const vm = await step(creation, template ? `cloning template ${template.name}` : 'creating VM', () => makeVm(creation, cpuType, template));
     if (vm.address) progress.info(creation, `address ${vm.ip} leased from address pool ${vm.address.pool}`);
-    upsertSearchAttributes(vmSearchAttributes('install', spec, { vmid: vm.vmid, node: spec.node ?? vm.node }));
+    // Where the VM runs (after the migrate step, when the spec names another node): the
+    // activities from the start on ask that node before the cluster's resources.
+    const node = spec.node ?? vm.node;
+    upsertSearchAttributes(vmSearchAttributes('install', spec, { vmid: vm.vmid, node }));
     const dhcp = vm.ip === 'dhcp';
     // A DHCP VM's address is known once its guest agent reports it, after start.
     if (!dhcp) progress.vm = { vmid: vm.vmid, ip: vm.ip };
@@ -124,8 +127,6 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         ...(secrets.userData !== undefined ? { userData: secrets.userData } : {}),
       }),
     );
-    // Where the VM is from here on: the activities ask that node before the cluster's resources.
-    const node = spec.node ?? vm.node;
     if (node !== vm.node) {
       await step('VM initialization > migrate', `migrating to node ${node}`, () =>
         transfer.migrateVm({ vmid: vm.vmid, target: node, node: vm.node }),

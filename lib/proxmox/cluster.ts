@@ -71,8 +71,8 @@ export function proxmoxCluster(nodes: ClusterNodes): ProxmoxCluster {
 /**
  * Runs `use` on the node holding VM `vmid`, asking `known` first: the node the caller made
  * the VM on or last moved it to, which costs no cluster-wide read. Only when the VM is not
- * there (VmNotFoundError: someone moved it since, or `known` is absent) or this worker
- * cannot reach that node do the cluster's resources say where it is, and `use` runs there.
+ * there (VmNotFoundError: someone moved it since), or `known` is absent or a node this
+ * worker was not given, do the cluster's resources say where it is, and `use` runs there.
  * `use` must be safe to run twice: nothing on a node that does not hold the VM changed.
  */
 export async function onVmNode<T>(

@@ -11,6 +11,7 @@ import {
   type TemplateChoice,
   vmSearchAttributes,
   workflowInputs,
+  installSteps,
 } from '../contract';
 import { patched, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
 import { Progress } from './progress';
@@ -71,33 +72,32 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   const os = `${spec.os}-${spec.version}`;
   metrics.installStarted(os);
 
-  progress.emit('preparation > workflow', 'info', `[*] workflow id: ${owner}`);
+  progress.emit(installSteps.workflow.wire, 'info', `[*] workflow id: ${owner}`);
   upsertSearchAttributes(vmSearchAttributes('install', spec));
 
   // The install's storage, named only when given: a spec without one asks what it asked before.
   const onStorage = spec.storage !== undefined ? { storage: spec.storage } : {};
   try {
-    await step('preparation > storage', 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb, ...onStorage }));
-    const cpuType = await step('preparation > CPU baseline', 'detecting cluster CPU baseline', () =>
+    await step(installSteps.storage.wire, 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb, ...onStorage }));
+    const cpuType = await step(installSteps.cpuBaseline.wire, 'detecting cluster CPU baseline', () =>
       proxmox.clusterCpuType({ os: spec.os, version: spec.version }),
     );
     // The fast path: a clone of the current template skips the image and the slow part of the init script.
     const template = patched(INSTALL_FROM_TEMPLATE) ? await chooseTemplate() : undefined;
     let imagePath: string | undefined;
     if (!template) {
-      const image = await step('OS preparation > download', `fetching ${spec.os} ${spec.version} cloud image`, () =>
+      const image = await step(installSteps.download.wire, `fetching ${spec.os} ${spec.version} cloud image`, () =>
         transfer.downloadImage({ os: spec.os, version: spec.version }),
       );
-      imagePath = await step('OS preparation > stage image', 'placing the image on the main node', () =>
+      imagePath = await step(installSteps.stageImage.wire, 'placing the image on the main node', () =>
         transfer.stageImage({ path: image.path, sha: image.sha, os: spec.os, version: spec.version }),
       );
     }
-    // The step keeps the name clients of the seed know.
-    const serviceKey = await step('SSH preparation > main node key', 'reading the main node SSH key', () =>
+    const serviceKey = await step(installSteps.serviceKey.wire, 'reading the main node SSH key', () =>
       patched(ACTIVITIES_NAMED_FOR_OPERATIONS) ? proxmox.servicePublicKey() : proxmoxRenamed.mainNodeKey(),
     );
 
-    const creation = template ? 'VM creation > qm clone' : 'VM creation > qm create';
+    const creation = template ? installSteps.cloneVm.wire : installSteps.createVm.wire;
     const vm = await step(creation, template ? `cloning template ${template.name}` : 'creating VM', () => makeVm(creation, cpuType, template));
     if (vm.address) progress.info(creation, `address ${vm.ip} leased from address pool ${vm.address.pool}`);
     // Where the VM runs (after the migrate step, when the spec names another node): the
@@ -112,8 +112,8 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const volid =
       imagePath === undefined
         ? undefined
-        : await step('VM creation > import disk', 'importing the cloud image as a disk', () => transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }));
-    await step('VM initialization > cloud-init', 'configuring cloud-init, disks and network', () =>
+        : await step(installSteps.importDisk.wire, 'importing the cloud image as a disk', () => transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }));
+    await step(installSteps.configure.wire, 'configuring cloud-init, disks and network', () =>
       proxmox.configureVm({
         vmid: vm.vmid,
         ...(volid !== undefined ? { volid } : {}),
@@ -128,23 +128,23 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       }),
     );
     if (node !== vm.node) {
-      await step('VM initialization > migrate', `migrating to node ${node}`, () =>
+      await step(installSteps.migrate.wire, `migrating to node ${node}`, () =>
         transfer.migrateVm({ vmid: vm.vmid, target: node, node: vm.node }),
       );
     }
-    await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid, node }));
+    await step(installSteps.start.wire, 'starting VM', () => proxmox.startVm({ vmid: vm.vmid, node }));
     const readsAddress = patched(GUEST_ADDRESS);
     let ip = vm.ip;
     if (readsAddress && dhcp) {
-      const read = await step('VM initialization > guest address', 'reading the address from the guest agent', () =>
+      const read = await step(installSteps.guestAddress.wire, 'reading the address from the guest agent', () =>
         guest.readGuestAddress({ vmid: vm.vmid, wait: true, node }),
       );
       if (!read.ip) throw failure('GuestAddressError', `VM ${vm.vmid}'s guest agent reported no address: ${read.reason ?? 'no answer'}`);
       ip = read.ip;
       progress.vm = { vmid: vm.vmid, ip };
-      progress.info('VM initialization > guest address', `address ${ip} (from the guest agent)`);
+      progress.info(installSteps.guestAddress.wire, `address ${ip} (from the guest agent)`);
     }
-    const pinned = await step('VM initialization > wait for SSH', `waiting for SSH on ${ip}`, () =>
+    const pinned = await step(installSteps.waitForSsh.wire, `waiting for SSH on ${ip}`, () =>
       // The account cloud-init made: with a custom user, the OS's own account exists only
       // once the init script has made it. The VMID lets the activity learn the guest's
       // host key from its agent; that key is pinned for every later connection.
@@ -152,16 +152,16 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     );
     // Undefined in histories from before host keys were pinned.
     const hostKey = pinned?.hostKey;
-    if (pinned) progress.info('VM initialization > wait for SSH', `host key ${pinned.fingerprint} (${pinned.source === 'guest agent' ? 'reported by the guest agent' : 'trusted on first use: the guest agent did not answer'})`);
+    if (pinned) progress.info(installSteps.waitForSsh.wire, `host key ${pinned.fingerprint} (${pinned.source === 'guest agent' ? 'reported by the guest agent' : 'trusted on first use: the guest agent did not answer'})`);
     if (readsAddress && !dhcp) {
       // One question, answered or not: a static install never fails because the agent is silent.
       const read = await guest.readGuestAddress({ vmid: vm.vmid, node });
       progress.info(
-        'VM initialization > wait for SSH',
+        installSteps.waitForSsh.wire,
         read.ip === undefined ? `the guest agent reports no address (${read.reason ?? 'no answer'})` : read.ip === ip ? `the guest agent reports ${read.ip}, as configured` : `the guest agent reports ${read.ip}, not the configured ${ip}`,
       );
     }
-    const ran = await step('VM initialization > init script', `running the ${spec.os} ${spec.version} init script`, async () => {
+    const ran = await step(installSteps.initScript.wire, `running the ${spec.os} ${spec.version} init script`, async () => {
       if (patched(WAIT_FOR_CLOUD_INIT)) await guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
       return await guest.runInitScript({
         ip,
@@ -177,15 +177,15 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     });
     // A clone's kernel and packages are the template's, already booted once: nothing asks for a reboot.
     if (!template && rebootAfterInitScript(ran?.reboot)) {
-      await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid, node }));
-      await step('VM initialization > wait for SSH', `waiting for SSH on ${ip} after reboot`, () =>
+      await step(installSteps.reboot.wire, 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid, node }));
+      await step(installSteps.waitForSsh.wire, `waiting for SSH on ${ip} after reboot`, () =>
         guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, hostKey, node }),
       );
     }
 
     const elapsedSec = (Date.now() - started) / 1000;
     metrics.installFinished(os, 'completed', elapsedSec);
-    progress.finished('VM initialization > finalizing', `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, ip, user: spec.user });
+    progress.finished(installSteps.finalizing.wire, `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, ip, user: spec.user });
     return { vmid: vm.vmid, ip, user: spec.user, node, name: vm.name, elapsedSec };
   } catch (err) {
     const { state, failedStep } = await failWithCleanup(err, progress, compensations, 'install cancelled');
@@ -200,7 +200,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
    */
   function rebootAfterInitScript(need: RebootNeed | undefined): boolean {
     if (!patched(REBOOT_WHEN_REQUIRED)) return true;
-    const at = 'VM initialization > reboot';
+    const at = installSteps.reboot.wire;
     if (spec.reboot === 'always') progress.info(at, 'rebooting, as asked (reboot "always")');
     else if (need === undefined) progress.info(at, 'rebooting: the worker did not ask the guest whether it must');
     else progress.info(at, need.required ? `rebooting: ${need.why}` : `no reboot needed: ${need.why}`);
@@ -213,7 +213,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
    * asked for the fast path and should know it did not run.
    */
   async function chooseTemplate(): Promise<Template | undefined> {
-    const at = 'preparation > template';
+    const at = installSteps.template.wire;
     if (spec.source === 'image') {
       progress.info(at, 'building from the cloud image, as asked (source "image")');
       return undefined;

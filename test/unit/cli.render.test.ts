@@ -8,6 +8,7 @@ import { bar, liveLines } from '../../cli/render/frame';
 import { TerminalRenderer } from '../../cli/render/terminal';
 import { JsonRenderer, PlainRenderer } from '../../cli/render/plain';
 import { Screen } from '../support/screen';
+import { installSteps } from '../../contract/steps';
 
 /**
  * The CLI's views of an operation, from a recorded event sequence: a real install's
@@ -21,21 +22,21 @@ const recorded: StreamEvent[] = fs
   .map((l) => JSON.parse(l) as StreamEvent);
 
 const STEPS = [
-  'preparation > storage',
-  'preparation > CPU baseline',
-  'OS preparation > download',
-  'OS preparation > stage image',
-  'SSH preparation > main node key',
-  'VM creation > qm create',
-  'VM creation > import disk',
-  'VM initialization > cloud-init',
-  'VM initialization > migrate',
-  'VM initialization > start',
-  'VM initialization > wait for SSH',
-  'VM initialization > init script',
-  'VM initialization > reboot',
-  'VM initialization > wait for SSH',
-];
+  installSteps.storage,
+  installSteps.cpuBaseline,
+  installSteps.download,
+  installSteps.stageImage,
+  installSteps.serviceKey,
+  installSteps.createVm,
+  installSteps.importDisk,
+  installSteps.configure,
+  installSteps.migrate,
+  installSteps.start,
+  installSteps.waitForSsh,
+  installSteps.initScript,
+  installSteps.reboot,
+  installSteps.waitForSsh,
+].map((s) => s.wire);
 
 const upTo = (pred: (e: StreamEvent) => boolean) => recorded.slice(0, recorded.findIndex(pred) + 1);
 const plain = pc.createColors(false);

@@ -15,7 +15,7 @@ import {
 } from '../contract';
 import { patched, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
 import { Progress } from './progress';
-import { checkedInput } from './checkInput';
+import { checkedWorkflowInput } from './checkInput';
 import { cleanup, guest, proxmox, proxmoxRenamed, transfer } from './activityOptions';
 import { makeWithFreeVmid } from './freeVmid';
 import { failWithCleanup } from './compensations';
@@ -62,7 +62,7 @@ const { metrics } = proxySinks<QemuRunSinks>();
 /** Creates a VM from an official cloud image and initialises it, step by step. */
 export async function installVm(input: InstallInput): Promise<InstallResult> {
   // `mainNode` is in the inputs of earlier versions only: see createdOn below.
-  const { spec, secrets, mainNode: recordedMainNode } = checkedInput(workflowInputs.install, input) as InstallInput;
+  const { spec, secrets, mainNode: recordedMainNode } = checkedWorkflowInput(workflowInputs.install, input) as InstallInput;
   const progress = new Progress();
   const started = Date.now();
   const { workflowId: owner, runId } = workflowInfo();

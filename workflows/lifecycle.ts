@@ -13,7 +13,7 @@ import {
 import { cleanup, guest, power, proxmox, transfer } from './activityOptions';
 import { Progress } from './progress';
 import { describeFailure } from './install';
-import { checkedInput } from './checkInput';
+import { checkedWorkflowInput } from './checkInput';
 
 /**
  * Short workflows for the operations on an existing VM. The API starts each one with the
@@ -29,7 +29,7 @@ const RELEASE_ADDRESS_ON_DESTROY = 'release-address-on-destroy';
 
 /** Starts a stopped VM and waits until its SSH answers. */
 export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.guestRef, input);
+  checkedWorkflowInput(workflowInputs.guestRef, input);
   return operation('VM start', input.vmid, async (step) => {
     await step(operationSteps.start, `starting VM ${input.vmid}`, () => proxmox.startVm({ vmid: input.vmid }));
     const ip = await addressOf(step, input);
@@ -40,7 +40,7 @@ export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
 
 /** Reboots a running VM and waits until its SSH answers again. */
 export async function vmReboot(input: GuestRef): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.guestRef, input);
+  checkedWorkflowInput(workflowInputs.guestRef, input);
   return operation('VM reboot', input.vmid, async (step) => {
     await step(operationSteps.reboot, `rebooting VM ${input.vmid}`, () => proxmox.rebootVm({ vmid: input.vmid }));
     const ip = await addressOf(step, input);
@@ -63,7 +63,7 @@ async function addressOf(step: Step, input: GuestRef): Promise<string> {
 
 /** ACPI shutdown: the guest powers off in its own time. */
 export async function vmShutdown(input: VmRef): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.vmRef, input);
+  checkedWorkflowInput(workflowInputs.vmRef, input);
   return operation('VM shutdown', input.vmid, async (step) => {
     await step(operationSteps.shutdown, `shutting down VM ${input.vmid}`, () => power.shutdownVm({ vmid: input.vmid }));
     return { done: 'VM shut down successfully' };
@@ -72,7 +72,7 @@ export async function vmShutdown(input: VmRef): Promise<VmOperationResult> {
 
 /** Hard stop, like pulling the plug. */
 export async function vmStop(input: VmRef): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.vmRef, input);
+  checkedWorkflowInput(workflowInputs.vmRef, input);
   return operation('VM stop', input.vmid, async (step) => {
     await step(operationSteps.stop, `stopping VM ${input.vmid}`, () => power.stopVm({ vmid: input.vmid }));
     return { done: 'VM stopped successfully' };
@@ -81,7 +81,7 @@ export async function vmStop(input: VmRef): Promise<VmOperationResult> {
 
 /** `qm destroy --purge` of a stopped VM. */
 export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.vmRef, input);
+  checkedWorkflowInput(workflowInputs.vmRef, input);
   return operation('VM destroy', input.vmid, async (step) => {
     await step(operationSteps.destroy, `destroying VM ${input.vmid} and its disks`, () => proxmox.destroyVm({ vmid: input.vmid }));
     // Destroys recorded before address pools released nothing, and replay as they ran.
@@ -95,7 +95,7 @@ export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
 }
 
 export async function vmSetCpu(input: VmRef & { cores: number }): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.setCpu, input);
+  checkedWorkflowInput(workflowInputs.setCpu, input);
   return operation('VM CPU', input.vmid, async (step) => {
     await step(operationSteps.setCores, `setting ${input.cores} vCPU core(s)`, () => proxmox.setCpu({ vmid: input.vmid, cores: input.cores }));
     return { done: `VM now has ${input.cores} vCPU core(s)` };
@@ -103,7 +103,7 @@ export async function vmSetCpu(input: VmRef & { cores: number }): Promise<VmOper
 }
 
 export async function vmSetMemory(input: VmRef & { memoryMb: number }): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.setMemory, input);
+  checkedWorkflowInput(workflowInputs.setMemory, input);
   return operation('VM memory', input.vmid, async (step) => {
     await step(operationSteps.setMemory, `setting ${input.memoryMb} MB of memory`, () =>
       proxmox.setMemory({ vmid: input.vmid, memoryMb: input.memoryMb }),
@@ -117,7 +117,7 @@ export async function vmSetMemory(input: VmRef & { memoryMb: number }): Promise<
  * an absolute size, so a retried resize cannot grow it twice.
  */
 export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: number; maxDiskGb?: number }): Promise<VmOperationResult> {
-  const { vmid, disk, incrementGb, maxDiskGb } = checkedInput(workflowInputs.setDisk, input);
+  const { vmid, disk, incrementGb, maxDiskGb } = checkedWorkflowInput(workflowInputs.setDisk, input);
   return operation('VM disk', vmid, async (step) => {
     const current = await step(operationSteps.readSize, `reading the size of ${disk}`, () => proxmox.diskSize({ vmid, disk }));
     const sizeBytes = current + incrementGb * GiB;
@@ -136,7 +136,7 @@ export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: numb
 
 /** Moves a stopped VM and its local disks to another node, streaming qm's output. */
 export async function vmMigrate(input: VmRef & { from: string; target: string }): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.migrate, input);
+  checkedWorkflowInput(workflowInputs.migrate, input);
   return operation('VM migration', input.vmid, async (step) => {
     await step(operationSteps.migrate, `migrating VM ${input.vmid} from ${input.from} to ${input.target}`, () =>
       transfer.migrateVm({ vmid: input.vmid, target: input.target }),
@@ -151,7 +151,7 @@ export async function vmMigrate(input: VmRef & { from: string; target: string })
  * asked, `by`). From then on the VM's operations work as for an installed one.
  */
 export async function vmAdopt(input: VmRef & { by?: string }): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.adopt, input);
+  checkedWorkflowInput(workflowInputs.adopt, input);
   return operation('VM adopt', input.vmid, async (step) => {
     const { workflowId, runId } = workflowInfo();
     const owner = adoptionOwner(input.vmid, runId);

@@ -29,7 +29,7 @@ import {
 import { cleanup, follow, proxmox } from './activityOptions';
 import { installVm } from './install';
 import { Progress } from './progress';
-import { checkedInput } from './checkInput';
+import { checkedWorkflowInput } from './checkInput';
 
 /**
  * Re-creates a VM QemuRun installed, from the spec recorded in its description: same
@@ -39,7 +39,7 @@ import { checkedInput } from './checkInput';
  * before touching anything.
  */
 export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
-  checkedInput(workflowInputs.rebuild, input);
+  checkedWorkflowInput(workflowInputs.rebuild, input);
   const { vmid } = input;
   const progress = new Progress();
   const started = Date.now();

@@ -12,7 +12,7 @@ import {
 } from '../contract';
 import { workflowInfo } from '@temporalio/workflow';
 import { Progress } from './progress';
-import { checkedInput } from './checkInput';
+import { checkedWorkflowInput } from './checkInput';
 import { cleanup, guest, power, proxmox, transfer } from './activityOptions';
 import { makeWithFreeVmid } from './freeVmid';
 import { failWithCleanup } from './compensations';
@@ -26,7 +26,7 @@ import { failWithCleanup } from './compensations';
  * workflow id is the target's, so one build per target runs at a time.
  */
 export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTemplateResult> {
-  const target = checkedInput(workflowInputs.buildTemplate, input) as BuildTemplateInput;
+  const target = checkedWorkflowInput(workflowInputs.buildTemplate, input) as BuildTemplateInput;
   const progress = new Progress();
   const step = progress.step.bind(progress);
   const started = Date.now();

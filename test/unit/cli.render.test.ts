@@ -173,6 +173,22 @@ describe('the terminal view', () => {
     ]);
     screen.dispose();
   });
+  it("keeps a step's decision on screen when the step ends without running anything (no reboot needed)", async () => {
+    const screen = new Screen(100, 40, true);
+    const out = fakeTty(screen);
+    const view = new TerminalRenderer(out, 4, plain);
+    const reboot = installSteps.reboot.wire;
+    const finalizing = installSteps.finalizing.wire;
+    view.event({ id: 1, step: reboot, status: 'processing', message: '[*] no reboot needed: no package asks for one, and kernel 6.1.0-40-amd64 is running' });
+    view.event({ id: 2, step: finalizing, status: 'success', message: '[+] VM installation completed in 30.00s' });
+    view.finish(true);
+    await drawn(screen, out);
+    expect(screen.lines().slice(0, 2)).toEqual([
+      `✔ ${reboot}`,
+      '  · no reboot needed: no package asks for one, and kernel 6.1.0-40-amd64 is running',
+    ]);
+    screen.dispose();
+  });
 });
 
 describe('off a terminal', () => {

@@ -153,18 +153,6 @@ export interface Activities {
   planReconcile: () => Promise<ReconcileItem[]>;
 }
 
-/**
- * Activity names of earlier versions, registered by the worker as aliases of the current
- * ones (activities/index.ts). Installs recorded before the rename scheduled these, so a
- * replay of one, or a run started before the upgrade, schedules them again
- * (workflows/install.ts, patch ACTIVITIES_NAMED_FOR_OPERATIONS).
- */
-export interface RenamedActivities {
-  /** Now createVm: API mode runs no qm. */
-  qmCreate: Activities['createVm'];
-  /** Now servicePublicKey: the key is the service's, not a node's. */
-  mainNodeKey: Activities['servicePublicKey'];
-}
 
 /** A guest's SSH host key, as waitForSsh pinned it (a `.pub` line without comment). */
 export interface PinnedHostKey {

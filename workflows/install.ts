@@ -13,46 +13,23 @@ import {
   workflowInputs,
   installSteps,
 } from '../contract';
-import { patched, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
+import { deprecatePatch, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
 import { Progress } from './progress';
 import { checkedWorkflowInput } from './checkInput';
-import { cleanup, guest, proxmox, proxmoxRenamed, transfer } from './activityOptions';
+import { cleanup, guest, proxmox, transfer } from './activityOptions';
 import { makeWithFreeVmid } from './freeVmid';
 import { failWithCleanup } from './compensations';
 
 /**
- * The patch that renamed two activities after what they do: qmCreate (API mode runs no
- * qm) is createVm, mainNodeKey (the key is the service's) is servicePublicKey. Installs
- * that started before it scheduled the old names, so replaying one, or carrying one on
- * after an upgrade, must schedule them again; the worker still registers them as aliases
- * (activities/index.ts). Once no install started before this version is open, this
- * becomes deprecatePatch and the aliases go; a release later the patch call goes too.
- */
-const ACTIVITIES_NAMED_FOR_OPERATIONS = 'activities-named-for-operations';
-
-/**
- * The patch that waits for cloud-init to finish before the init script (waitForCloudInit).
- * Installs that started before it went straight to the script.
- */
-const WAIT_FOR_CLOUD_INIT = 'wait-for-cloud-init';
-
-/**
- * The patch that reads the VM's address from its guest agent (readGuestAddress): a DHCP
- * install learns its address so after start, a static one compares after SSH answers.
- * Installs that started before it read nothing.
- */
-const GUEST_ADDRESS = 'guest-address';
-
-/**
- * The patch that clones the OS version's golden template when there is a current one:
- * installs that started before it built every VM from the image.
+ * Patches being retired (docs/versioning.md): every install still open started with these
+ * changes in, so their old branches are gone. A run in flight holds their markers, which
+ * the deprecatePatch calls below answer, each where its patched() call stood; a release
+ * after this one they go too.
  */
 const INSTALL_FROM_TEMPLATE = 'install-from-template';
-
-/**
- * The patch that reboots an image install only when the guest says it must, or when the
- * spec says `reboot: "always"`. Installs that started before it always rebooted.
- */
+const ACTIVITIES_NAMED_FOR_OPERATIONS = 'activities-named-for-operations';
+const GUEST_ADDRESS = 'guest-address';
+const WAIT_FOR_CLOUD_INIT = 'wait-for-cloud-init';
 const REBOOT_WHEN_REQUIRED = 'reboot-when-required';
 
 type Template = Extract<TemplateChoice, { vmid: number }>;
@@ -83,7 +60,8 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       proxmox.clusterCpuType({ os: spec.os, version: spec.version }),
     );
     // The fast path: a clone of the current template skips the image and the slow part of the init script.
-    const template = patched(INSTALL_FROM_TEMPLATE) ? await chooseTemplate() : undefined;
+    deprecatePatch(INSTALL_FROM_TEMPLATE);
+    const template = await chooseTemplate();
     let imagePath: string | undefined;
     if (!template) {
       const image = await step(installSteps.download.wire, `fetching ${spec.os} ${spec.version} cloud image`, () =>
@@ -93,9 +71,10 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         transfer.stageImage({ path: image.path, sha: image.sha, os: spec.os, version: spec.version }),
       );
     }
-    const serviceKey = await step(installSteps.serviceKey.wire, 'reading the main node SSH key', () =>
-      patched(ACTIVITIES_NAMED_FOR_OPERATIONS) ? proxmox.servicePublicKey() : proxmoxRenamed.mainNodeKey(),
-    );
+    const serviceKey = await step(installSteps.serviceKey.wire, 'reading the main node SSH key', () => {
+      deprecatePatch(ACTIVITIES_NAMED_FOR_OPERATIONS);
+      return proxmox.servicePublicKey();
+    });
 
     const creation = template ? installSteps.cloneVm.wire : installSteps.createVm.wire;
     const vm = await step(creation, template ? `cloning template ${template.name}` : 'creating VM', () => makeVm(creation, cpuType, template));
@@ -133,9 +112,9 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       );
     }
     await step(installSteps.start.wire, 'starting VM', () => proxmox.startVm({ vmid: vm.vmid, node }));
-    const readsAddress = patched(GUEST_ADDRESS);
+    deprecatePatch(GUEST_ADDRESS);
     let ip = vm.ip;
-    if (readsAddress && dhcp) {
+    if (dhcp) {
       const read = await step(installSteps.guestAddress.wire, 'reading the address from the guest agent', () =>
         guest.readGuestAddress({ vmid: vm.vmid, wait: true, node }),
       );
@@ -153,7 +132,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     // Undefined in histories from before host keys were pinned.
     const hostKey = pinned?.hostKey;
     if (pinned) progress.info(installSteps.waitForSsh.wire, `host key ${pinned.fingerprint} (${pinned.source === 'guest agent' ? 'reported by the guest agent' : 'trusted on first use: the guest agent did not answer'})`);
-    if (readsAddress && !dhcp) {
+    if (!dhcp) {
       // One question, answered or not: a static install never fails because the agent is silent.
       const read = await guest.readGuestAddress({ vmid: vm.vmid, node });
       progress.info(
@@ -162,7 +141,8 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       );
     }
     const ran = await step(installSteps.initScript.wire, `running the ${spec.os} ${spec.version} init script`, async () => {
-      if (patched(WAIT_FOR_CLOUD_INIT)) await guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
+      deprecatePatch(WAIT_FOR_CLOUD_INIT);
+      await guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
       return await guest.runInitScript({
         ip,
         user: spec.user,
@@ -199,7 +179,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
    * nothing, and the install reboots as it always did.
    */
   function rebootAfterInitScript(need: RebootNeed | undefined): boolean {
-    if (!patched(REBOOT_WHEN_REQUIRED)) return true;
+    deprecatePatch(REBOOT_WHEN_REQUIRED);
     const at = installSteps.reboot.wire;
     if (spec.reboot === 'always') progress.info(at, 'rebooting, as asked (reboot "always")');
     else if (need === undefined) progress.info(at, 'rebooting: the worker did not ask the guest whether it must');
@@ -244,7 +224,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       make: (id, vmName, lease) => {
         const create = { vmid: id, name: vmName, spec, cpuType, owner, ...(lease ? { address: lease } : {}) };
         if (template) return proxmox.cloneVm({ ...create, template: { vmid: template.vmid, node: template.node, storage: template.storage, linked: template.linked } });
-        return patched(ACTIVITIES_NAMED_FOR_OPERATIONS) ? proxmox.createVm(create) : proxmoxRenamed.qmCreate(create);
+        return proxmox.createVm(create);
       },
     });
     return { vmid, ip: made.ip, name, node: createdOn(made, recordedMainNode), ...(address ? { address } : {}) };

@@ -10,7 +10,7 @@ function patchIdsInCode(): string[] {
   for (const file of fs.readdirSync(workflowsDir).filter((f) => f.endsWith('.ts'))) {
     const text = fs.readFileSync(path.join(workflowsDir, file), 'utf8');
     const constants = new Map([...text.matchAll(/const ([A-Z_]+) = '([^']+)';/g)].map((m) => [m[1], m[2]]));
-    for (const m of text.matchAll(/\b(?:patched|deprecatePatch)\(([^)]*)\)/g)) {
+    for (const m of text.matchAll(/\b(?:patched|deprecatePatch)\(([^)]+)\)/g)) {
       const arg = m[1].trim();
       const literal = /^'([^']+)'$/.exec(arg);
       const id = literal ? literal[1] : constants.get(arg);

@@ -25,6 +25,8 @@ import type { Metrics } from '../lib/observability/metrics';
 import { createLogger, type Logger } from '../lib/observability/log';
 import { httpMetrics, metricsRoute } from './metrics';
 import { openApiRoute } from './openapi/route';
+import { whoamiRoutes } from './whoami';
+import { vmRunRoutes } from './vm/runs';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import type { ProgressPushes } from '../lib/progressPushes';
 import { ProgressReaders, type ReaderTiming } from './progressReader';
@@ -112,11 +114,13 @@ export function createApp(deps: AppDeps): express.Express {
   api.get('/openapi.json', openApiRoute());
   // Everything after this needs a token when ANONYMOUS_ACCESS=none; a wrong token is 401 anywhere.
   api.use(readAccess(deps.config));
+  api.use(whoamiRoutes(deps.config));
   api.use(installRoutes({ ...deps, streams }));
   api.use(listRoutes(deps));
   api.use(addressPoolRoutes(deps));
   api.use(templateRoutes(deps));
   api.use(vmRoutes({ ...deps, streams, logger }));
+  api.use(vmRunRoutes(deps));
   api.use(clusterRoutes(deps));
   api.use(rebuildRoutes({ ...deps, streams, logger }));
   api.use(scheduleRoutes(deps));

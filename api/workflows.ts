@@ -9,6 +9,7 @@ import type { Logger } from '../lib/observability/log';
 import { EncryptionCodecError } from '../lib/temporal/codec';
 import { actorOf, holdsRole, requireRole } from './guard';
 import { STARTED_BY } from './startedBy';
+import { stepTimeline } from './stepTimeline';
 
 /** The workflow types the worker registers: nothing else in the namespace is this API's business. */
 const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
@@ -83,6 +84,22 @@ export function workflowRoutes(client: Client, config: Config, streams: Streams,
       result,
       error,
     });
+  });
+
+  // Where the time went: read from the workflow's own progress record when someone asks.
+  router.get('/steps', async (req: Request, res: Response) => {
+    const id = String(req.params.workflowId);
+    const d = await describeOwn(id);
+    if (!d) throw notFound(id);
+    const handle = client.workflow.getHandle(id);
+    const events = [];
+    for (let after = 0; ; ) {
+      const page = await handle.query(progressQuery, after);
+      events.push(...page.events);
+      after = page.events.at(-1)?.seq ?? page.lastSeq;
+      if (page.events.length === 0 || after >= page.lastSeq) break;
+    }
+    res.json({ success: true, workflowId: id, type: d.type, status: d.status.name, steps: stepTimeline(events) });
   });
 
   router.post('/cancel', requireRole(config, 'operate'), async (req: Request, res: Response) => {

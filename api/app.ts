@@ -27,6 +27,7 @@ import { httpMetrics, metricsRoute } from './metrics';
 import { openApiRoute } from './openapi/route';
 import { whoamiRoutes } from './whoami';
 import { vmRunRoutes } from './vm/runs';
+import { consoleFiles } from './console';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import type { ProgressPushes } from '../lib/progressPushes';
 import { ProgressReaders, type ReaderTiming } from './progressReader';
@@ -130,6 +131,8 @@ export function createApp(deps: AppDeps): express.Express {
   api.use('/vm/install/:workflowId', workflows);
   app.use('/api', api);
   app.use(initScriptRoutes());
+  // Last before the 404: only a request no route took costs a look in the console's folder.
+  app.use(consoleFiles());
 
   app.use(() => {
     throw new HttpError(404, 'not found');

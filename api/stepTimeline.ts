@@ -6,7 +6,8 @@ export interface StepSpan {
   start: number;
   end: number;
   ms: number;
-  status: 'success' | 'error' | 'running';
+  /** `running` only while the operation runs: a closed one's steps all ended, with or without a `done` line. */
+  status: 'done' | 'error' | 'running';
 }
 
 /**
@@ -15,7 +16,7 @@ export interface StepSpan {
  * stamped with workflow time as they were recorded; events without a time (a run recorded
  * before events had one) are left out.
  */
-export function stepTimeline(events: readonly ProgressEvent[]): StepSpan[] {
+export function stepTimeline(events: readonly ProgressEvent[], closed: boolean): StepSpan[] {
   const spans = new Map<string, StepSpan>();
   for (const e of events) {
     if (e.at === undefined) continue;
@@ -23,8 +24,8 @@ export function stepTimeline(events: readonly ProgressEvent[]): StepSpan[] {
     span.end = Math.max(span.end, e.at);
     span.ms = span.end - span.start;
     if (e.status === 'error') span.status = 'error';
-    else if (e.status === 'success' && span.status !== 'error') span.status = 'success';
+    else if (e.status === 'success' && span.status !== 'error') span.status = 'done';
     spans.set(e.step, span);
   }
-  return [...spans.values()];
+  return [...spans.values()].map((s) => (closed && s.status === 'running' ? { ...s, status: 'done' as const } : s));
 }

@@ -99,7 +99,7 @@ export function workflowRoutes(client: Client, config: Config, streams: Streams,
       after = page.events.at(-1)?.seq ?? page.lastSeq;
       if (page.events.length === 0 || after >= page.lastSeq) break;
     }
-    res.json({ success: true, workflowId: id, type: d.type, status: d.status.name, steps: stepTimeline(events) });
+    res.json({ success: true, workflowId: id, type: d.type, status: d.status.name, steps: stepTimeline(events, d.status.name !== 'RUNNING') });
   });
 
   router.post('/cancel', requireRole(config, 'operate'), async (req: Request, res: Response) => {

@@ -98,7 +98,7 @@ export const stepTimeline = z.object({
       start: z.number().describe('workflow time of its first event, ms since the epoch'),
       end: z.number().describe('workflow time of its last event'),
       ms: z.number(),
-      status: z.enum(['success', 'error', 'running']),
+      status: z.enum(['done', 'error', 'running']).describe('running only while the operation runs'),
     }),
   ),
 });

@@ -186,6 +186,8 @@ async function follow(main, workflowId, res, model, signal) {
       signal,
     );
     model.closed = closed;
+    // A step that ends without a `done` line (a reboot not needed) ended with the operation.
+    if (closed && !model.failure) for (const s of model.steps.filter((x) => x.state === 'running')) Object.assign(s, { state: 'done', endedAt: Date.now() });
     sessionStorage.setItem(stateKey(workflowId), JSON.stringify(model));
   } finally {
     clearInterval(tick);

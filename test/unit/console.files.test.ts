@@ -71,11 +71,14 @@ test("the page's step list reads a recorded install as the CLI does", () => {
 });
 
 test("a step's span runs from its first event to its last; an error marks it", () => {
-  const at = (seq: number, step: string, status: 'processing' | 'success' | 'error', t: number) => ({ seq, step, status, message: '', at: t });
-  expect(
-    stepTimeline([at(1, 'a', 'processing', 1000), at(2, 'a', 'success', 1500), at(3, 'b', 'processing', 1600), at(4, 'b', 'error', 4000), { seq: 5, step: 'c', status: 'info', message: '' }]),
-  ).toEqual([
-    { step: 'a', start: 1000, end: 1500, ms: 500, status: 'success' },
+  const at = (seq: number, step: string, status: 'processing' | 'success' | 'error' | 'info', t: number) => ({ seq, step, status, message: '', at: t });
+  const events = [at(1, 'a', 'processing', 1000), at(2, 'a', 'success', 1500), at(3, 'b', 'processing', 1600), at(4, 'b', 'error', 4000), { seq: 5, step: 'c', status: 'info' as const, message: '' }];
+  expect(stepTimeline(events, true)).toEqual([
+    { step: 'a', start: 1000, end: 1500, ms: 500, status: 'done' },
     { step: 'b', start: 1600, end: 4000, ms: 2400, status: 'error' },
   ]);
+  // A step with no `done` line is running while the operation runs, and ended once it closed.
+  const running = [at(1, 'a', 'processing', 1000), at(2, 'reboot', 'info', 1200)];
+  expect(stepTimeline(running, false).map((s) => s.status)).toEqual(['running', 'running']);
+  expect(stepTimeline(running, true).map((s) => s.status)).toEqual(['done', 'done']);
 });

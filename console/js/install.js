@@ -224,5 +224,5 @@ function render(main, workflowId, model) {
       : model.closed
         ? h('p', {}, 'The stream ended.')
         : null;
-  main.replaceChildren(h('h2', {}, 'Install ', h('code', {}, workflowId)), h('ol', { className: 'steps' }, steps), end);
+  main.replaceChildren(...[h('h2', {}, 'Install ', h('code', {}, workflowId)), h('ol', { className: 'steps' }, steps), end].filter(Boolean));
 }

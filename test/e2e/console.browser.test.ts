@@ -138,6 +138,7 @@ suite('the web console', () => {
     await page.locator('li.step.running[data-step="VM initialization > init script"]').waitFor({ timeout: 60_000 });
     const doneBefore = await page.locator('li.step.done').count();
     expect(doneBefore).toBeGreaterThan(3);
+    expect(await page.locator('main').innerText()).not.toMatch(/\b(null|undefined)\b/);
     await shot('install-running');
 
     const resumes: Array<string | undefined> = [];
@@ -220,6 +221,7 @@ suite('the web console', () => {
     await openAs(OPERATOR, 'vms');
     const row = page.locator(`tr[data-vmid="${VMID}"]`);
     await row.locator('td.stopped').waitFor();
+    await row.locator('td', { hasText: /^dev$/ }).waitFor();
     await row.locator('[data-action="destroy"]').click();
     const dialog = page.locator('dialog#confirm');
     await dialog.waitFor();

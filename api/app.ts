@@ -27,6 +27,7 @@ import { httpMetrics, metricsRoute } from './metrics';
 import { openApiRoute } from './openapi/route';
 import { whoamiRoutes } from './whoami';
 import { vmRunRoutes } from './vm/runs';
+import { installTimeRoutes } from './installTimes';
 import { consoleFiles } from './console';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import type { ProgressPushes } from '../lib/progressPushes';
@@ -122,6 +123,7 @@ export function createApp(deps: AppDeps): express.Express {
   api.use(templateRoutes(deps));
   api.use(vmRoutes({ ...deps, streams, logger }));
   api.use(vmRunRoutes(deps));
+  api.use(installTimeRoutes(deps));
   api.use(clusterRoutes(deps));
   api.use(rebuildRoutes({ ...deps, streams, logger }));
   api.use(scheduleRoutes(deps));

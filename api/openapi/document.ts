@@ -225,6 +225,17 @@ const OPERATIONS: Operation[] = [
     answers: { 200: { description: 'up to 20 runs', json: answers.vmRuns }, 400: err('not a VMID') },
   },
   {
+    method: 'GET',
+    path: '/api/installs/step-medians',
+    summary: 'The median time of each step over the last completed installs of an OS version, template installs beside image installs',
+    query: {
+      os: { schema: z.enum(['debian', 'ubuntu', 'rockylinux']), description: 'the OS' },
+      version: { schema: z.string(), description: 'one of its versions' },
+      last: { schema: z.string().regex(/^\d{1,2}$/), description: 'how many installs, 1 to 20 (default 10)' },
+    },
+    answers: { 200: { description: 'the medians per source', json: answers.stepMedians }, 400: err('os, version or last is not valid (named)') },
+  },
+  {
     method: 'POST',
     path: '/api/cluster/cpu/refresh',
     summary: 'Detect the cluster CPU baseline now',

@@ -92,6 +92,7 @@ export const stepTimeline = z.object({
   workflowId: z.string(),
   type: z.string(),
   status: runStatus,
+  vmOs: z.string().optional().describe('the VmOs search attribute, `debian-12`: what GET /api/installs/step-medians compares it with'),
   steps: z.array(
     z.object({
       step: z.string(),
@@ -101,6 +102,19 @@ export const stepTimeline = z.object({
       status: z.enum(['done', 'error', 'running']).describe('running only while the operation runs'),
     }),
   ),
+});
+
+const mediansOfSource = z.object({
+  installs: z.number().int().describe('how many of the installs were of this source'),
+  steps: z.array(z.object({ step: z.string(), medianMs: z.number(), installs: z.number().int().describe('how many had the step') })),
+});
+
+export const stepMedians = z.object({
+  success: z.literal(true),
+  os: z.string(),
+  version: z.string(),
+  image: mediansOfSource.describe('installs built from the cloud image'),
+  template: mediansOfSource.describe("installs that cloned the OS version's template"),
 });
 
 export const cancelAccepted = z.object({ success: z.literal(true), message: z.string() });

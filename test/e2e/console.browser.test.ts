@@ -182,6 +182,16 @@ suite('the web console', () => {
     const width = await page.locator('li[data-step="VM initialization > init script"] .bar').evaluate((el) => el.getBoundingClientRect().width);
     const track = await page.locator('li[data-step="VM initialization > init script"] .track').evaluate((el) => el.getBoundingClientRect().width);
     expect(width / track).toBeGreaterThan(0.1);
+    // Beside it, the medians of the OS version's last installs (this one, from the image).
+    const medians = (await (await api('/installs/step-medians?os=debian&version=12&last=5', READER)).json()) as {
+      image: { installs: number; steps: Array<{ step: string; medianMs: number }> };
+      template: { installs: number };
+    };
+    expect([medians.image.installs, medians.template.installs]).toEqual([1, 0]);
+    expect(medians.image.steps.find((s) => s.step === 'VM initialization > init script')!.medianMs).toBe(script!.ms);
+    await page.locator('section[data-section="medians"] tr[data-step="VM initialization > init script"]').waitFor();
+    expect(await page.locator('section[data-section="medians"] th').allInnerTexts()).toEqual(['step', 'this install', 'image installs (1)', 'template installs (0)']);
+    expect((await api('/installs/step-medians?os=debian&version=99', READER)).status).toBe(400);
     await shot('timeline');
   });
 

@@ -4,6 +4,7 @@ import type { StreamEvent } from '../../cli/events';
 import { ProgressModel } from '../../cli/render/model';
 import { CONSOLE_DIR } from '../../api/console';
 import { stepTimeline } from '../../api/stepTimeline';
+import { stepMedians } from '../../api/installTimes';
 import { REPO_ROOT } from '../../lib/repoRoot';
 
 /**
@@ -81,4 +82,14 @@ test("a step's span runs from its first event to its last; an error marks it", (
   const running = [at(1, 'a', 'processing', 1000), at(2, 'reboot', 'info', 1200)];
   expect(stepTimeline(running, false).map((s) => s.status)).toEqual(['running', 'running']);
   expect(stepTimeline(running, true).map((s) => s.status)).toEqual(['done', 'done']);
+});
+
+test('medians per step and source: template installs (a qm clone step) apart from image installs', () => {
+  const span = (step: string, ms: number) => ({ step, start: 0, end: ms, ms, status: 'done' as const });
+  const image = (ms: number) => [span('VM creation > qm create', 100), span('VM initialization > init script', ms)];
+  const clone = (ms: number) => [span('VM creation > qm clone', 50), span('VM initialization > init script', ms)];
+  expect(stepMedians([image(1000), clone(10), image(3000), image(2000), clone(30)])).toEqual({
+    image: { installs: 3, steps: [{ step: 'VM creation > qm create', medianMs: 100, installs: 3 }, { step: 'VM initialization > init script', medianMs: 2000, installs: 3 }] },
+    template: { installs: 2, steps: [{ step: 'VM creation > qm clone', medianMs: 50, installs: 2 }, { step: 'VM initialization > init script', medianMs: 20, installs: 2 }] },
+  });
 });

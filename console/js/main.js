@@ -30,7 +30,7 @@ async function learnWho() {
     who.className = '';
   } catch (err) {
     session.who = { name: null, role: 'read' };
-    who.textContent = err instanceof ApiError && err.status === 401 ? 'token refused' : `cannot reach the API: ${err.message}`;
+    who.textContent = err instanceof ApiError && err.status === 401 ? (token.get() ? 'token refused' : 'this API needs a token') : `cannot reach the API: ${err.message}`;
     who.className = 'error';
   }
   document.body.dataset.role = session.who.role;

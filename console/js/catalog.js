@@ -5,10 +5,15 @@ import { h } from './dom.js';
  * Templates (current or stale, and a build where the role allows), rebuild schedules with
  * their next runs, and address pools with their leases: what the API lists, as tables.
  */
+function catalogReload(main, session) {
+  main.replaceChildren();
+  catalogView(main, session);
+}
+
 export function catalogView(main, session) {
   const sections = [
-    { title: 'Templates', path: '/templates', rows: (a) => a.templates, extra: templateBuild },
-    { title: 'Rebuild schedules', path: '/schedules', rows: (a) => a.schedules },
+    { title: 'Templates', path: '/templates', rows: (a) => a.templates, extra: templateBuild, role: 'operate' },
+    { title: 'Rebuild schedules', path: '/schedules', rows: (a) => a.schedules, extra: scheduleAdd, role: 'admin' },
     { title: 'Address pools', path: '/address-pools', rows: (a) => a.pools, detail: (pool) => pool.leases },
   ];
   for (const s of sections) {
@@ -19,7 +24,7 @@ export function catalogView(main, session) {
         const rows = s.rows(answer) ?? [];
         section.append(rows.length === 0 ? h('p', {}, 'none') : table(rows));
         if (s.detail) for (const r of rows) if (s.detail(r)?.length) section.append(h('h3', {}, `${r.name}: leases`), table(s.detail(r)));
-        if (s.extra && session.may('operate')) section.append(s.extra(answer));
+        if (s.extra && session.may(s.role)) section.append(s.extra(() => catalogReload(main, session)));
       })
       .catch((err) => section.append(h('p', { className: 'error' }, err.message)));
   }
@@ -62,6 +67,26 @@ function templateBuild() {
       note.replaceChildren(answer.started ? 'Building: ' : 'Already building: ', h('a', { href: `#install/${encodeURIComponent(answer.workflowId)}` }, answer.workflowId));
     } catch (err) {
       note.textContent = err.message;
+    }
+  });
+  return form;
+}
+
+/** Adds a rebuild schedule of a managed VM (the admin role): its recorded spec, on a cron. */
+function scheduleAdd(reload) {
+  const vmid = h('input', { name: 'vmid', type: 'number', placeholder: 'VMID' });
+  const cron = h('input', { name: 'cron', placeholder: 'cron, e.g. 0 3 * * *' });
+  const note = h('input', { name: 'note', placeholder: 'note' });
+  const problem = h('p', { className: 'error', role: 'alert' });
+  const form = h('form', { className: 'inline', 'data-form': 'schedule' }, vmid, cron, note, h('button', { type: 'submit' }, 'Add schedule'), problem);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    problem.textContent = '';
+    try {
+      await post('/schedules', { vmid: Number(vmid.value), cron: cron.value.trim(), ...(note.value.trim() ? { note: note.value.trim() } : {}) });
+      reload();
+    } catch (err) {
+      problem.textContent = err.message;
     }
   });
   return form;

@@ -28,6 +28,7 @@ const CHROMIUM_FLAGS = [
 ];
 const READER = 'console-reader-token-0123456789';
 const OPERATOR = 'console-operator-token-0123456789';
+const ADMIN = 'console-admin-token-0123456789abc';
 const VMID = 163;
 const PASSWD = 'C0nsole!S3cret';
 
@@ -49,7 +50,7 @@ suite('the web console', () => {
     if (!HAVE_CHROMIUM) throw new Error(`${CHROMIUM} not found: install Debian's chromium (apt-get install chromium); CI must run this test`);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-console-'));
     const tokens = path.join(dir, 'tokens');
-    fs.writeFileSync(tokens, `read ${READER} viewer\noperate ${OPERATOR} dev\n`, { mode: 0o600 });
+    fs.writeFileSync(tokens, `read ${READER} viewer\noperate ${OPERATOR} dev\nadmin ${ADMIN} boss\n`, { mode: 0o600 });
     userKey = makeKeyPair(dir, 'console-user');
     // The init script's first package call is silent for a while: the install is still
     // running when the page reloads.
@@ -70,6 +71,7 @@ suite('the web console', () => {
   afterAll(async () => {
     await browser?.close();
     if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
+    await h?.service.client.schedule.getHandle(`rebuild-vm-${VMID}`).delete().catch(() => undefined);
     await h?.stop();
   });
 
@@ -80,7 +82,7 @@ suite('the web console', () => {
     await page.goto(`${base}/#${hash}`);
     await page.fill('#token-input', token);
     await page.click('#token button[type=submit]');
-    await page.locator('#who').filter({ hasText: token === READER ? 'viewer (read)' : 'dev (operate)' }).waitFor();
+    await page.locator('#who').filter({ hasText: { [READER]: 'viewer (read)', [OPERATOR]: 'dev (operate)', [ADMIN]: 'boss (admin)' }[token] }).waitFor();
   }
 
   const api = (p: string, token = OPERATOR, init: RequestInit = {}) =>
@@ -225,6 +227,28 @@ suite('the web console', () => {
     await page.locator('section[data-section="templates"] h2').waitFor();
     await page.waitForTimeout(500);
     expect(await page.locator('button', { hasText: 'Build template' }).count()).toBe(0);
+  });
+
+  test('an admin adds a rebuild schedule from the page; a refused one says why; the operate role gets no form', async () => {
+    await openAs(OPERATOR, 'templates');
+    await page.locator('section[data-section="schedules"] p', { hasText: 'none' }).waitFor();
+    expect(await page.locator('form[data-form="schedule"]').count()).toBe(0);
+
+    await openAs(ADMIN, 'templates');
+    const form = page.locator('form[data-form="schedule"]');
+    await form.locator('[name="vmid"]').fill(String(VMID));
+    await form.locator('[name="cron"]').fill('every minute');
+    await form.locator('button').click();
+    await form.locator('.error', { hasText: 'cron' }).waitFor();
+    await form.locator('[name="cron"]').fill('0 3 * * *');
+    await form.locator('[name="note"]').fill('nightly, from the console');
+    await form.locator('button').click();
+    const row = page.locator('section[data-section="schedules"] tr', { hasText: `rebuild-vm-${VMID}` });
+    await row.waitFor();
+    expect(await row.innerText()).toContain('nightly, from the console');
+    const listed = (await (await api('/schedules', READER)).json()) as { schedules: Array<{ id: string; nextRun: string }> };
+    expect(listed.schedules.map((x) => x.id)).toEqual([`rebuild-vm-${VMID}`]);
+    expect(await row.innerText()).toContain(listed.schedules[0].nextRun);
   });
 
   test('destroy asks first, naming the VM; cancelled it keeps the VM, confirmed it is gone', async () => {

@@ -211,6 +211,16 @@ suite('the web console', () => {
     // Stopped behind the page's back: the row follows without a reload.
     expect((await api(`/vm/${VMID}/stop`, OPERATOR, { method: 'POST' })).status).toBe(200);
     await row.locator('td.stopped').waitFor({ timeout: 15_000 });
+
+    // Started from the page: its event stream, read through fetch, ends when SSH answers.
+    await row.locator('[data-action="start"]').click();
+    const note = page.locator('tr.note td');
+    await note.filter({ hasText: /^Start: / }).waitFor();
+    await row.locator('td.running').waitFor({ timeout: 30_000 });
+    expect(await note.innerText()).not.toMatch(/refused|working/);
+    await row.locator('[data-action="stop"]').click();
+    await row.locator('td.stopped').waitFor({ timeout: 15_000 });
+    await note.filter({ hasText: 'Stop: ok' }).waitFor();
   });
 
   test('a read token sees the VMs and no button that would be refused', async () => {

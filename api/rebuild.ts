@@ -47,6 +47,7 @@ export function rebuildRoutes({ config, client, proxmox, streams, logger }: Rebu
       summary: `rebuild VM ${vmid} (${name}): ${target.spec.os} ${target.spec.version}`,
       memo: startedByMemo(res),
       logger,
+      instance: target.exists ? target.instance : undefined,
     });
     openEventStream(res, handle.workflowId, streams.limiter);
     await streamProgress(streams.readers, req, res, handle, 0);

@@ -11,6 +11,7 @@ import { cleanup, guest, power, proxmox, transfer } from './activityOptions';
 import { Progress } from './progress';
 import { describeFailure } from './install';
 import { checkedInput } from './checkInput';
+import { requireIssued } from './issuedCommand';
 
 /**
  * Short workflows for the operations on an existing VM. The API starts each one with the
@@ -27,8 +28,9 @@ const RELEASE_ADDRESS_ON_DESTROY = 'release-address-on-destroy';
 /** Starts a stopped VM and waits until its SSH answers. */
 export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
   checkedInput(workflowInputs.guestRef, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM start', input.vmid, async (step) => {
-    await step('start', `starting VM ${input.vmid}`, () => proxmox.startVm({ vmid: input.vmid }));
+    await step('start', `starting VM ${input.vmid}`, () => proxmox.startVm({ vmid: input.vmid, ...instanceOf(input) }));
     const ip = await addressOf(step, input);
     await step('wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
     return { done: 'VM started successfully' };
@@ -38,8 +40,9 @@ export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
 /** Reboots a running VM and waits until its SSH answers again. */
 export async function vmReboot(input: GuestRef): Promise<VmOperationResult> {
   checkedInput(workflowInputs.guestRef, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM reboot', input.vmid, async (step) => {
-    await step('reboot', `rebooting VM ${input.vmid}`, () => proxmox.rebootVm({ vmid: input.vmid }));
+    await step('reboot', `rebooting VM ${input.vmid}`, () => proxmox.rebootVm({ vmid: input.vmid, ...instanceOf(input) }));
     const ip = await addressOf(step, input);
     await step('wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
     return { done: 'VM rebooted successfully' };
@@ -61,8 +64,9 @@ async function addressOf(step: Step, input: GuestRef): Promise<string> {
 /** ACPI shutdown: the guest powers off in its own time. */
 export async function vmShutdown(input: VmRef): Promise<VmOperationResult> {
   checkedInput(workflowInputs.vmRef, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM shutdown', input.vmid, async (step) => {
-    await step('shutdown', `shutting down VM ${input.vmid}`, () => power.shutdownVm({ vmid: input.vmid }));
+    await step('shutdown', `shutting down VM ${input.vmid}`, () => power.shutdownVm({ vmid: input.vmid, ...instanceOf(input) }));
     return { done: 'VM shut down successfully' };
   });
 }
@@ -70,8 +74,9 @@ export async function vmShutdown(input: VmRef): Promise<VmOperationResult> {
 /** Hard stop, like pulling the plug. */
 export async function vmStop(input: VmRef): Promise<VmOperationResult> {
   checkedInput(workflowInputs.vmRef, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM stop', input.vmid, async (step) => {
-    await step('stop', `stopping VM ${input.vmid}`, () => power.stopVm({ vmid: input.vmid }));
+    await step('stop', `stopping VM ${input.vmid}`, () => power.stopVm({ vmid: input.vmid, ...instanceOf(input) }));
     return { done: 'VM stopped successfully' };
   });
 }
@@ -79,8 +84,9 @@ export async function vmStop(input: VmRef): Promise<VmOperationResult> {
 /** `qm destroy --purge` of a stopped VM. */
 export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
   checkedInput(workflowInputs.vmRef, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM destroy', input.vmid, async (step) => {
-    await step('destroy', `destroying VM ${input.vmid} and its disks`, () => proxmox.destroyVm({ vmid: input.vmid }));
+    await step('destroy', `destroying VM ${input.vmid} and its disks`, () => proxmox.destroyVm({ vmid: input.vmid, ...instanceOf(input) }));
     // Destroys recorded before address pools released nothing, and replay as they ran.
     if (patched(RELEASE_ADDRESS_ON_DESTROY)) {
       // Not a step of its own: without pools there is nothing to say.
@@ -93,17 +99,19 @@ export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
 
 export async function vmSetCpu(input: VmRef & { cores: number }): Promise<VmOperationResult> {
   checkedInput(workflowInputs.setCpu, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM CPU', input.vmid, async (step) => {
-    await step('set cores', `setting ${input.cores} vCPU core(s)`, () => proxmox.setCpu({ vmid: input.vmid, cores: input.cores }));
+    await step('set cores', `setting ${input.cores} vCPU core(s)`, () => proxmox.setCpu({ vmid: input.vmid, cores: input.cores, ...instanceOf(input) }));
     return { done: `VM now has ${input.cores} vCPU core(s)` };
   });
 }
 
 export async function vmSetMemory(input: VmRef & { memoryMb: number }): Promise<VmOperationResult> {
   checkedInput(workflowInputs.setMemory, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM memory', input.vmid, async (step) => {
     await step('set memory', `setting ${input.memoryMb} MB of memory`, () =>
-      proxmox.setMemory({ vmid: input.vmid, memoryMb: input.memoryMb }),
+      proxmox.setMemory({ vmid: input.vmid, memoryMb: input.memoryMb, ...instanceOf(input) }),
     );
     return { done: `VM now has ${input.memoryMb} MB of memory` };
   });
@@ -115,8 +123,9 @@ export async function vmSetMemory(input: VmRef & { memoryMb: number }): Promise<
  */
 export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: number; maxDiskGb?: number }): Promise<VmOperationResult> {
   const { vmid, disk, incrementGb, maxDiskGb } = checkedInput(workflowInputs.setDisk, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM disk', vmid, async (step) => {
-    const current = await step('read size', `reading the size of ${disk}`, () => proxmox.diskSize({ vmid, disk }));
+    const current = await step('read size', `reading the size of ${disk}`, () => proxmox.diskSize({ vmid, disk, ...instanceOf(input) }));
     const sizeBytes = current + incrementGb * GiB;
     if (maxDiskGb && sizeBytes > maxDiskGb * GiB) {
       throw failure(
@@ -125,7 +134,7 @@ export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: numb
       );
     }
     await step('resize', `growing ${disk} by ${incrementGb}G, from ${gib(current)} to ${gib(sizeBytes)}`, () =>
-      proxmox.growDisk({ vmid, disk, sizeBytes }),
+      proxmox.growDisk({ vmid, disk, sizeBytes, ...instanceOf(input) }),
     );
     return { done: `${disk} is now ${gib(sizeBytes)}`, sizeBytes };
   });
@@ -134,9 +143,10 @@ export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: numb
 /** Moves a stopped VM and its local disks to another node, streaming qm's output. */
 export async function vmMigrate(input: VmRef & { from: string; target: string }): Promise<VmOperationResult> {
   checkedInput(workflowInputs.migrate, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM migration', input.vmid, async (step) => {
     await step('migrate', `migrating VM ${input.vmid} from ${input.from} to ${input.target}`, () =>
-      transfer.migrateVm({ vmid: input.vmid, target: input.target }),
+      transfer.migrateVm({ vmid: input.vmid, target: input.target, ...instanceOf(input) }),
     );
     return { done: `VM migrated to ${input.target} successfully`, node: input.target };
   });
@@ -149,15 +159,24 @@ export async function vmMigrate(input: VmRef & { from: string; target: string })
  */
 export async function vmAdopt(input: VmRef & { by?: string }): Promise<VmOperationResult> {
   checkedInput(workflowInputs.adopt, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM adopt', input.vmid, async (step) => {
     const { workflowId, runId } = workflowInfo();
     const owner = adoptionOwner(input.vmid, runId);
     const at = new Date().toISOString();
     await step('adopt', `recording VM ${input.vmid} as managed by QemuRun`, () =>
-      proxmox.adoptVm({ vmid: input.vmid, owner, at, workflowId, runId, by: input.by }),
+      proxmox.adoptVm({ vmid: input.vmid, owner, at, workflowId, runId, by: input.by, ...instanceOf(input) }),
     );
     return { done: `VM adopted into the managed set (qemurun-owner=${owner})` };
   });
+}
+
+/**
+ * The instance an activity must find at the VMID, as a field only when the input names one:
+ * the activity inputs of runs recorded before stay as they were.
+ */
+function instanceOf(input: VmRef): { instance?: string } {
+  return input.instance !== undefined ? { instance: input.instance } : {};
 }
 
 type Step = <T>(name: string, doing: string, fn: () => Promise<T>) => Promise<T>;

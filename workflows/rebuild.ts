@@ -29,6 +29,7 @@ import { cleanup, follow, proxmox } from './activityOptions';
 import { installVm } from './install';
 import { Progress } from './progress';
 import { checkedInput } from './checkInput';
+import { requireIssued } from './issuedCommand';
 
 /**
  * Re-creates a VM QemuRun installed, from the spec recorded in its description: same
@@ -39,6 +40,9 @@ import { checkedInput } from './checkInput';
  */
 export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
   checkedInput(workflowInputs.rebuild, input);
+  // A schedule's rebuild names no instance (the VM is whatever its sealed markers say is
+  // QemuRun's), nor does one of a missing VM; the API's names the VM it checked.
+  requireIssued(input, { instance: 'optional' });
   const { vmid } = input;
   const progress = new Progress();
   const started = Date.now();
@@ -61,7 +65,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
   let stage: 'untouched' | 'destroying' | 'destroyed' = 'untouched';
   try {
     const target = await step('VM rebuild > check', `checking VM ${vmid}`, () =>
-      proxmox.inspectRebuildTarget({ vmid, spec: input.spec }),
+      proxmox.inspectRebuildTarget({ vmid, spec: input.spec, ...(input.instance !== undefined ? { instance: input.instance } : {}) }),
     );
     const { spec, mainNode } = target;
     const name = vmName(spec.name, vmid);
@@ -76,13 +80,14 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
     let replacedOwner: string | undefined;
     if (target.exists) {
       const { owner, ownerRun: run } = target;
+      const instance = target.instance !== undefined ? { instance: target.instance } : {};
       replacedOwner = owner;
       await step('VM rebuild > stop', `stopping VM ${vmid}`, async () => {
-        if (!(await proxmox.stopOwnedVm({ vmid, owner, run }))) progress.info('VM rebuild > stop', `VM ${vmid} was already stopped`);
+        if (!(await proxmox.stopOwnedVm({ vmid, owner, run, ...instance }))) progress.info('VM rebuild > stop', `VM ${vmid} was already stopped`);
       });
       stage = 'destroying';
       await step('VM rebuild > destroy', `destroying VM ${vmid} and its disks`, async () => {
-        if (!(await cleanup.destroyOwnedVm({ vmid, owner, run }))) progress.info('VM rebuild > destroy', `VM ${vmid} was already gone`);
+        if (!(await cleanup.destroyOwnedVm({ vmid, owner, run, ...instance }))) progress.info('VM rebuild > destroy', `VM ${vmid} was already gone`);
       });
       stage = 'destroyed';
     }

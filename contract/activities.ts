@@ -131,9 +131,10 @@ export interface Activities {
   // Inside the guest.
   /**
    * With `vmid`, only the host key the guest agent reports (or `hostKey`, pinned before) is
-   * accepted, and the key to pin is returned (see docs/security.md, guest SSH).
+   * accepted, and the key to pin is returned (see docs/security.md, guest SSH); with
+   * `pinnedOnly` (the waits after an install), never one trusted on first use.
    */
-  waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string }): Promise<PinnedHostKey | undefined>;
+  waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string; pinnedOnly?: boolean }): Promise<PinnedHostKey | undefined>;
   /**
    * net0's IPv4 address as the guest agent reports it; with `wait`, until it does
    * (SSH_WAIT_TIMEOUT), else one question whose `reason` says why there is no address.

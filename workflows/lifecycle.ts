@@ -32,7 +32,7 @@ export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
   return operation('VM start', input.vmid, async (step) => {
     await step('start', `starting VM ${input.vmid}`, () => proxmox.startVm({ vmid: input.vmid, ...instanceOf(input) }));
     const ip = await addressOf(step, input);
-    await step('wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
+    await step('wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh(pinnedWait(input, ip)));
     return { done: 'VM started successfully' };
   });
 }
@@ -44,9 +44,19 @@ export async function vmReboot(input: GuestRef): Promise<VmOperationResult> {
   return operation('VM reboot', input.vmid, async (step) => {
     await step('reboot', `rebooting VM ${input.vmid}`, () => proxmox.rebootVm({ vmid: input.vmid, ...instanceOf(input) }));
     const ip = await addressOf(step, input);
-    await step('wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
+    await step('wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh(pinnedWait(input, ip)));
     return { done: 'VM rebooted successfully' };
   });
+}
+
+/**
+ * The wait for the VM's own SSH: only the host key its guest agent reports through Proxmox
+ * (the key the install pinned: the same guest made it on its first boot) is accepted, so
+ * another machine answering at the address fails the operation (HostKeyMismatchError)
+ * instead of passing for the VM.
+ */
+function pinnedWait(input: GuestRef, ip: string) {
+  return { ip, user: input.user, vmid: input.vmid, pinnedOnly: true };
 }
 
 /**

@@ -115,3 +115,11 @@ test('an input issued for vm-<vmid>, started under vm-<vmid>-<time>, is refused 
   expect(run.history).not.toMatch(/activityTaskScheduledEventAttributes/);
   expect(await qm('status', String(VMID))).toBe('status: running');
 });
+
+test('a VM without an SMBIOS uuid, which a later VM could not be told from, gets no command: 409 VmInstanceError', async () => {
+  await qm('set', String(VMID), '--delete', 'smbios1');
+  const stop = await apiCall(h.api, 'POST', `/vm/${VMID}/stop`);
+  expect(stop.status).toBe(409);
+  expect(stop.json).toMatchObject({ type: 'VmInstanceError', message: expect.stringMatching(new RegExp(`^VM ${VMID} has no SMBIOS uuid`)) });
+  expect(await qm('status', String(VMID))).toBe('status: running');
+});

@@ -16,7 +16,7 @@ export interface DiskDeps {
 /** A VM's disks: the image imported as its boot disk, a disk's size, growing a disk. */
 export function diskActivities({ config, proxmox, client }: DiskDeps) {
   const main = () => proxmox.main();
-  const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);
+  const managedNode = (vmid: number, instance?: string) => managedNodeOf(config, proxmox, vmid, undefined, instance);
 
   return {
     /**
@@ -44,8 +44,8 @@ export function diskActivities({ config, proxmox, client }: DiskDeps) {
     },
 
     /** The size of a disk in bytes, from the VM's config. */
-    async diskSize(input: { vmid: number; disk: string }): Promise<number> {
-      const conf = await (await managedNode(input.vmid)).config(input.vmid);
+    async diskSize(input: { vmid: number; disk: string; instance?: string }): Promise<number> {
+      const conf = await (await managedNode(input.vmid, input.instance)).config(input.vmid);
       const disk = conf.disks.find((d) => d.key === input.disk);
       if (!disk || disk.cdrom || disk.sizeBytes === undefined) {
         throw failure('InvalidRequestError', `VM ${input.vmid} has no ${input.disk} disk with a known size`);
@@ -54,8 +54,8 @@ export function diskActivities({ config, proxmox, client }: DiskDeps) {
     },
 
     /** `qm resize` to an absolute size: resizing to the size a disk has is a no-op. */
-    async growDisk(input: { vmid: number; disk: string; sizeBytes: number }): Promise<void> {
-      await (await managedNode(input.vmid)).resize(input.vmid, input.disk, sizeArgument(input.sizeBytes));
+    async growDisk(input: { vmid: number; disk: string; sizeBytes: number; instance?: string }): Promise<void> {
+      await (await managedNode(input.vmid, input.instance)).resize(input.vmid, input.disk, sizeArgument(input.sizeBytes));
     },
   };
 }

@@ -83,10 +83,13 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
      * Polls until the guest accepts the service's key; cloud-init may take minutes.
      * With a VMID, only the host key the guest agent reports is accepted (or `hostKey`, one
      * pinned before); a guest whose agent stays silent for GUEST_AGENT_WAIT after its SSH
-     * answers is trusted on first use. Returns the key to pin for the install's later
-     * connections. Without a VMID (power operations, nothing secret sent) any key will do.
+     * answers is trusted on first use, unless `pinnedOnly`: after the install (a start, a
+     * reboot), the guest has its agent (the init script enabled it), so a silent agent is
+     * no reason to trust whatever answers at the address, and the wait goes on until the
+     * agent vouches for the key or SSH_WAIT_TIMEOUT. Returns the key to pin for the
+     * install's later connections. Without a VMID (runs recorded before) any key will do.
      */
-    async waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string }): Promise<PinnedHostKey | undefined> {
+    async waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string; pinnedOnly?: boolean }): Promise<PinnedHostKey | undefined> {
       const ctx = Context.current();
       const known = knownNode(input, 'waitForSsh');
       const deadline = Date.now() + config.sshWaitTimeoutSec * 1000;
@@ -121,7 +124,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
             // and trust that only when the agent stays silent (GUEST_AGENT_WAIT).
             const seen = await peekHostKey(target, 5000);
             if (firstSeen?.key !== seen) firstSeen = { key: seen, at: Date.now() };
-            if (Date.now() - firstSeen.at >= config.guestAgentWaitSec * 1000) {
+            if (!input.pinnedOnly && Date.now() - firstSeen.at >= config.guestAgentWaitSec * 1000) {
               ctx.log.warn('guest agent did not answer: trusting the host key first seen', { vmid: input.vmid, agentError });
               input = { ...input, hostKey: seen };
               continue;

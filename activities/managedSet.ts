@@ -3,6 +3,7 @@ import { onVmNode, type ProxmoxCluster, type ProxmoxNode } from '../lib/proxmox'
 import type { VmConfig } from '../lib/proxmox/vmConfig';
 import { failure, field, checkedInput } from '../contract';
 import { notManagedRefusal } from '../lib/vm/markerSeal';
+import { vmInstanceOf } from '../lib/proxmox/vmInstance';
 
 /**
  * The managed set, enforced where the commands run: every activity that changes an
@@ -11,16 +12,35 @@ import { notManagedRefusal } from '../lib/vm/markerSeal';
  * sealed markers count (lib/vm/markerSeal.ts). Non-retryable NotManagedError; the API
  * answers it 409.
  */
-export async function requireManaged(config: Config, node: ProxmoxNode, vmid: number): Promise<void> {
-  if (config.manageAllVms) return;
-  requireManagedConfig(config, vmid, await node.config(vmid));
+export async function requireManaged(config: Config, node: ProxmoxNode, vmid: number, instance?: string): Promise<void> {
+  if (config.manageAllVms && instance === undefined) return;
+  requireManagedConfig(config, vmid, await node.config(vmid), instance);
 }
 
-/** The managed set's check on a config read already. */
-export function requireManagedConfig(config: Config, vmid: number, conf: VmConfig): void {
+/** The managed set's check on a config read already, and the instance's (requireInstance), when one is named. */
+export function requireManagedConfig(config: Config, vmid: number, conf: VmConfig, instance?: string): void {
+  requireInstance(vmid, conf, instance);
   if (config.manageAllVms) return;
   const refusal = notManagedRefusal(config, vmid, conf);
   if (refusal !== undefined) throw failure('NotManagedError', refusal);
+}
+
+/**
+ * A command names the VM instance it was issued for (its SMBIOS uuid when the API accepted
+ * it, lib/proxmox/vmInstance.ts): the VM at the VMID now must be that one, not a later VM
+ * that reused the VMID. Non-retryable VmInstanceError, which the API answers 409. An input
+ * of an earlier version names none, and is not checked (its workflow refuses new starts of
+ * it: workflows/issuedCommand.ts).
+ */
+export function requireInstance(vmid: number, conf: Pick<VmConfig, 'entries'>, instance: string | undefined): void {
+  if (instance === undefined) return;
+  const now = vmInstanceOf(conf);
+  if (now !== instance) {
+    throw failure(
+      'VmInstanceError',
+      `VM ${vmid} is not the VM this command was issued for: its SMBIOS uuid is ${now ?? 'unset'}, not ${instance} (the VMID was reused); refusing to act on it`,
+    );
+  }
 }
 
 /**
@@ -29,14 +49,14 @@ export function requireManagedConfig(config: Config, vmid: number, conf: VmConfi
  * managed check needs anyway, says it is still there, so only a VM moved since costs a read
  * of the cluster's resources.
  */
-export async function managedNodeOf(config: Config, proxmox: ProxmoxCluster, vmid: number, known?: string): Promise<ProxmoxNode> {
+export async function managedNodeOf(config: Config, proxmox: ProxmoxCluster, vmid: number, known?: string, instance?: string): Promise<ProxmoxNode> {
   if (known === undefined) {
     const node = await proxmox.nodeOf(vmid);
-    await requireManaged(config, node, vmid);
+    await requireManaged(config, node, vmid, instance);
     return node;
   }
   return onVmNode(proxmox, vmid, known, async (node) => {
-    requireManagedConfig(config, vmid, await node.config(vmid));
+    requireManagedConfig(config, vmid, await node.config(vmid), instance);
     return node;
   });
 }

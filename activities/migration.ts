@@ -24,7 +24,7 @@ export function migrationActivities({ config, proxmox, client }: MigrationDeps) 
      * `node`: where the workflow made the VM (absent in inputs of earlier versions), asked
      * first; the cluster's resources only when the VM is not there.
      */
-    async migrateVm(input: { vmid: number; target: string; node?: string }): Promise<void> {
+    async migrateVm(input: { vmid: number; target: string; node?: string; instance?: string }): Promise<void> {
       const { vmid, target } = input;
       checkedInput(field.node, target, 'migrateVm');
       const known = knownNode(input, 'migrateVm');
@@ -34,7 +34,7 @@ export function migrationActivities({ config, proxmox, client }: MigrationDeps) 
       const source = task.resumeTask ? parseUpid(task.resumeTask)?.node : undefined;
       const vm = source ? undefined : await onVmNode(proxmox, vmid, known, async (node) => ({ node, conf: await node.config(vmid) }));
       if (vm?.node.node === target && !task.resumeTask) return; // done before a crash
-      if (vm) requireManagedConfig(config, vmid, vm.conf);
+      if (vm) requireManagedConfig(config, vmid, vm.conf, input.instance);
       const node = vm?.node ?? proxmox.requireNode(source!);
       const out = outputStream(client);
       try {

@@ -14,7 +14,7 @@ export interface RebuildDeps {
 export function rebuildActivities({ config, proxmox, client }: RebuildDeps) {
   return {
     /** The workflow's check: inspectVmForRebuild, with a refusal made non-retryable. */
-    async inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec }): Promise<RebuildTarget> {
+    async inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec; instance?: string }): Promise<RebuildTarget> {
       try {
         return await inspectVmForRebuild({ config, proxmox, client }, input);
       } catch (err) {

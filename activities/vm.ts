@@ -20,7 +20,8 @@ import {
 import { markerSealFor } from '../lib/vm/markerSeal';
 import { readAdminKeys } from '../lib/stateFiles';
 import { portAnswers, vmIp } from '../lib/network';
-import { managedNodeOf, requireManaged } from './managedSet';
+import { managedNodeOf, requireInstance, requireManaged } from './managedSet';
+import { vmInstanceOf } from '../lib/proxmox/vmInstance';
 import { applyUserSnippet, removeUserSnippet } from './userSnippet';
 
 export interface VmDeps {
@@ -67,7 +68,7 @@ export function extraDriveOptions(spec: InstallSpec, assignStorage: string): Arr
  */
 export function vmActivities({ config, proxmox }: VmDeps) {
   const main = () => proxmox.main();
-  const managedNode = (vmid: number) => managedNodeOf(config, proxmox, vmid);
+  const managedNode = (vmid: number, instance?: string) => managedNodeOf(config, proxmox, vmid, undefined, instance);
   /** Whether the VM's markers are sealed and name this owner (and, when given, this run of it). */
   const sealedFor = (description: string | undefined, vmid: number, owner: string, run?: string) => {
     const check = markerSealFor(config).check(description, vmid);
@@ -185,9 +186,9 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       if (!scsi0?.sizeBytes || scsi0.sizeBytes < spec.diskGb * 1024 ** 3) await node.resize(vmid, 'scsi0', `${spec.diskGb}G`);
     },
 
-    async setCpu(input: { vmid: number; cores: number }): Promise<void> {
+    async setCpu(input: { vmid: number; cores: number; instance?: string }): Promise<void> {
       checkedInput(workflowInputs.setCpu, input, 'setCpu');
-      await (await managedNode(input.vmid)).setVmOptions(input.vmid, { cores: input.cores });
+      await (await managedNode(input.vmid, input.instance)).setVmOptions(input.vmid, { cores: input.cores });
     },
 
     /**
@@ -195,9 +196,9 @@ export function vmActivities({ config, proxmox }: VmDeps) {
      * RAM-min` when it applies. When it does not, a balloon target left from before is
      * removed first, since Proxmox refuses a balloon larger than the memory.
      */
-    async setMemory(input: { vmid: number; memoryMb: number }): Promise<void> {
+    async setMemory(input: { vmid: number; memoryMb: number; instance?: string }): Promise<void> {
       checkedInput(workflowInputs.setMemory, input, 'setMemory');
-      const node = await managedNode(input.vmid);
+      const node = await managedNode(input.vmid, input.instance);
       const balloon = balloonFor(input.memoryMb, config.balloonMinMb);
       if (balloon !== undefined) {
         await node.setVmOptions(input.vmid, { memory: input.memoryMb, numa: 1, balloon });
@@ -214,9 +215,10 @@ export function vmActivities({ config, proxmox }: VmDeps) {
      * (a retry) is done; a VM whose markers are sealed already is refused, its owner left as
      * it is. Markers without a valid seal (forged, or from before sealing) are replaced.
      */
-    async adoptVm(input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string }): Promise<void> {
+    async adoptVm(input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string; instance?: string }): Promise<void> {
       const node = await proxmox.nodeOf(input.vmid);
       const conf = await node.config(input.vmid);
+      requireInstance(input.vmid, conf, input.instance);
       const check = markerSealFor(config).check(conf.description, input.vmid);
       if (check.sealed && check.fields.owner === input.owner) return;
       if (check.sealed) {
@@ -229,11 +231,11 @@ export function vmActivities({ config, proxmox }: VmDeps) {
      * `qm destroy --purge`. The API checked that the VM exists, so a VM gone on a retry was
      * destroyed by the attempt before. A running VM fails with VmStateError.
      */
-    async destroyVm(input: { vmid: number }): Promise<void> {
+    async destroyVm(input: { vmid: number; instance?: string }): Promise<void> {
       const vm = await proxmox.locateVm(input.vmid);
       if (!vm) return;
       const node = proxmox.requireNode(vm.node);
-      await requireManaged(config, node, input.vmid);
+      await requireManaged(config, node, input.vmid, input.instance);
       const cicustom = (await node.config(input.vmid)).entries.cicustom;
       await node.destroy(input.vmid, { purge: true });
       await removeUserSnippet(proxmox, cicustom, input.vmid, snippetNodes(vm.node));
@@ -245,12 +247,14 @@ export function vmActivities({ config, proxmox }: VmDeps) {
      * did not create, nor one whose markers someone wrote by hand. Returns whether a VM
      * was removed.
      */
-    async destroyOwnedVm(input: { vmid: number; owner: string; run?: string }): Promise<boolean> {
+    async destroyOwnedVm(input: { vmid: number; owner: string; run?: string; instance?: string }): Promise<boolean> {
       const vm = await proxmox.locateVm(input.vmid);
       if (!vm) return false;
       const node = proxmox.requireNode(vm.node);
       const conf = await node.config(input.vmid).catch(() => undefined);
       if (!conf || !sealedFor(conf.description, input.vmid, input.owner, input.run)) return false;
+      // Another VM at the VMID since the rebuild inspected it is not the one to destroy.
+      if (input.instance !== undefined && vmInstanceOf(conf) !== input.instance) return false;
       // Ours for sure, so a lock a crashed step of this run left behind is no obstacle.
       if ((await node.status(input.vmid)) !== 'stopped') await node.stop(input.vmid, { skiplock: true });
       await node.destroy(input.vmid, { purge: true, skiplock: true });

@@ -1,4 +1,4 @@
-import { rebuildBodySchema, vmName } from '../contract';
+import { type FailureType, rebuildBodySchema, vmName } from '../contract';
 import { Router, Request, Response } from 'express';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
@@ -10,7 +10,7 @@ import { startedByMemo } from './startedBy';
 import { startVmOperation } from './vm/operation';
 import { checkRebuildTarget } from './rebuildCheck';
 import { parseVmid, vmidProblem } from './vm/vmid';
-import { InvalidRequestError, parseInput } from './errors';
+import { HttpError, InvalidRequestError, parseInput } from './errors';
 import { limitsFor } from './limits';
 
 export interface RebuildRouteDeps {
@@ -35,6 +35,13 @@ export function rebuildRoutes({ config, client, proxmox, streams, logger }: Rebu
     if (vmid === undefined) throw new InvalidRequestError(vmidProblem(String(req.params.id)));
     const body = parseInput(rebuildBodySchema, req.body);
     const target = await checkRebuildTarget({ config, proxmox, client }, { vmid });
+    // As for every command on an existing VM (api/vm/service.ts): one that cannot be told from
+    // a later VM at its VMID gets no command.
+    if (target.exists && target.instance === undefined) {
+      throw new HttpError(409, `VM ${vmid} has no SMBIOS uuid (smbios1), so a command cannot be bound to it; give it one in Proxmox (qm set ${vmid} --smbios1 uuid=$(uuidgen))`, {
+        type: 'VmInstanceError' satisfies FailureType,
+      });
+    }
     const name = vmName(target.spec.name, vmid);
     const handle = await startVmOperation({
       client,
@@ -47,6 +54,7 @@ export function rebuildRoutes({ config, client, proxmox, streams, logger }: Rebu
       summary: `rebuild VM ${vmid} (${name}): ${target.spec.os} ${target.spec.version}`,
       memo: startedByMemo(res),
       logger,
+      instance: target.exists ? target.instance : undefined,
     });
     openEventStream(res, handle.workflowId, streams.limiter);
     await streamProgress(streams.readers, req, res, handle, 0);

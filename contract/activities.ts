@@ -21,6 +21,8 @@ export type RebuildTarget =
       owner: string;
       /** The run of `owner` the sealed markers name (absent in histories from before seals). */
       ownerRun?: string;
+      /** The VM's SMBIOS uuid when inspected: its stop and destroy act on that VM only (absent in histories from before). */
+      instance?: string;
       /** The spec the VM is re-created from, with `vmid` set and `node` where it lives now. */
       spec: InstallSpec;
       /** The recorded node, when the VM has been migrated away from it since. */
@@ -81,7 +83,7 @@ export interface Activities {
     userData?: string;
   }) => Promise<void>;
   /** `node`: where the workflow made the VM, asked before the cluster's resources (absent in inputs of earlier versions). */
-  migrateVm: (input: { vmid: number; target: string; node?: string }) => Promise<void>;
+  migrateVm: (input: { vmid: number; target: string; node?: string; instance?: string }) => Promise<void>;
 
   // Golden templates: built by buildTemplate, cloned by installs.
   templateRecipe: (input: { os: OsName; version: string; storage?: string }) => Promise<{ recipe: string; storage: string }>;
@@ -106,30 +108,33 @@ export interface Activities {
    * `node` (here and in the guest's activities below): where the workflow made the VM or
    * last moved it. The activity asks that node first and reads the cluster's resources only
    * when the VM is not there; without it (lifecycle operations, inputs of earlier versions),
-   * it reads them to find the VM.
+   * it reads them to find the VM. `instance` (here and below): the VM's SMBIOS uuid the
+   * command was issued for; the activity refuses (VmInstanceError) a VM at the VMID that is
+   * another one. Absent in inputs of earlier versions, and in an install's own steps.
    */
-  startVm: (input: { vmid: number; node?: string }) => Promise<void>;
-  rebootVm: (input: { vmid: number; node?: string }) => Promise<void>;
-  shutdownVm: (input: { vmid: number }) => Promise<void>;
-  stopVm: (input: { vmid: number }) => Promise<void>;
-  destroyVm: (input: { vmid: number }) => Promise<void>;
-  setCpu: (input: { vmid: number; cores: number }) => Promise<void>;
-  setMemory: (input: { vmid: number; memoryMb: number }) => Promise<void>;
-  diskSize: (input: { vmid: number; disk: string }) => Promise<number>;
-  growDisk: (input: { vmid: number; disk: string; sizeBytes: number }) => Promise<void>;
-  adoptVm: (input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string }) => Promise<void>;
+  startVm: (input: { vmid: number; node?: string; instance?: string }) => Promise<void>;
+  rebootVm: (input: { vmid: number; node?: string; instance?: string }) => Promise<void>;
+  shutdownVm: (input: { vmid: number; instance?: string }) => Promise<void>;
+  stopVm: (input: { vmid: number; instance?: string }) => Promise<void>;
+  destroyVm: (input: { vmid: number; instance?: string }) => Promise<void>;
+  setCpu: (input: { vmid: number; cores: number; instance?: string }) => Promise<void>;
+  setMemory: (input: { vmid: number; memoryMb: number; instance?: string }) => Promise<void>;
+  diskSize: (input: { vmid: number; disk: string; instance?: string }) => Promise<number>;
+  growDisk: (input: { vmid: number; disk: string; sizeBytes: number; instance?: string }) => Promise<void>;
+  adoptVm: (input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string; instance?: string }) => Promise<void>;
 
   // What only the product's own VMs go through: checked against the owner marker.
   /** `run`: only when the sealed markers name this run of `owner`. */
-  stopOwnedVm: (input: { vmid: number; owner: string; run?: string }) => Promise<boolean>;
-  destroyOwnedVm: (input: { vmid: number; owner: string; run?: string }) => Promise<boolean>;
+  stopOwnedVm: (input: { vmid: number; owner: string; run?: string; instance?: string }) => Promise<boolean>;
+  destroyOwnedVm: (input: { vmid: number; owner: string; run?: string; instance?: string }) => Promise<boolean>;
 
   // Inside the guest.
   /**
    * With `vmid`, only the host key the guest agent reports (or `hostKey`, pinned before) is
-   * accepted, and the key to pin is returned (see docs/security.md, guest SSH).
+   * accepted, and the key to pin is returned (see docs/security.md, guest SSH); with
+   * `pinnedOnly` (the waits after an install), never one trusted on first use.
    */
-  waitForSsh: (input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string }) => Promise<PinnedHostKey | undefined>;
+  waitForSsh: (input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string; pinnedOnly?: boolean }) => Promise<PinnedHostKey | undefined>;
   /**
    * net0's IPv4 address as the guest agent reports it; with `wait`, until it does
    * (SSH_WAIT_TIMEOUT), else one question whose `reason` says why there is no address.
@@ -143,7 +148,7 @@ export interface Activities {
   runInitScript: (input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string; phase?: InitScriptPhase }) => Promise<InitScriptRun>;
 
   // Rebuilds.
-  inspectRebuildTarget: (input: { vmid: number; spec?: InstallSpec }) => Promise<RebuildTarget>;
+  inspectRebuildTarget: (input: { vmid: number; spec?: InstallSpec; instance?: string }) => Promise<RebuildTarget>;
   keptCiPassword: (input: { vmid: number; node?: string }) => Promise<{ passwdHash?: string; passwd?: string }>;
   initRootPassword: () => Promise<{ rootPassword?: string }>;
   runningVmOperation: (input: { vmid: number }) => Promise<RunningOperation | undefined>;
@@ -153,6 +158,18 @@ export interface Activities {
   planReconcile: () => Promise<ReconcileItem[]>;
 }
 
+/**
+ * Activity names of earlier versions, registered by the worker as aliases of the current
+ * ones (activities/index.ts). Installs recorded before the rename scheduled these, so a
+ * replay of one, or a run started before the upgrade, schedules them again
+ * (workflows/install.ts, patch ACTIVITIES_NAMED_FOR_OPERATIONS).
+ */
+export interface RenamedActivities {
+  /** Now createVm: API mode runs no qm. */
+  qmCreate: Activities['createVm'];
+  /** Now servicePublicKey: the key is the service's, not a node's. */
+  mainNodeKey: Activities['servicePublicKey'];
+}
 
 /** A guest's SSH host key, as waitForSsh pinned it (a `.pub` line without comment). */
 export interface PinnedHostKey {

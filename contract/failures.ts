@@ -55,6 +55,10 @@ export const FAILURE_TYPES = {
   CpuLevelError: { retryable: false },
   NotOwnedError: { retryable: false, status: 409 },
   NotManagedError: { retryable: false, status: 409 },
+  // The VM at the VMID is another instance than the one the command was issued for (reused VMID).
+  VmInstanceError: { retryable: false, status: 409 },
+  // A command input issued too long ago, or for another workflow id: a replayed input.
+  StaleCommandError: { retryable: false, status: 409 },
   AlreadyManagedError: { retryable: false, status: 409 },
   VmDisabledError: { retryable: false, status: 400 },
   VmBusyError: { retryable: false, status: 409 },

@@ -393,7 +393,13 @@ const installInputSchema = z
   .object({ spec: installSpecSchema, secrets: installSecretsSchema, mainNode: field.node.optional() })
   .strict();
 
-const vmRef = z.object({ vmid: field.vmid });
+/** contract/workflows.ts IssuedCommand: optional here, so inputs of earlier versions replay; the workflow requires them on a new start. */
+const vmRef = z.object({
+  vmid: field.vmid,
+  instance: z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, "instance must be the VM's SMBIOS uuid").optional(),
+  issuedAt: z.number().int().positive().optional(),
+  issuedFor: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$/, 'issuedFor must be a workflow id').optional(),
+});
 export const workflowInputs = {
   vmRef: vmRef.strict(),
   guestRef: vmRef.extend({ ip: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, 'ip must be an IPv4 address').optional(), user: field.user }).strict(),

@@ -22,7 +22,24 @@ export interface InstallInput {
   mainNode?: string;
 }
 
-export interface VmRef {
+/**
+ * What binds a command on an existing VM to the moment and the VM it was issued for
+ * (docs/security.md, "Commands on an existing VM"). An input recorded in history can be
+ * started again as it is; these fields make that fail: the workflow refuses an input
+ * issued for another workflow id or longer ago than INPUT_LIFETIME_MS, and every activity
+ * that acts refuses a VM at the VMID that is another instance. Absent only in inputs
+ * recorded by earlier versions, which replay as they ran; a new start without them is refused.
+ */
+export interface IssuedCommand {
+  /** The VM's SMBIOS uuid (smbios1) when the API accepted the command. */
+  instance?: string;
+  /** When the API issued the command: milliseconds since the epoch. */
+  issuedAt?: number;
+  /** The workflow id the command was issued for (`vm-<vmid>`). */
+  issuedFor?: string;
+}
+
+export interface VmRef extends IssuedCommand {
   vmid: number;
 }
 
@@ -46,7 +63,7 @@ export interface VmOperationResult {
   sizeBytes?: number;
 }
 
-export interface RebuildInput {
+export interface RebuildInput extends IssuedCommand {
   vmid: number;
   /**
    * The spec to re-create the VM from. Absent: the one recorded in the VM's description

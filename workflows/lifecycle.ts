@@ -14,6 +14,7 @@ import { cleanup, guest, power, proxmox, transfer } from './activityOptions';
 import { Progress } from './progress';
 import { describeFailure } from './install';
 import { checkedWorkflowInput } from './checkInput';
+import { requireIssued } from './issuedCommand';
 
 /**
  * Short workflows for the operations on an existing VM. The API starts each one with the
@@ -30,10 +31,11 @@ const RELEASE_ADDRESS_ON_DESTROY = 'release-address-on-destroy';
 /** Starts a stopped VM and waits until its SSH answers. */
 export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
   checkedWorkflowInput(workflowInputs.guestRef, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM start', input.vmid, async (step) => {
-    await step(operationSteps.start, `starting VM ${input.vmid}`, () => proxmox.startVm({ vmid: input.vmid }));
+    await step(operationSteps.start, `starting VM ${input.vmid}`, () => proxmox.startVm({ vmid: input.vmid, ...instanceOf(input) }));
     const ip = await addressOf(step, input);
-    await step(operationSteps.waitForSsh, `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
+    await step(operationSteps.waitForSsh, `waiting for SSH on ${ip}`, () => guest.waitForSsh(pinnedWait(input, ip)));
     return { done: 'VM started successfully' };
   });
 }
@@ -41,12 +43,23 @@ export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
 /** Reboots a running VM and waits until its SSH answers again. */
 export async function vmReboot(input: GuestRef): Promise<VmOperationResult> {
   checkedWorkflowInput(workflowInputs.guestRef, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM reboot', input.vmid, async (step) => {
-    await step(operationSteps.reboot, `rebooting VM ${input.vmid}`, () => proxmox.rebootVm({ vmid: input.vmid }));
+    await step(operationSteps.reboot, `rebooting VM ${input.vmid}`, () => proxmox.rebootVm({ vmid: input.vmid, ...instanceOf(input) }));
     const ip = await addressOf(step, input);
-    await step(operationSteps.waitForSsh, `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
+    await step(operationSteps.waitForSsh, `waiting for SSH on ${ip}`, () => guest.waitForSsh(pinnedWait(input, ip)));
     return { done: 'VM rebooted successfully' };
   });
+}
+
+/**
+ * The wait for the VM's own SSH: only the host key its guest agent reports through Proxmox
+ * (the key the install pinned: the same guest made it on its first boot) is accepted, so
+ * another machine answering at the address fails the operation (HostKeyMismatchError)
+ * instead of passing for the VM.
+ */
+function pinnedWait(input: GuestRef, ip: string) {
+  return { ip, user: input.user, vmid: input.vmid, pinnedOnly: true };
 }
 
 /**
@@ -64,8 +77,9 @@ async function addressOf(step: Step, input: GuestRef): Promise<string> {
 /** ACPI shutdown: the guest powers off in its own time. */
 export async function vmShutdown(input: VmRef): Promise<VmOperationResult> {
   checkedWorkflowInput(workflowInputs.vmRef, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM shutdown', input.vmid, async (step) => {
-    await step(operationSteps.shutdown, `shutting down VM ${input.vmid}`, () => power.shutdownVm({ vmid: input.vmid }));
+    await step(operationSteps.shutdown, `shutting down VM ${input.vmid}`, () => power.shutdownVm({ vmid: input.vmid, ...instanceOf(input) }));
     return { done: 'VM shut down successfully' };
   });
 }
@@ -73,8 +87,9 @@ export async function vmShutdown(input: VmRef): Promise<VmOperationResult> {
 /** Hard stop, like pulling the plug. */
 export async function vmStop(input: VmRef): Promise<VmOperationResult> {
   checkedWorkflowInput(workflowInputs.vmRef, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM stop', input.vmid, async (step) => {
-    await step(operationSteps.stop, `stopping VM ${input.vmid}`, () => power.stopVm({ vmid: input.vmid }));
+    await step(operationSteps.stop, `stopping VM ${input.vmid}`, () => power.stopVm({ vmid: input.vmid, ...instanceOf(input) }));
     return { done: 'VM stopped successfully' };
   });
 }
@@ -82,8 +97,9 @@ export async function vmStop(input: VmRef): Promise<VmOperationResult> {
 /** `qm destroy --purge` of a stopped VM. */
 export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
   checkedWorkflowInput(workflowInputs.vmRef, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM destroy', input.vmid, async (step) => {
-    await step(operationSteps.destroy, `destroying VM ${input.vmid} and its disks`, () => proxmox.destroyVm({ vmid: input.vmid }));
+    await step(operationSteps.destroy, `destroying VM ${input.vmid} and its disks`, () => proxmox.destroyVm({ vmid: input.vmid, ...instanceOf(input) }));
     // Destroys recorded before address pools released nothing, and replay as they ran.
     if (patched(RELEASE_ADDRESS_ON_DESTROY)) {
       // Not a step of its own: without pools there is nothing to say.
@@ -96,17 +112,19 @@ export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
 
 export async function vmSetCpu(input: VmRef & { cores: number }): Promise<VmOperationResult> {
   checkedWorkflowInput(workflowInputs.setCpu, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM CPU', input.vmid, async (step) => {
-    await step(operationSteps.setCores, `setting ${input.cores} vCPU core(s)`, () => proxmox.setCpu({ vmid: input.vmid, cores: input.cores }));
+    await step(operationSteps.setCores, `setting ${input.cores} vCPU core(s)`, () => proxmox.setCpu({ vmid: input.vmid, cores: input.cores, ...instanceOf(input) }));
     return { done: `VM now has ${input.cores} vCPU core(s)` };
   });
 }
 
 export async function vmSetMemory(input: VmRef & { memoryMb: number }): Promise<VmOperationResult> {
   checkedWorkflowInput(workflowInputs.setMemory, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM memory', input.vmid, async (step) => {
     await step(operationSteps.setMemory, `setting ${input.memoryMb} MB of memory`, () =>
-      proxmox.setMemory({ vmid: input.vmid, memoryMb: input.memoryMb }),
+      proxmox.setMemory({ vmid: input.vmid, memoryMb: input.memoryMb, ...instanceOf(input) }),
     );
     return { done: `VM now has ${input.memoryMb} MB of memory` };
   });
@@ -118,8 +136,9 @@ export async function vmSetMemory(input: VmRef & { memoryMb: number }): Promise<
  */
 export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: number; maxDiskGb?: number }): Promise<VmOperationResult> {
   const { vmid, disk, incrementGb, maxDiskGb } = checkedWorkflowInput(workflowInputs.setDisk, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM disk', vmid, async (step) => {
-    const current = await step(operationSteps.readSize, `reading the size of ${disk}`, () => proxmox.diskSize({ vmid, disk }));
+    const current = await step(operationSteps.readSize, `reading the size of ${disk}`, () => proxmox.diskSize({ vmid, disk, ...instanceOf(input) }));
     const sizeBytes = current + incrementGb * GiB;
     if (maxDiskGb && sizeBytes > maxDiskGb * GiB) {
       throw failure(
@@ -128,7 +147,7 @@ export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: numb
       );
     }
     await step(operationSteps.resize, `growing ${disk} by ${incrementGb}G, from ${gib(current)} to ${gib(sizeBytes)}`, () =>
-      proxmox.growDisk({ vmid, disk, sizeBytes }),
+      proxmox.growDisk({ vmid, disk, sizeBytes, ...instanceOf(input) }),
     );
     return { done: `${disk} is now ${gib(sizeBytes)}`, sizeBytes };
   });
@@ -137,9 +156,10 @@ export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: numb
 /** Moves a stopped VM and its local disks to another node, streaming qm's output. */
 export async function vmMigrate(input: VmRef & { from: string; target: string }): Promise<VmOperationResult> {
   checkedWorkflowInput(workflowInputs.migrate, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM migration', input.vmid, async (step) => {
     await step(operationSteps.migrate, `migrating VM ${input.vmid} from ${input.from} to ${input.target}`, () =>
-      transfer.migrateVm({ vmid: input.vmid, target: input.target }),
+      transfer.migrateVm({ vmid: input.vmid, target: input.target, ...instanceOf(input) }),
     );
     return { done: `VM migrated to ${input.target} successfully`, node: input.target };
   });
@@ -152,15 +172,24 @@ export async function vmMigrate(input: VmRef & { from: string; target: string })
  */
 export async function vmAdopt(input: VmRef & { by?: string }): Promise<VmOperationResult> {
   checkedWorkflowInput(workflowInputs.adopt, input);
+  requireIssued(input, { instance: 'required' });
   return operation('VM adopt', input.vmid, async (step) => {
     const { workflowId, runId } = workflowInfo();
     const owner = adoptionOwner(input.vmid, runId);
     const at = new Date().toISOString();
     await step(operationSteps.adopt, `recording VM ${input.vmid} as managed by QemuRun`, () =>
-      proxmox.adoptVm({ vmid: input.vmid, owner, at, workflowId, runId, by: input.by }),
+      proxmox.adoptVm({ vmid: input.vmid, owner, at, workflowId, runId, by: input.by, ...instanceOf(input) }),
     );
     return { done: `VM adopted into the managed set (qemurun-owner=${owner})` };
   });
+}
+
+/**
+ * The instance an activity must find at the VMID, as a field only when the input names one:
+ * the activity inputs of runs recorded before stay as they were.
+ */
+function instanceOf(input: VmRef): { instance?: string } {
+  return input.instance !== undefined ? { instance: input.instance } : {};
 }
 
 type Step = <T>(name: StepDefinition, doing: string, fn: () => Promise<T>) => Promise<T>;

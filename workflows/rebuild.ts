@@ -30,6 +30,7 @@ import { cleanup, follow, proxmox } from './activityOptions';
 import { installVm } from './install';
 import { Progress } from './progress';
 import { checkedWorkflowInput } from './checkInput';
+import { requireIssued } from './issuedCommand';
 
 /**
  * Re-creates a VM QemuRun installed, from the spec recorded in its description: same
@@ -40,6 +41,9 @@ import { checkedWorkflowInput } from './checkInput';
  */
 export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
   checkedWorkflowInput(workflowInputs.rebuild, input);
+  // A schedule's rebuild names no instance (the VM is whatever its sealed markers say is
+  // QemuRun's), nor does one of a missing VM; the API's names the VM it checked.
+  requireIssued(input, { instance: 'optional' });
   const { vmid } = input;
   const progress = new Progress();
   const started = Date.now();
@@ -62,7 +66,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
   let stage: 'untouched' | 'destroying' | 'destroyed' = 'untouched';
   try {
     const target = await step(rebuildSteps.check.wire, `checking VM ${vmid}`, () =>
-      proxmox.inspectRebuildTarget({ vmid, spec: input.spec }),
+      proxmox.inspectRebuildTarget({ vmid, spec: input.spec, ...(input.instance !== undefined ? { instance: input.instance } : {}) }),
     );
     const { spec, mainNode } = target;
     const name = vmName(spec.name, vmid);
@@ -77,13 +81,14 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
     let replacedOwner: string | undefined;
     if (target.exists) {
       const { owner, ownerRun: run } = target;
+      const instance = target.instance !== undefined ? { instance: target.instance } : {};
       replacedOwner = owner;
       await step(rebuildSteps.stop.wire, `stopping VM ${vmid}`, async () => {
-        if (!(await proxmox.stopOwnedVm({ vmid, owner, run }))) progress.info(rebuildSteps.stop.wire, `VM ${vmid} was already stopped`);
+        if (!(await proxmox.stopOwnedVm({ vmid, owner, run, ...instance }))) progress.info(rebuildSteps.stop.wire, `VM ${vmid} was already stopped`);
       });
       stage = 'destroying';
       await step(rebuildSteps.destroy.wire, `destroying VM ${vmid} and its disks`, async () => {
-        if (!(await cleanup.destroyOwnedVm({ vmid, owner, run }))) progress.info(rebuildSteps.destroy.wire, `VM ${vmid} was already gone`);
+        if (!(await cleanup.destroyOwnedVm({ vmid, owner, run, ...instance }))) progress.info(rebuildSteps.destroy.wire, `VM ${vmid} was already gone`);
       });
       stage = 'destroyed';
     }

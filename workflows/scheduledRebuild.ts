@@ -46,7 +46,8 @@ export async function scheduledRebuild(input: RebuildInput): Promise<ScheduledRe
   try {
     child = await startChild(vmRebuild, {
       workflowId: rebuildId,
-      args: [input],
+      // Issued now, for the child's id: the schedule's own input is the same on every run.
+      args: [{ ...input, issuedAt: workflowInfo().startTime.getTime(), issuedFor: rebuildId }],
       parentClosePolicy: 'REQUEST_CANCEL',
       typedSearchAttributes: [
         { key: VM_OPERATION, value: 'rebuild' },

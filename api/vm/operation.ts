@@ -1,4 +1,4 @@
-import { type FailureType, progressQuery, VM_ID, VM_NODE, VM_OPERATION, vmWorkflowId, type Workflows, type WorkflowType } from '../../contract';
+import { type FailureType, type IssuedCommand, progressQuery, VM_ID, VM_NODE, VM_OPERATION, vmWorkflowId, type Workflows, type WorkflowType } from '../../contract';
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowHandle } from '@temporalio/client';
 import { HttpError } from '../errors';
 import type { Logger } from '../../lib/observability/log';
@@ -43,6 +43,11 @@ export type VmOperationOptions = VmOperation & {
   memo?: Record<string, string>;
   /** Where a workflow on the VM that this deployment cannot read is reported. */
   logger: Logger;
+  /**
+   * The VM's SMBIOS uuid as read when the command was accepted (lib/proxmox/vmInstance.ts);
+   * undefined only for a rebuild of a VM that does not exist.
+   */
+  instance: string | undefined;
 };
 
 /** How long a start waits for an operation that has finished its work but not yet closed. */
@@ -51,6 +56,7 @@ const FINISHING_WAIT_MS = 10_000;
 export async function startVmOperation(opts: VmOperationOptions): Promise<WorkflowHandle> {
   const { client, vmid } = opts;
   const workflowId = vmWorkflowId(vmid);
+  const args = issued(opts.args, { workflowId, instance: opts.instance });
   const install = await runningWorkflowOn(client, vmid, opts.logger);
   if (install) {
     throw new VmBusyError(`VM ${vmid} is busy: ${install.type} (workflow ${install.workflowId}) is running on it`, install.workflowId, install.type);
@@ -60,7 +66,7 @@ export async function startVmOperation(opts: VmOperationOptions): Promise<Workfl
       return await client.workflow.start(opts.workflow, {
         taskQueue: opts.taskQueue,
         workflowId,
-        args: opts.args,
+        args,
         workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'ALLOW_DUPLICATE',
         typedSearchAttributes: [
@@ -83,6 +89,18 @@ export async function startVmOperation(opts: VmOperationOptions): Promise<Workfl
       throw new VmBusyError(`VM ${vmid} is busy: ${holder.type} (workflow ${workflowId}) is running on it`, workflowId, holder.type);
     }
   }
+}
+
+/**
+ * The arguments with the command's issue (contract/workflows.ts IssuedCommand): the VM
+ * instance it is for, now, and the workflow id it is for, so that a copy of this input
+ * started later or under another id is refused by the workflow, and one that meets another
+ * VM at the VMID by the activity.
+ */
+function issued(args: VmOperation['args'], to: { workflowId: string; instance: string | undefined }): VmOperation['args'] {
+  const [input, ...rest] = args;
+  const stamp: IssuedCommand = { issuedAt: Date.now(), issuedFor: to.workflowId, ...(to.instance !== undefined ? { instance: to.instance } : {}) };
+  return [{ ...input, ...stamp }, ...rest] as VmOperation['args'];
 }
 
 async function describeHolder(client: Client, workflowId: string): Promise<{ type: string; closed: boolean; finishing: boolean }> {

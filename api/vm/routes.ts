@@ -199,6 +199,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams, logger 
       throw new HttpError(400, `VM ${vmid} is outside ADOPT_VMID_RANGE (${range.start}-${range.end}) and cannot be adopted`);
     }
     const vm = await vms.lookUp(vmid, { config: true });
+    vms.requireInstance(vm);
     const conf = vm.conf ?? {};
     if (conf.entries?.template === '1') throw new HttpError(409, `VM ${vmid} is a template: its clones depend on it, so it cannot be adopted`);
     if (conf.entries?.protection === '1') {

@@ -7,6 +7,7 @@ import { readDisabledVmids } from '../../lib/stateFiles';
 import { notManagedRefusal } from '../../lib/vm/markerSeal';
 import { vmAddress } from '../../lib/vm/address';
 import { vmIp } from '../../lib/network';
+import { vmInstanceOf } from '../../lib/proxmox/vmInstance';
 import { HttpError, workflowFailure } from '../errors';
 import { startVmOperation, type VmOperation } from './operation';
 
@@ -14,6 +15,8 @@ import { startVmOperation, type VmOperation } from './operation';
 export interface VmFacts {
   vmid: number;
   node: string;
+  /** Its SMBIOS uuid (lib/proxmox/vmInstance.ts), when its config was read and has one. */
+  instance?: string;
   /** `qm status` on its node: running, stopped, or a QMP state such as paused. */
   state: string;
   running: boolean;
@@ -75,7 +78,8 @@ export function vmService({ config, client, proxmox, logger }: VmServiceDeps) {
     };
     // Side by side: each is a command on the node, and the answer has a deadline.
     const [state, conf] = await Promise.all([readState(), opts.config ? notesOf(vm.node, vmid) : undefined]);
-    return { vmid, node: vm.node, state, running: state !== 'stopped', tags: vm.tags, conf };
+    const instance = conf ? vmInstanceOf({ entries: conf.entries ?? {} }) : undefined;
+    return { vmid, node: vm.node, ...(instance !== undefined ? { instance } : {}), state, running: state !== 'stopped', tags: vm.tags, conf };
   }
 
   /** The disabled list locks a VMID out of every mutating endpoint, whatever the body. */
@@ -91,15 +95,30 @@ export function vmService({ config, client, proxmox, logger }: VmServiceDeps) {
     if (refusal !== undefined) throw new HttpError(409, refusal, { type: 'NotManagedError' satisfies FailureType });
   }
 
+  /**
+   * Every command names the VM instance it is for (docs/security.md): a VM without an
+   * SMBIOS uuid cannot be told from a later VM at its VMID, so no command is issued for it.
+   */
+  function requireInstance(vm: VmFacts): void {
+    if (vm.instance !== undefined) return;
+    throw new HttpError(
+      409,
+      `VM ${vm.vmid} has no SMBIOS uuid (smbios1), so a command cannot be bound to it; give it one in Proxmox (qm set ${vm.vmid} --smbios1 uuid=$(uuidgen))`,
+      { type: 'VmInstanceError' satisfies FailureType },
+    );
+  }
+
   return {
     lookUp,
+    requireInstance,
     notesOf,
     refuseDisabled,
 
     /** The VM exists, is in the managed set, and is in the power state the operation needs. */
     async preconditions(vmid: number, needs: 'running' | 'stopped'): Promise<VmFacts> {
-      const vm = await lookUp(vmid, { config: !config.manageAllVms });
+      const vm = await lookUp(vmid, { config: true });
       refuseUnmanaged(vm);
+      requireInstance(vm);
       if (needs === 'stopped' && vm.running) throw new HttpError(400, 'VM is running', { state: vm.state });
       if (needs === 'running' && !vm.running) throw new HttpError(400, 'VM is not running', { state: vm.state });
       return vm;
@@ -128,6 +147,7 @@ export function vmService({ config, client, proxmox, logger }: VmServiceDeps) {
         taskQueue: config.temporal.taskQueue,
         vmid: vm.vmid,
         node: op.node ?? vm.node,
+        instance: vm.instance,
         logger,
       });
     },

@@ -5,6 +5,7 @@ import type { Config } from '../config';
 import type { ProxmoxCluster } from '../proxmox';
 import { readDisabledVmids, stateFiles } from '../stateFiles';
 import { diskTooBig } from './diskSpace';
+import { vmInstanceOf } from '../proxmox/vmInstance';
 import { markerSealFor, sealedSpec } from './markerSeal';
 import { describeUndecoded } from '../temporal/workflowDescription';
 
@@ -17,7 +18,7 @@ export interface RebuildCheckDeps {
 /** Why a VM may not be rebuilt: the API answers it with a status, the workflow fails with its type. */
 export class RebuildRefusal extends Error {
   constructor(
-    readonly type: Extract<FailureType, 'VmDisabledError' | 'VmNotFoundError' | 'NotOwnedError' | 'VmBusyError' | 'InvalidRequestError' | 'StorageError'>,
+    readonly type: Extract<FailureType, 'VmDisabledError' | 'VmNotFoundError' | 'VmInstanceError' | 'NotOwnedError' | 'VmBusyError' | 'InvalidRequestError' | 'StorageError'>,
     message: string,
   ) {
     super(message);
@@ -35,7 +36,7 @@ export class RebuildRefusal extends Error {
  */
 export async function inspectVmForRebuild(
   { config, proxmox, client }: RebuildCheckDeps,
-  input: { vmid: number; spec?: InstallSpec },
+  input: { vmid: number; spec?: InstallSpec; instance?: string },
 ): Promise<RebuildTarget> {
   const { vmid } = input;
   if (readDisabledVmids(config.dataDir).has(vmid)) {
@@ -43,6 +44,8 @@ export async function inspectVmForRebuild(
   }
   const found = await proxmox.locateGuest(vmid);
   if (!found) {
+    // The VM the rebuild was asked for is gone: what stands at the VMID later is no business of it.
+    if (input.instance !== undefined) throw new RebuildRefusal('VmInstanceError', `VM ${vmid} (SMBIOS uuid ${input.instance}), which this rebuild was asked for, no longer exists`);
     if (input.spec) return { exists: false, vmid, spec: { ...checkedSpec(input.spec, 'spec'), vmid }, mainNode: config.mainNode };
     throw new RebuildRefusal('VmNotFoundError', `VM ${vmid} does not exist`);
   }
@@ -50,6 +53,13 @@ export async function inspectVmForRebuild(
   const node = proxmox.requireNode(found.node);
   const conf = await node.config(vmid);
   const label = `VM ${vmid}${conf.name ? ` (${conf.name})` : ''}`;
+  const instance = vmInstanceOf(conf);
+  if (input.instance !== undefined && instance !== input.instance) {
+    throw new RebuildRefusal(
+      'VmInstanceError',
+      `${label} is not the VM this rebuild was asked for: its SMBIOS uuid is ${instance ?? 'unset'}, not ${input.instance} (the VMID was reused); refusing to rebuild it`,
+    );
+  }
   const markers = markerSealFor(config).check(conf.description, vmid);
   if (!markers.sealed) {
     const why = markers.owner === undefined ? 'its description has no qemurun-owner marker' : `its qemurun-owner marker is not trusted: ${markers.reason}`;
@@ -89,6 +99,7 @@ export async function inspectVmForRebuild(
     node: found.node,
     owner,
     ownerRun,
+    ...(instance !== undefined ? { instance } : {}),
     spec,
     ...(moved ? { movedFrom: recordedNode } : {}),
     status: await node.status(vmid),

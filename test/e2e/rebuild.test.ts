@@ -214,7 +214,8 @@ describe('refusals destroy nothing', () => {
     const handle = await h.service.client.workflow.start(vmRebuild, {
       taskQueue: h.config.temporal.taskQueue,
       workflowId: 'vm-150',
-      args: [{ vmid: 150 }],
+      // Issued as a scheduled run issues it: for its id, now, naming no instance.
+      args: [{ vmid: 150, issuedAt: Date.now(), issuedFor: 'vm-150' }],
     });
     const err = await handle.result().then(
       () => undefined,
@@ -328,7 +329,7 @@ describe('refusals destroy nothing', () => {
     }
     // The workflow's own check (a schedule's runs have no API in front of them) refuses it too.
     await withMarkers(sealedWith({ ...spec, diskGb: 99_999 }), async () => {
-      const handle = await h.service.client.workflow.start(vmRebuild, { taskQueue: h.config.temporal.taskQueue, workflowId: `vm-${VMID}`, args: [{ vmid: VMID }] });
+      const handle = await h.service.client.workflow.start(vmRebuild, { taskQueue: h.config.temporal.taskQueue, workflowId: `vm-${VMID}`, args: [{ vmid: VMID, issuedAt: Date.now(), issuedFor: `vm-${VMID}` }] });
       const err = await handle.result().then(() => undefined, (e: unknown) => e);
       expect((err as WorkflowFailedError).cause?.message).toMatch(/free space.*\(nothing was destroyed\)$/);
     });

@@ -1,6 +1,7 @@
 import { execa } from 'execa';
 import { WorkflowFailedError } from '@temporalio/client';
-import { adoptionOf, ownerOf, VM_OPERATION } from '../../contract';
+import { adoptionOf, type IssuedCommand, ownerOf, VM_OPERATION } from '../../contract';
+import { vmInstanceOf } from '../../lib/proxmox/vmInstance';
 import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
 import { vmDestroy, vmSetCpu, vmStart } from '../../workflows';
 import { markerSealFor } from '../../lib/vm/markerSeal';
@@ -38,6 +39,12 @@ async function mutatingSince(harness: Harness, n: number) {
 async function description(vmid: number): Promise<string | undefined> {
   const raw = await h.sandbox.readConfig(vmid);
   return raw === undefined ? undefined : parseVmConfig(raw).description;
+}
+
+/** A command's issue as the API writes it (contract IssuedCommand), for the VM at `vmid` now and `workflowId`. */
+async function issuedFor(vmid: number, workflowId: string): Promise<IssuedCommand> {
+  const instance = vmInstanceOf(parseVmConfig((await h.sandbox.readConfig(vmid))!));
+  return { issuedAt: Date.now(), issuedFor: workflowId, ...(instance !== undefined ? { instance } : {}) };
 }
 
 async function failureOf(p: Promise<unknown>): Promise<{ type?: string; message: string }> {
@@ -105,10 +112,12 @@ describe('a VM created by hand is outside the managed set', () => {
         args: args as Parameters<typeof vmSetCpu>,
         workflowIdReusePolicy: 'ALLOW_DUPLICATE',
       });
+    // Issued as the API would issue them, for this very VM: only the managed set stands in the way.
+    const issue = await issuedFor(150, 'vm-150-direct');
     for (const [workflow, args] of [
-      [vmSetCpu, [{ vmid: 150, cores: 7 }]],
-      [vmDestroy, [{ vmid: 150 }]],
-      [vmStart, [{ vmid: 150, ip: '127.0.0.150', user: 'debian' }]],
+      [vmSetCpu, [{ vmid: 150, cores: 7, ...issue }]],
+      [vmDestroy, [{ vmid: 150, ...issue }]],
+      [vmStart, [{ vmid: 150, ip: '127.0.0.150', user: 'debian', ...issue }]],
     ] as const) {
       const handle = await start(workflow, args as never);
       const failure = await failureOf(handle.result());
@@ -223,7 +232,7 @@ describe('an owner line written into a foreign VM\'s Notes (qm set --description
     const handle = await h.service.client.workflow.start(vmDestroy, {
       taskQueue: h.config.temporal.taskQueue,
       workflowId: 'vm-155-direct',
-      args: [{ vmid: 155 }],
+      args: [{ vmid: 155, ...(await issuedFor(155, 'vm-155-direct')) }],
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     });
     const failure = await failureOf(handle.result());

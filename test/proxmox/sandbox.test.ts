@@ -64,6 +64,18 @@ describe('qm create', () => {
     expect(keys).toEqual([...keys].sort());
   });
 
+  test('each created VM is its own instance: a new SMBIOS uuid and generation id; a given smbios1 is kept, vmgenid 1 means generate', async () => {
+    await qm('pve1', 'create', '207', ...CREATE);
+    await qm('pve1', 'create', '208', ...CREATE, '--smbios1', 'uuid=00000000-1111-2222-3333-444444444444', '--vmgenid', '1');
+    const [a, b, c] = await Promise.all([201, 207, 208].map(async (id) => (await t.cluster.readConfig(id))!));
+    const uuid = (conf: string) => /^smbios1: uuid=([0-9a-f-]{36})$/m.exec(conf)?.[1];
+    const genid = (conf: string) => /^vmgenid: ([0-9a-f-]{36})$/m.exec(conf)?.[1];
+    expect(uuid(a)).not.toBe(uuid(b));
+    expect(genid(a)).not.toBe(genid(b));
+    expect(uuid(c)).toBe('00000000-1111-2222-3333-444444444444');
+    expect(genid(c)).toMatch(/^[0-9a-f]{8}-/);
+  });
+
   test('parameter errors are schema errors with the usage line', async () => {
     const bad = await qm('pve1', 'create', '99', '--name', 'bad_name');
     expect(bad.exitCode).not.toBe(0);

@@ -123,6 +123,7 @@ test('an operation starts although a workflow on its VM has a memo we cannot dec
     node: 'pve1',
     operation: 'stop',
     summary: 'stop VM 120 on pve1',
+    instance: undefined,
   });
 
   expect(handle.workflowId).toBe('vm-120');

@@ -4,18 +4,19 @@ import * as lifecycle from '../../workflows/lifecycle';
 import { type Activities, progressQuery, type VmOperationResult, vmWorkflowId, WORKFLOW_TYPE_FIELD } from '../../contract';
 import { VmStateError } from '../../lib/proxmox/errors';
 import { FakeCluster } from './support/fakeCluster';
-import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
+import { describeWorkflows, FAKE_INSTANCE, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
+import { INPUT_LIFETIME_MS } from '../../workflows/issuedCommand';
 
 const GiB = 1024 ** 3;
 let t: WorkflowTestEnv;
 
-/** Runs one operation under the VM's own workflow id, as the API does. */
+/** Runs one operation under the VM's own workflow id, its input issued now, as the API does. */
 async function operate<I extends { vmid: number }>(cluster: FakeCluster, workflow: (input: I) => Promise<unknown>, input: I, acts?: Activities) {
   return t.withActivities(acts ?? cluster.activities(), async () => {
     const handle = await t.env.client.workflow.start(workflow.name, {
       workflowId: vmWorkflowId(input.vmid),
       taskQueue: t.taskQueue,
-      args: [input],
+      args: [await t.issue(input)],
     });
     const outcome = await handle.result().then(
       (result) => ({ result: result as VmOperationResult, err: undefined }),
@@ -101,8 +102,8 @@ describeWorkflows('VM operations (time-skipping server, fake activities)', () =>
     expect(err).toBeUndefined();
     expect(result?.sizeBytes).toBe(15 * GiB);
     expect(cluster.inputs('growDisk')).toEqual([
-      { vmid: 130, disk: 'scsi0', sizeBytes: 15 * GiB },
-      { vmid: 130, disk: 'scsi0', sizeBytes: 15 * GiB },
+      { vmid: 130, disk: 'scsi0', sizeBytes: 15 * GiB, instance: FAKE_INSTANCE },
+      { vmid: 130, disk: 'scsi0', sizeBytes: 15 * GiB, instance: FAKE_INSTANCE },
     ]);
   });
 
@@ -157,5 +158,69 @@ describeWorkflows('VM operations (time-skipping server, fake activities)', () =>
       expect(cause.message).toMatch(refused);
     }
     expect(cluster.sequence()).toEqual([]);
+  });
+
+  describe('a command input is good for its own workflow id, for a few minutes', () => {
+    /**
+     * A recorded input started as it is under `workflowId`: the failure of a run refused
+     * before its first step (like a malformed input, before it keeps progress), nothing called.
+     */
+    async function refused<I extends { vmid: number }>(cluster: FakeCluster, workflow: (input: I) => Promise<unknown>, input: I, workflowId = vmWorkflowId(input.vmid)) {
+      const err = await t.withActivities(cluster.activities(), async () => {
+        const handle = await t.env.client.workflow.start(workflow.name, { workflowId, taskQueue: t.taskQueue, args: [input] });
+        return handle.result().then(() => undefined, (e: unknown) => e);
+      });
+      expect(err).toBeInstanceOf(WorkflowFailedError);
+      const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+      expect(cause.nonRetryable).toBe(true);
+      expect(cluster.sequence()).toEqual([]);
+      return cause;
+    }
+
+    test('an input started again after INPUT_LIFETIME_MS is refused, nothing called', async () => {
+      const cluster = new FakeCluster();
+      cluster.add({ vmid: 130, owner: 'install-1', status: 'running' });
+      const recorded = await t.issue({ vmid: 130 });
+      await t.env.sleep(INPUT_LIFETIME_MS + 60_000);
+      const cause = await refused(cluster, lifecycle.vmStop, recorded);
+      expect(cause.type).toBe('StaleCommandError');
+      expect(cause.message).toMatch(/commands expire 5 minutes after the API issued them/);
+      expect(cluster.vms.get(130)?.status).toBe('running');
+    });
+
+    test('an input issued for vm-130 is refused under another workflow id (outside the per-VM lock)', async () => {
+      const cluster = new FakeCluster();
+      cluster.add({ vmid: 130, owner: 'install-1', status: 'stopped' });
+      const issued = await t.issue({ vmid: 130 });
+      const cause = await refused(cluster, lifecycle.vmDestroy, issued, `vm-130-${Date.now()}`);
+      expect(cause.type).toBe('StaleCommandError');
+      expect(cause.message).toMatch(/issued for workflow vm-130 under workflow vm-130-\d+/);
+      expect(cluster.vms.has(130)).toBe(true);
+    });
+
+    test('an input from before issues (no issuedAt, issuedFor, instance) is refused on a new start', async () => {
+      const cluster = new FakeCluster();
+      cluster.add({ vmid: 130, owner: 'install-1', status: 'stopped' });
+      const cause = await refused(cluster, lifecycle.vmDestroy, { vmid: 130 });
+      expect(cause.type).toBe('StaleCommandError');
+      const noInstance = await refused(cluster, lifecycle.vmSetCpu, { vmid: 130, cores: 2, issuedAt: await t.env.currentTimeMs(), issuedFor: 'vm-130' });
+      expect(noInstance.message).toMatch(/names no VM instance/);
+      expect(cluster.vms.has(130)).toBe(true);
+    });
+
+    test('an input issued far ahead of the run is refused like a stale one', async () => {
+      const cluster = new FakeCluster();
+      cluster.add({ vmid: 130, owner: 'install-1', status: 'running' });
+      const ahead = await t.issue({ vmid: 130 });
+      const cause = await refused(cluster, lifecycle.vmStop, { ...ahead, issuedAt: ahead.issuedAt! + INPUT_LIFETIME_MS + 60_000 });
+      expect(cause.type).toBe('StaleCommandError');
+    });
+
+    test('every activity of an operation is given the instance the command names', async () => {
+      const cluster = new FakeCluster();
+      cluster.add({ vmid: 130, owner: 'install-1', status: 'stopped' });
+      await operate(cluster, lifecycle.vmDestroy, { vmid: 130 });
+      expect(cluster.inputs('destroyVm')).toEqual([{ vmid: 130, instance: FAKE_INSTANCE }]);
+    });
   });
 });

@@ -26,7 +26,7 @@ function installedWeb(name?: string): FakeCluster {
 
 async function rebuild(acts: Activities, input: RebuildInput = { vmid: 120 }, during?: (handle: { cancel(): Promise<unknown> }) => Promise<void>) {
   return t.withActivities(acts, async () => {
-    const handle = await t.env.client.workflow.start(vmRebuild, { workflowId: vmWorkflowId(input.vmid), taskQueue: t.taskQueue, args: [input] });
+    const handle = await t.env.client.workflow.start(vmRebuild, { workflowId: vmWorkflowId(input.vmid), taskQueue: t.taskQueue, args: [await t.issue(input)] });
     await during?.(handle);
     const outcome = await handle.result().then(
       (result) => ({ result, err: undefined }),

@@ -61,7 +61,7 @@ describeWorkflows('scheduledRebuild (time-skipping server, fake activities)', ()
       const start = await t.env.client.workflow.start(vmStart, {
         workflowId: vmWorkflowId(120),
         taskQueue: t.taskQueue,
-        args: [{ vmid: 120, ip: '10.10.0.120', user: 'ubuntu' }],
+        args: [await t.issue({ vmid: 120, ip: '10.10.0.120', user: 'ubuntu' })],
       });
       await cluster.called('waitForSsh');
       try {

@@ -37,8 +37,8 @@ describeWorkflows('the worker\'s workflow cache (time-skipping server, fake acti
     await t?.teardown();
   });
 
-  const stop = (vmid: number) =>
-    t.env.client.workflow.start(lifecycle.vmStop, { workflowId: vmWorkflowId(vmid), taskQueue, args: [{ vmid }] });
+  const stop = async (vmid: number) =>
+    t.env.client.workflow.start(lifecycle.vmStop, { workflowId: vmWorkflowId(vmid), taskQueue, args: [await t.issue({ vmid })] });
 
   test('WORKER_MAX_CACHED_WORKFLOWS bounds the runs kept; an evicted run answers a query after its replay', async () => {
     const vmids = [141, 142, 143, 144, 145];

@@ -82,8 +82,10 @@ function createLocked(ctx: Ctx, vmid: number, params: Params, fail: (why: string
     const conf: VmConf = { props: {}, sections: '' };
     applyVmOptions(ctx, vmid, conf, params, allocated, usageLine(CREATE_DEF));
     conf.props.meta = `creation-qemu=${ctx.model.qemuVersion},ctime=${Math.floor(Date.now() / 1000)}`;
+    // qemu-server's create_vm: a uuid unless the caller gave smbios1; a generation id unless
+    // the caller gave one, `1` asking for a generated one too (the sandbox's VMs are x86_64).
     conf.props.smbios1 ??= `uuid=${randomUUID()}`;
-    conf.props.vmgenid ??= randomUUID();
+    if (conf.props.vmgenid === undefined || conf.props.vmgenid === '1') conf.props.vmgenid = randomUUID();
     if (!conf.props.boot) {
       const order = defaultBootOrder(conf);
       if (order) conf.props.boot = order;

@@ -134,17 +134,18 @@ export const historyScenarios: HistoryScenario[] = [
   },
   ...lifecycleCases.map(([workflow, input, status]): HistoryScenario => ({
     name: `${workflow.name}-completed`,
-    run: (t) => {
+    run: async (t) => {
       const cluster = new FakeCluster();
       cluster.add({ vmid: 130, owner: 'install-1', status });
-      return runToEnd(t, cluster.activities(), workflow, vmWorkflowId(130), [input]);
+      // Issued as the API issues it: a bare input is refused before its first step.
+      return runToEnd(t, cluster.activities(), workflow, vmWorkflowId(130), [await t.issue(input as { vmid: number })]);
     },
   })),
   {
     name: 'vmRebuild-completed',
-    run: (t) => {
+    run: async (t) => {
       const cluster = installedWeb();
-      return runToEnd(t, cluster.activities(relaying(t)), vmRebuild, vmWorkflowId(120), [{ vmid: 120 }]);
+      return runToEnd(t, cluster.activities(relaying(t)), vmRebuild, vmWorkflowId(120), [await t.issue({ vmid: 120 })]);
     },
   },
   {
@@ -166,7 +167,7 @@ export const historyScenarios: HistoryScenario[] = [
         },
       });
       return t.withActivities(acts, async () => {
-        const holder = await t.env.client.workflow.start(lifecycle.vmStart, { workflowId: vmWorkflowId(120), taskQueue: t.taskQueue, args: [{ vmid: 120, ip: '10.10.0.120', user: 'debian' }] });
+        const holder = await t.env.client.workflow.start(lifecycle.vmStart, { workflowId: vmWorkflowId(120), taskQueue: t.taskQueue, args: [await t.issue({ vmid: 120, ip: '10.10.0.120', user: 'debian' })] });
         await cluster.called('waitForSsh');
         try {
           return await runToEnd(t, acts, scheduledRebuild, 'rebuild-vm-120-2026-12-01T04:00:00Z', [{ vmid: 120 }]);
@@ -217,7 +218,7 @@ export const historyScenarios: HistoryScenario[] = [
   },
   {
     name: 'vmDestroy-release-address',
-    run: (t) => {
+    run: async (t) => {
       const cluster = new FakeCluster();
       cluster.add({ vmid: 130, owner: 'install-1', status: 'stopped' });
       const acts = cluster.activities({
@@ -225,7 +226,7 @@ export const historyScenarios: HistoryScenario[] = [
           return ['127.1.0.7'];
         },
       });
-      return runToEnd(t, acts, lifecycle.vmDestroy, vmWorkflowId(130), [{ vmid: 130 }]);
+      return runToEnd(t, acts, lifecycle.vmDestroy, vmWorkflowId(130), [await t.issue({ vmid: 130 })]);
     },
   },
   {

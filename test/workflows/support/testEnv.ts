@@ -3,7 +3,7 @@ import path from 'node:path';
 import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker, type LogLevel } from '@temporalio/worker';
-import { type Activities, ALL_SEARCH_ATTRIBUTES } from '../../../contract';
+import { type Activities, ALL_SEARCH_ATTRIBUTES, type IssuedCommand, vmWorkflowId } from '../../../contract';
 import { FakeCluster } from './fakeCluster';
 import { startTestServer } from './testServer';
 import { workerSinks } from '../../../worker/sinks';
@@ -41,8 +41,17 @@ export interface WorkflowTestEnv {
    * `fn` runs; the next call replaces them.
    */
   withActivities<T>(activities: Activities, fn: () => Promise<T>): Promise<T>;
+  /**
+   * A VM command's input as the API issues it (contract IssuedCommand): for `workflowId`
+   * (default `vm-<vmid>`), now on the test server's clock (which time skipping moves ahead
+   * of this process's), for the fake VM's instance.
+   */
+  issue<I extends { vmid: number }>(input: I, over?: IssuedCommand): Promise<I & IssuedCommand>;
   teardown(): Promise<void>;
 }
+
+/** The SMBIOS uuid the workflow tests' commands name (their fake activities do not read one). */
+export const FAKE_INSTANCE = '8d3c3f0e-5b0a-4c1e-9a51-6f1f2b2a1c30';
 
 /**
  * One server and one worker per test file (each takes a second or two to start); each
@@ -90,6 +99,9 @@ export async function startWorkflowTestEnv(): Promise<WorkflowTestEnv> {
     async withActivities(activities, fn) {
       current = activities;
       return fn();
+    },
+    async issue(input, over = {}) {
+      return { ...input, instance: FAKE_INSTANCE, issuedAt: await env.currentTimeMs(), issuedFor: vmWorkflowId(input.vmid), ...over };
     },
     async teardown() {
       worker.shutdown();

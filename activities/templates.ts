@@ -106,7 +106,9 @@ export function templateActivities(deps: TemplateDeps) {
         if (!(err instanceof VmidTakenError)) throw err;
         if (!(await isThisRunsVm(config, proxmox, vmid, input.owner, run))) throw failure('VmidTakenError', err.message);
       }
-      await node.setVmOptions(vmid, hardwareOptions(config, spec, input.cpuType, input.address));
+      // qm clone copies the template's `protection` (qemu-server clone_vm copies every option
+      // but a few): the install's VM is its owner's to destroy, not guarded as its template is.
+      await node.setVmOptions(vmid, { ...hardwareOptions(config, spec, input.cpuType, input.address), delete: 'protection' });
       return { ip, node: template.node };
     },
 

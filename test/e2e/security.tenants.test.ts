@@ -169,6 +169,13 @@ describe('VMs installed before tenants', () => {
   });
 });
 
+test("a schedule's own spec records the admin token's tenant, as an admin's install does", async () => {
+  const made = await as(ADMIN, 'POST', '/schedules', { id: 'tenants-spec', spec: { os: 'debian', version: '12', id: 230 }, cron: '0 3 * * *' });
+  expect(made.status).toBe(201);
+  expect((made.json as { schedule: { spec: InstallSpec } }).schedule.spec.tenant).toBe('root-admin');
+  expect((await as(ADMIN, 'DELETE', '/schedules/tenants-spec')).status).toBe(200);
+});
+
 describe('templates', () => {
   let template: number;
 

@@ -3,7 +3,7 @@
 #
 # The first stage compiles (npm run build: tsc to dist/ and the prebuilt workflow bundle)
 # and drops the build tools; the image ships only what runs: node_modules without
-# devDependencies, dist/, the OS init scripts. Node.js 24, the current LTS line.
+# devDependencies, dist/, the OS init scripts, the web console's files. Node.js 24, the current LTS line.
 
 FROM node:24-bookworm-slim AS build
 WORKDIR /src
@@ -23,6 +23,8 @@ COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY --from=build /src/init-scripts ./init-scripts
+# The web console: static files the API serves at / as they are (no build step).
+COPY --from=build /src/console ./console
 # The CLI, for `docker compose exec qemurun bin/qemurun.js list` (it runs dist/cli).
 COPY --from=build /src/bin ./bin
 # Two malloc arenas and a 4 MB young generation: what keeps the process small (docs/performance.md).

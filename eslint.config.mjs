@@ -124,6 +124,9 @@ export default tseslint.config(
           { regex: '^\\.\\./', message: 'contract/ imports only its own files: every other layer depends on it, not the other way.' },
         ],
       }],
+      // Method syntax in an interface is checked bivariantly: an activity implementation
+      // requiring a field the contract's input lacks would compile. Property syntax is not.
+      '@typescript-eslint/method-signature-style': ['error', 'property'],
     },
   },
   {

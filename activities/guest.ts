@@ -12,9 +12,8 @@ import { shellQuote } from '../lib/executor/quote';
 import { portAnswers } from '../lib/network';
 import { outputStream } from './output';
 import { keepAlive } from './keepAlive';
-import { checkedInput } from './checkInput';
 import { knownNode } from './managedSet';
-import { failure, field, isFailureOf, type InitScriptPhase, type InitScriptRun, type PinnedHostKey } from '../contract';
+import { failure, field, isFailureOf, type InitScriptPhase, type InitScriptRun, type PinnedHostKey, checkedInput } from '../contract';
 import type { ApplicationFailure } from '@temporalio/common';
 
 /** How often waitForSsh looks for a listening sshd; a refused connection costs nothing. */

@@ -2,8 +2,7 @@ import { Context, sleep } from '@temporalio/activity';
 import type { Config } from '../lib/config';
 import { onVmNode, type ProxmoxCluster } from '../lib/proxmox';
 import { agentAddress } from '../lib/vm/address';
-import { failure, field } from '../contract';
-import { checkedInput } from './checkInput';
+import { failure, field, checkedInput } from '../contract';
 import { knownNode } from './managedSet';
 
 export interface GuestAddressDeps {

@@ -3,7 +3,7 @@ import type { Config } from '../lib/config';
 import type { NodeExecutor } from '../lib/executor/types';
 import type { Metrics } from '../lib/observability/metrics';
 import type { ProxmoxCluster } from '../lib/proxmox';
-import type { Activities, RenamedActivities } from '../contract';
+import type { Activities } from '../contract';
 import { clusterActivities } from './cluster';
 import { imageActivities } from './images';
 import { vmActivities } from './vm';
@@ -44,9 +44,9 @@ export interface ActivityDeps {
  * dead worker is noticed in seconds) but relayProgress, whose own heartbeats carry its
  * resume point.
  */
-export function createActivities(deps: ActivityDeps): Activities & RenamedActivities {
+export function createActivities(deps: ActivityDeps): Activities {
   const { relayProgress, ...temporal } = temporalActivities(deps);
-  const activities: Activities = {
+  return {
     ...heartbeating({
       ...clusterActivities(deps),
       ...imageActivities(deps),
@@ -63,14 +63,5 @@ export function createActivities(deps: ActivityDeps): Activities & RenamedActivi
       ...templateActivities(deps),
     }),
     relayProgress,
-  };
-  return {
-    ...activities,
-    // The names of earlier versions, for installs started before the rename: their
-    // histories schedule these, and a retry of one of their attempts asks for them. They go
-    // once workflows/install.ts calls deprecatePatch for ACTIVITIES_NAMED_FOR_OPERATIONS,
-    // that is once no install started before this version is open.
-    qmCreate: activities.createVm,
-    mainNodeKey: activities.servicePublicKey,
   };
 }

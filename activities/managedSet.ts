@@ -1,9 +1,8 @@
 import type { Config } from '../lib/config';
 import { onVmNode, type ProxmoxCluster, type ProxmoxNode } from '../lib/proxmox';
 import type { VmConfig } from '../lib/proxmox/vmConfig';
-import { failure, field } from '../contract';
+import { failure, field, checkedInput } from '../contract';
 import { notManagedRefusal } from '../lib/vm/markerSeal';
-import { checkedInput } from './checkInput';
 
 /**
  * The managed set, enforced where the commands run: every activity that changes an

@@ -16,10 +16,10 @@ import {
   type TemplateChoice,
   type TemplateMarker,
   templateMarkerValue,
+  checkedInput,
 } from '../contract';
 import { markerSealFor } from '../lib/vm/markerSeal';
 import { readTemplates, templateIsFor, templateRecipe, unconvertedDisks } from '../lib/vm/templates';
-import { checkedInput } from './checkInput';
 import { cloudinitDriveKey, hardwareOptions, isThisRunsVm, newVmIdentity, sealedForRun } from './vm';
 import { withStorageSlot } from './storageSlots';
 

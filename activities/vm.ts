@@ -15,12 +15,12 @@ import {
   withoutMarkers,
   type PoolAddress,
   workflowInputs,
+  checkedInput,
 } from '../contract';
 import { markerSealFor } from '../lib/vm/markerSeal';
 import { readAdminKeys } from '../lib/stateFiles';
 import { portAnswers, vmIp } from '../lib/network';
 import { managedNodeOf, requireManaged } from './managedSet';
-import { checkedInput } from './checkInput';
 import { applyUserSnippet, removeUserSnippet } from './userSnippet';
 
 export interface VmDeps {

@@ -25,6 +25,10 @@ import type { Metrics } from '../lib/observability/metrics';
 import { createLogger, type Logger } from '../lib/observability/log';
 import { httpMetrics, metricsRoute } from './metrics';
 import { openApiRoute } from './openapi/route';
+import { whoamiRoutes } from './whoami';
+import { vmRunRoutes } from './vm/runs';
+import { installTimeRoutes } from './installTimes';
+import { consoleFiles } from './console';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import type { ProgressPushes } from '../lib/progressPushes';
 import { ProgressReaders, type ReaderTiming } from './progressReader';
@@ -112,11 +116,14 @@ export function createApp(deps: AppDeps): express.Express {
   api.get('/openapi.json', openApiRoute());
   // Everything after this needs a token when ANONYMOUS_ACCESS=none; a wrong token is 401 anywhere.
   api.use(readAccess(deps.config));
+  api.use(whoamiRoutes(deps.config));
   api.use(installRoutes({ ...deps, streams }));
   api.use(listRoutes(deps));
   api.use(addressPoolRoutes(deps));
   api.use(templateRoutes(deps));
   api.use(vmRoutes({ ...deps, streams, logger }));
+  api.use(vmRunRoutes(deps));
+  api.use(installTimeRoutes(deps));
   api.use(clusterRoutes(deps));
   api.use(rebuildRoutes({ ...deps, streams, logger }));
   api.use(scheduleRoutes(deps));
@@ -126,6 +133,8 @@ export function createApp(deps: AppDeps): express.Express {
   api.use('/vm/install/:workflowId', workflows);
   app.use('/api', api);
   app.use(initScriptRoutes());
+  // Last before the 404: only a request no route took costs a look in the console's folder.
+  app.use(consoleFiles());
 
   app.use(() => {
     throw new HttpError(404, 'not found');

@@ -113,6 +113,21 @@ export function requireRole(config: Config, role: Role): RequestHandler {
 }
 
 /**
+ * The most a caller may do here, as requireRole would judge it: the token's role (every
+ * role without tokens configured, `read` for a caller without one), and no more than
+ * `read` from an address outside ALLOW_IPS. What a page shows and offers follows it.
+ */
+export function effectiveRole(config: Config): (req: Request, res: Response) => { name: string | null; role: Role } {
+  const isAllowed = allowedIps(config.allowIps);
+  return (req, res) => {
+    const p = principalOf(req, res, config);
+    const name = typeof p === 'object' ? p.name : null;
+    const held: Role = config.apiTokens.length === 0 ? 'admin' : typeof p === 'object' ? p.role : 'read';
+    return { name, role: isAllowed(clientIp(req)) ? held : 'read' };
+  };
+}
+
+/**
  * Reads: with tokens configured, a wrong token is 401 everywhere, and with
  * ANONYMOUS_ACCESS=none a read without a token is 401 too. Changes have their own guard.
  */

@@ -3,12 +3,14 @@ import { Client, WorkflowNotFoundError, type WorkflowExecutionDescription } from
 import { lastEventId, openEventStream, streamProgress, type Streams } from './sse';
 import { limitsFor } from './limits';
 import { HttpError } from './errors';
-import { progressQuery, WORKFLOW_TYPES } from '../contract';
+import { progressQuery, VM_OS, WORKFLOW_TYPES } from '../contract';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/observability/log';
 import { EncryptionCodecError } from '../lib/temporal/codec';
 import { actorOf, holdsRole, requireRole } from './guard';
 import { STARTED_BY } from './startedBy';
+import { stepTimeline } from './stepTimeline';
+import { readAllEvents } from './installTimes';
 
 /** The workflow types the worker registers: nothing else in the namespace is this API's business. */
 const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
@@ -83,6 +85,16 @@ export function workflowRoutes(client: Client, config: Config, streams: Streams,
       result,
       error,
     });
+  });
+
+  // Where the time went: read from the workflow's own progress record when someone asks.
+  router.get('/steps', async (req: Request, res: Response) => {
+    const id = String(req.params.workflowId);
+    const d = await describeOwn(id);
+    if (!d) throw notFound(id);
+    const events = await readAllEvents(client.workflow.getHandle(id, d.runId));
+    const vmOs = d.typedSearchAttributes.get(VM_OS);
+    res.json({ success: true, workflowId: id, type: d.type, status: d.status.name, ...(vmOs ? { vmOs } : {}), steps: stepTimeline(events, d.status.name !== 'RUNNING') });
   });
 
   router.post('/cancel', requireRole(config, 'operate'), async (req: Request, res: Response) => {

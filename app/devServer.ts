@@ -19,7 +19,7 @@ export function embeddedDevServer(config: Config, run: RunRecords, logger: Logge
     dbFile: path.join(config.dataDir, 'temporal.db'),
     logFile: path.join(config.dataDir, 'temporal.log'),
     // The UI decodes the encrypted history through the API's codec endpoint.
-    codecEndpoint: `http://127.0.0.1:${config.port}/codec`,
+    codecEndpoint: codecEndpointFor(config.apiHost, config.port),
     supervise: true,
     onSpawn: (pid) => run.record('temporal-dev-server', 'Temporal dev server', pid),
     log: (line) => logger.warn({ component: 'temporal-dev-server' }, line),
@@ -40,4 +40,14 @@ function findTemporalCliOrUndefined(explicit: string) {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Where the browser showing the embedded UI reaches the API's codec endpoint: the address
+ * the API listens on, or loopback when it listens on every address (which includes loopback).
+ */
+export function codecEndpointFor(apiHost: string, port: number): string {
+  const everywhere = apiHost === '0.0.0.0' || apiHost === '::' || apiHost === '[::]';
+  const host = everywhere ? '127.0.0.1' : apiHost.includes(':') && !apiHost.startsWith('[') ? `[${apiHost}]` : apiHost;
+  return `http://${host}:${port}/codec`;
 }

@@ -40,18 +40,18 @@ export interface RunningOperation {
 
 export interface Activities {
   // Preparing an install: storage, CPU type, image, VMID, the service's SSH key.
-  checkStorage(input?: { diskGb?: number; storage?: string }): Promise<void>;
-  clusterCpuType(input: { os: OsName; version: string; refresh?: boolean }): Promise<string>;
-  downloadImage(input: { os: OsName; version: string }): Promise<{ path: string; sha: string; downloaded: boolean }>;
+  checkStorage: (input?: { diskGb?: number; storage?: string }) => Promise<void>;
+  clusterCpuType: (input: { os: OsName; version: string; refresh?: boolean }) => Promise<string>;
+  downloadImage: (input: { os: OsName; version: string }) => Promise<{ path: string; sha: string; downloaded: boolean }>;
   /** `os`/`version` let a worker that did not download the image fetch it itself. */
-  stageImage(input: { path: string; sha: string; os?: OsName; version?: string }): Promise<string>;
-  allocateVmid(input: { exclude: number[] }): Promise<number>;
+  stageImage: (input: { path: string; sha: string; os?: OsName; version?: string }) => Promise<string>;
+  allocateVmid: (input: { exclude: number[] }) => Promise<number>;
   /** A lease from an address pool (workflows/addressPool.ts), idempotent per owner. */
-  allocateAddress(input: { pool: string; owner: string; vmid?: number; address?: string }): Promise<PoolAddress>;
+  allocateAddress: (input: { pool: string; owner: string; vmid?: number; address?: string }) => Promise<PoolAddress>;
   /** Releases what an owner or a VMID holds in any pool; returns the addresses released. */
-  releaseAddress(input: { owner?: string; vmid?: number }): Promise<string[]>;
+  releaseAddress: (input: { owner?: string; vmid?: number }) => Promise<string[]>;
   /** The service's own public SSH key (SSH_KEY_PATH), which every VM it builds trusts. */
-  servicePublicKey(): Promise<string>;
+  servicePublicKey: () => Promise<string>;
 
   // Building the VM.
   /**
@@ -59,9 +59,9 @@ export interface Activities {
    * earlier versions). `ip`: its address, or `dhcp` for a spec asking for DHCP. `address`:
    * the VM's lease from an address pool; absent, its address is GATEWAY's /24 plus the VMID.
    */
-  createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string; address?: PoolAddress }): Promise<{ ip: string; node?: string }>;
-  importDisk(input: { vmid: number; imagePath: string; storage?: string }): Promise<string>;
-  configureVm(input: {
+  createVm: (input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string; address?: PoolAddress }) => Promise<{ ip: string; node?: string }>;
+  importDisk: (input: { vmid: number; imagePath: string; storage?: string }) => Promise<string>;
+  configureVm: (input: {
     vmid: number;
     /** The imported boot disk; absent: the VM has its boot disk already (a clone of a template). */
     volid?: string;
@@ -79,15 +79,15 @@ export interface Activities {
     passwdHash?: string;
     /** The request's cloud-init user-data (InstallSecrets.userData); absent: Proxmox generates the user-data. */
     userData?: string;
-  }): Promise<void>;
+  }) => Promise<void>;
   /** `node`: where the workflow made the VM, asked before the cluster's resources (absent in inputs of earlier versions). */
-  migrateVm(input: { vmid: number; target: string; node?: string }): Promise<void>;
+  migrateVm: (input: { vmid: number; target: string; node?: string }) => Promise<void>;
 
   // Golden templates: built by buildTemplate, cloned by installs.
-  templateRecipe(input: { os: OsName; version: string; storage?: string }): Promise<{ recipe: string; storage: string }>;
-  findTemplate(input: { os: OsName; version: string; storage?: string; diskGb: number }): Promise<TemplateChoice>;
+  templateRecipe: (input: { os: OsName; version: string; storage?: string }) => Promise<{ recipe: string; storage: string }>;
+  findTemplate: (input: { os: OsName; version: string; storage?: string; diskGb: number }) => Promise<TemplateChoice>;
   /** `qm clone` of `template` as the install's VM (`ip` and `node` as createVm's), in one of the storage's clone slots. */
-  cloneVm(input: {
+  cloneVm: (input: {
     template: { vmid: number; node: string; storage: string; linked: boolean };
     vmid: number;
     name: string;
@@ -95,11 +95,11 @@ export interface Activities {
     cpuType: string;
     owner: string;
     address?: PoolAddress;
-  }): Promise<{ ip: string; node: string }>;
+  }) => Promise<{ ip: string; node: string }>;
   /** Seals the template marker into the built VM's description, then `qm template`. */
-  convertToTemplate(input: { vmid: number; owner: string; spec: InstallSpec; marker: TemplateMarker }): Promise<void>;
+  convertToTemplate: (input: { vmid: number; owner: string; spec: InstallSpec; marker: TemplateMarker }) => Promise<void>;
   /** Removes this target's templates other than `keep`; those linked clones still use are kept. */
-  retireTemplates(input: { os: OsName; version: string; storage?: string; keep: number }): Promise<{ retired: number[]; kept: number[] }>;
+  retireTemplates: (input: { os: OsName; version: string; storage?: string; keep: number }) => Promise<{ retired: number[]; kept: number[] }>;
 
   // Power and lifecycle of an existing VM.
   /**
@@ -108,63 +108,51 @@ export interface Activities {
    * when the VM is not there; without it (lifecycle operations, inputs of earlier versions),
    * it reads them to find the VM.
    */
-  startVm(input: { vmid: number; node?: string }): Promise<void>;
-  rebootVm(input: { vmid: number; node?: string }): Promise<void>;
-  shutdownVm(input: { vmid: number }): Promise<void>;
-  stopVm(input: { vmid: number }): Promise<void>;
-  destroyVm(input: { vmid: number }): Promise<void>;
-  setCpu(input: { vmid: number; cores: number }): Promise<void>;
-  setMemory(input: { vmid: number; memoryMb: number }): Promise<void>;
-  diskSize(input: { vmid: number; disk: string }): Promise<number>;
-  growDisk(input: { vmid: number; disk: string; sizeBytes: number }): Promise<void>;
-  adoptVm(input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string }): Promise<void>;
+  startVm: (input: { vmid: number; node?: string }) => Promise<void>;
+  rebootVm: (input: { vmid: number; node?: string }) => Promise<void>;
+  shutdownVm: (input: { vmid: number }) => Promise<void>;
+  stopVm: (input: { vmid: number }) => Promise<void>;
+  destroyVm: (input: { vmid: number }) => Promise<void>;
+  setCpu: (input: { vmid: number; cores: number }) => Promise<void>;
+  setMemory: (input: { vmid: number; memoryMb: number }) => Promise<void>;
+  diskSize: (input: { vmid: number; disk: string }) => Promise<number>;
+  growDisk: (input: { vmid: number; disk: string; sizeBytes: number }) => Promise<void>;
+  adoptVm: (input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string }) => Promise<void>;
 
   // What only the product's own VMs go through: checked against the owner marker.
   /** `run`: only when the sealed markers name this run of `owner`. */
-  stopOwnedVm(input: { vmid: number; owner: string; run?: string }): Promise<boolean>;
-  destroyOwnedVm(input: { vmid: number; owner: string; run?: string }): Promise<boolean>;
+  stopOwnedVm: (input: { vmid: number; owner: string; run?: string }) => Promise<boolean>;
+  destroyOwnedVm: (input: { vmid: number; owner: string; run?: string }) => Promise<boolean>;
 
   // Inside the guest.
   /**
    * With `vmid`, only the host key the guest agent reports (or `hostKey`, pinned before) is
    * accepted, and the key to pin is returned (see docs/security.md, guest SSH).
    */
-  waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string }): Promise<PinnedHostKey | undefined>;
+  waitForSsh: (input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string }) => Promise<PinnedHostKey | undefined>;
   /**
    * net0's IPv4 address as the guest agent reports it; with `wait`, until it does
    * (SSH_WAIT_TIMEOUT), else one question whose `reason` says why there is no address.
    */
-  readGuestAddress(input: { vmid: number; wait?: boolean; node?: string }): Promise<{ ip?: string; reason?: string }>;
-  waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void>;
+  readGuestAddress: (input: { vmid: number; wait?: boolean; node?: string }) => Promise<{ ip?: string; reason?: string }>;
+  waitForCloudInit: (input: { ip: string; user: string; hostKey?: string; vmid?: number }) => Promise<void>;
   /**
    * Without `phase`, the full run (a VM built from an image); see InitScriptPhase. A full
    * run also asks the guest whether it must reboot (`reboot`); a phase run does not.
    */
-  runInitScript(input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string; phase?: InitScriptPhase }): Promise<InitScriptRun>;
+  runInitScript: (input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string; phase?: InitScriptPhase }) => Promise<InitScriptRun>;
 
   // Rebuilds.
-  inspectRebuildTarget(input: { vmid: number; spec?: InstallSpec }): Promise<RebuildTarget>;
-  keptCiPassword(input: { vmid: number; node?: string }): Promise<{ passwdHash?: string; passwd?: string }>;
-  initRootPassword(): Promise<{ rootPassword?: string }>;
-  runningVmOperation(input: { vmid: number }): Promise<RunningOperation | undefined>;
-  relayProgress(input: { workflowId: string; runId?: string }): Promise<number>;
+  inspectRebuildTarget: (input: { vmid: number; spec?: InstallSpec }) => Promise<RebuildTarget>;
+  keptCiPassword: (input: { vmid: number; node?: string }) => Promise<{ passwdHash?: string; passwd?: string }>;
+  initRootPassword: () => Promise<{ rootPassword?: string }>;
+  runningVmOperation: (input: { vmid: number }) => Promise<RunningOperation | undefined>;
+  relayProgress: (input: { workflowId: string; runId?: string }) => Promise<number>;
 
   // The reconciler: every VM with its verdict (it only reads; removal is destroyOwnedVm).
-  planReconcile(): Promise<ReconcileItem[]>;
+  planReconcile: () => Promise<ReconcileItem[]>;
 }
 
-/**
- * Activity names of earlier versions, registered by the worker as aliases of the current
- * ones (activities/index.ts). Installs recorded before the rename scheduled these, so a
- * replay of one, or a run started before the upgrade, schedules them again
- * (workflows/install.ts, patch ACTIVITIES_NAMED_FOR_OPERATIONS).
- */
-export interface RenamedActivities {
-  /** Now createVm: API mode runs no qm. */
-  qmCreate: Activities['createVm'];
-  /** Now servicePublicKey: the key is the service's, not a node's. */
-  mainNodeKey: Activities['servicePublicKey'];
-}
 
 /** A guest's SSH host key, as waitForSsh pinned it (a `.pub` line without comment). */
 export interface PinnedHostKey {

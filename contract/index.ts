@@ -21,3 +21,4 @@ export * from './addressPools';
 export * from './addressRanges';
 export * from './storageSlots';
 export * from './templates';
+export * from './steps';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { failure } from './failures';
 import { isOpenSshPublicKey, keyLines } from './openSshKey';
 import { INIT_SCRIPT_PHASES, type InstallSpec, OS_VERSIONS, type OsName } from './types';
 
@@ -425,4 +426,18 @@ export function checkInput<T>(schema: InputSchema<T>, input: unknown, what: stri
 
 export class InvalidInputError extends Error {
   override readonly name = 'InvalidInputError';
+}
+
+/**
+ * A workflow's or an activity's own input, checked with the API's rules before it reaches
+ * a command (`what`: the workflow or activity type). Input that breaks them did not come
+ * through the API, so it fails for good as InvalidRequestError: a retry would not fix it.
+ */
+export function checkedInput<T>(schema: InputSchema<T>, input: unknown, what: string): T {
+  try {
+    return checkInput(schema, input, what);
+  } catch (err) {
+    if (err instanceof InvalidInputError) throw failure('InvalidRequestError', err.message);
+    throw err;
+  }
 }

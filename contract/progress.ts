@@ -35,8 +35,8 @@ export interface OutputBatch {
  * ran, before Temporal has accepted it: the query stays the record (see api/progressReader.ts).
  */
 export type ProgressSink = {
-  recorded(event: ProgressEvent): void;
-  ended(state: RunState, lastSeq: number): void;
+  recorded: (event: ProgressEvent) => void;
+  ended: (state: RunState, lastSeq: number) => void;
 };
 
 /** Events of a child workflow (the install) copied into the rebuild's own progress. */

@@ -154,10 +154,10 @@ export interface InstallResult {
  * interfaces: a sink must be assignable to the SDK's Record of functions.)
  */
 export type InstallMetricsSink = {
-  installStarted(os: string): void;
-  installFinished(os: string, outcome: 'completed' | 'failed' | 'cancelled', seconds: number, failedStep?: string): void;
+  installStarted: (os: string) => void;
+  installFinished: (os: string, outcome: 'completed' | 'failed' | 'cancelled', seconds: number, failedStep?: string) => void;
   /** A VMID another install (or a VM made by hand) took between its allocation and `qm create`. */
-  vmidTaken(): void;
+  vmidTaken: () => void;
 };
 
 export type QemuRunSinks = { metrics: InstallMetricsSink; progress: ProgressSink };

@@ -59,5 +59,6 @@ export function writeCachedCpuType(dataDir: string, cpuType: string, nodes?: str
   const file = stateFiles(dataDir).cpuType;
   const nodeLine = nodes ? `nodes=${[...nodes].sort().join(',')}\n` : '';
   // Two workers detecting the baseline at once each write their own temporary file.
-  writeFileAtomic(file, `${cpuType}\n${nodeLine}`);
+  // Private like every file in DATA_DIR, whatever the directory's own mode.
+  writeFileAtomic(file, `${cpuType}\n${nodeLine}`, 0o600);
 }

@@ -1,5 +1,5 @@
 import { type ActivityOptions, proxyActivities, RetryPolicy } from '@temporalio/workflow';
-import { type Activities, NON_RETRYABLE_ERRORS, type RenamedActivities } from '../contract';
+import { type Activities, NON_RETRYABLE_ERRORS } from '../contract';
 
 /**
  * Activity options by nature, shared by every workflow: one retry policy whose
@@ -23,9 +23,6 @@ const quickProxmox: ActivityOptions = {
   retry: { ...retry, maximumAttempts: 8 },
 };
 export const proxmox = proxyActivities<Activities>(quickProxmox);
-
-/** The same calls under their names of earlier versions, for runs that recorded them (RenamedActivities). */
-export const proxmoxRenamed = proxyActivities<RenamedActivities>(quickProxmox);
 
 /** Long transfers (download, import, migrate) that heartbeat, so a dead worker is noticed. */
 export const transfer = proxyActivities<Activities>({

@@ -1,15 +1,7 @@
 import { workflowInfo } from '@temporalio/workflow';
-import { checkInput, failure, type InputSchema, InvalidInputError } from '../contract';
+import { checkedInput, type InputSchema } from '../contract';
 
-/**
- * A workflow's own input, checked with the API's rules before any step runs. Input that
- * breaks them did not come through the API: the workflow fails at once, retrying nothing.
- */
-export function checkedInput<T>(schema: InputSchema<T>, input: unknown): T {
-  try {
-    return checkInput(schema, input, workflowInfo().workflowType);
-  } catch (err) {
-    if (err instanceof InvalidInputError) throw failure('InvalidRequestError', err.message);
-    throw err;
-  }
+/** A workflow's own input, checked as contract/inputs.ts's checkedInput checks every input, under the workflow's type. */
+export function checkedWorkflowInput<T>(schema: InputSchema<T>, input: unknown): T {
+  return checkedInput(schema, input, workflowInfo().workflowType);
 }

@@ -11,47 +11,25 @@ import {
   type TemplateChoice,
   vmSearchAttributes,
   workflowInputs,
+  installSteps,
 } from '../contract';
-import { patched, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
+import { deprecatePatch, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
 import { Progress } from './progress';
-import { checkedInput } from './checkInput';
-import { cleanup, guest, proxmox, proxmoxRenamed, transfer } from './activityOptions';
+import { checkedWorkflowInput } from './checkInput';
+import { cleanup, guest, proxmox, transfer } from './activityOptions';
 import { makeWithFreeVmid } from './freeVmid';
 import { failWithCleanup } from './compensations';
 
 /**
- * The patch that renamed two activities after what they do: qmCreate (API mode runs no
- * qm) is createVm, mainNodeKey (the key is the service's) is servicePublicKey. Installs
- * that started before it scheduled the old names, so replaying one, or carrying one on
- * after an upgrade, must schedule them again; the worker still registers them as aliases
- * (activities/index.ts). Once no install started before this version is open, this
- * becomes deprecatePatch and the aliases go; a release later the patch call goes too.
- */
-const ACTIVITIES_NAMED_FOR_OPERATIONS = 'activities-named-for-operations';
-
-/**
- * The patch that waits for cloud-init to finish before the init script (waitForCloudInit).
- * Installs that started before it went straight to the script.
- */
-const WAIT_FOR_CLOUD_INIT = 'wait-for-cloud-init';
-
-/**
- * The patch that reads the VM's address from its guest agent (readGuestAddress): a DHCP
- * install learns its address so after start, a static one compares after SSH answers.
- * Installs that started before it read nothing.
- */
-const GUEST_ADDRESS = 'guest-address';
-
-/**
- * The patch that clones the OS version's golden template when there is a current one:
- * installs that started before it built every VM from the image.
+ * Patches being retired (docs/versioning.md): every install still open started with these
+ * changes in, so their old branches are gone. A run in flight holds their markers, which
+ * the deprecatePatch calls below answer, each where its patched() call stood; a release
+ * after this one they go too.
  */
 const INSTALL_FROM_TEMPLATE = 'install-from-template';
-
-/**
- * The patch that reboots an image install only when the guest says it must, or when the
- * spec says `reboot: "always"`. Installs that started before it always rebooted.
- */
+const ACTIVITIES_NAMED_FOR_OPERATIONS = 'activities-named-for-operations';
+const GUEST_ADDRESS = 'guest-address';
+const WAIT_FOR_CLOUD_INIT = 'wait-for-cloud-init';
 const REBOOT_WHEN_REQUIRED = 'reboot-when-required';
 
 type Template = Extract<TemplateChoice, { vmid: number }>;
@@ -61,7 +39,7 @@ const { metrics } = proxySinks<QemuRunSinks>();
 /** Creates a VM from an official cloud image and initialises it, step by step. */
 export async function installVm(input: InstallInput): Promise<InstallResult> {
   // `mainNode` is in the inputs of earlier versions only: see createdOn below.
-  const { spec, secrets, mainNode: recordedMainNode } = checkedInput(workflowInputs.install, input) as InstallInput;
+  const { spec, secrets, mainNode: recordedMainNode } = checkedWorkflowInput(workflowInputs.install, input) as InstallInput;
   const progress = new Progress();
   const started = Date.now();
   const { workflowId: owner, runId } = workflowInfo();
@@ -71,33 +49,34 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   const os = `${spec.os}-${spec.version}`;
   metrics.installStarted(os);
 
-  progress.emit('preparation > workflow', 'info', `[*] workflow id: ${owner}`);
+  progress.emit(installSteps.workflow.wire, 'info', `[*] workflow id: ${owner}`);
   upsertSearchAttributes(vmSearchAttributes('install', spec));
 
   // The install's storage, named only when given: a spec without one asks what it asked before.
   const onStorage = spec.storage !== undefined ? { storage: spec.storage } : {};
   try {
-    await step('preparation > storage', 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb, ...onStorage }));
-    const cpuType = await step('preparation > CPU baseline', 'detecting cluster CPU baseline', () =>
+    await step(installSteps.storage.wire, 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb, ...onStorage }));
+    const cpuType = await step(installSteps.cpuBaseline.wire, 'detecting cluster CPU baseline', () =>
       proxmox.clusterCpuType({ os: spec.os, version: spec.version }),
     );
     // The fast path: a clone of the current template skips the image and the slow part of the init script.
-    const template = patched(INSTALL_FROM_TEMPLATE) ? await chooseTemplate() : undefined;
+    deprecatePatch(INSTALL_FROM_TEMPLATE);
+    const template = await chooseTemplate();
     let imagePath: string | undefined;
     if (!template) {
-      const image = await step('OS preparation > download', `fetching ${spec.os} ${spec.version} cloud image`, () =>
+      const image = await step(installSteps.download.wire, `fetching ${spec.os} ${spec.version} cloud image`, () =>
         transfer.downloadImage({ os: spec.os, version: spec.version }),
       );
-      imagePath = await step('OS preparation > stage image', 'placing the image on the main node', () =>
+      imagePath = await step(installSteps.stageImage.wire, 'placing the image on the main node', () =>
         transfer.stageImage({ path: image.path, sha: image.sha, os: spec.os, version: spec.version }),
       );
     }
-    // The step keeps the name clients of the seed know.
-    const serviceKey = await step('SSH preparation > main node key', 'reading the main node SSH key', () =>
-      patched(ACTIVITIES_NAMED_FOR_OPERATIONS) ? proxmox.servicePublicKey() : proxmoxRenamed.mainNodeKey(),
-    );
+    const serviceKey = await step(installSteps.serviceKey.wire, 'reading the main node SSH key', () => {
+      deprecatePatch(ACTIVITIES_NAMED_FOR_OPERATIONS);
+      return proxmox.servicePublicKey();
+    });
 
-    const creation = template ? 'VM creation > qm clone' : 'VM creation > qm create';
+    const creation = template ? installSteps.cloneVm.wire : installSteps.createVm.wire;
     const vm = await step(creation, template ? `cloning template ${template.name}` : 'creating VM', () => makeVm(creation, cpuType, template));
     if (vm.address) progress.info(creation, `address ${vm.ip} leased from address pool ${vm.address.pool}`);
     // Where the VM runs (after the migrate step, when the spec names another node): the
@@ -112,8 +91,8 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const volid =
       imagePath === undefined
         ? undefined
-        : await step('VM creation > import disk', 'importing the cloud image as a disk', () => transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }));
-    await step('VM initialization > cloud-init', 'configuring cloud-init, disks and network', () =>
+        : await step(installSteps.importDisk.wire, 'importing the cloud image as a disk', () => transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }));
+    await step(installSteps.configure.wire, 'configuring cloud-init, disks and network', () =>
       proxmox.configureVm({
         vmid: vm.vmid,
         ...(volid !== undefined ? { volid } : {}),
@@ -128,23 +107,23 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       }),
     );
     if (node !== vm.node) {
-      await step('VM initialization > migrate', `migrating to node ${node}`, () =>
+      await step(installSteps.migrate.wire, `migrating to node ${node}`, () =>
         transfer.migrateVm({ vmid: vm.vmid, target: node, node: vm.node }),
       );
     }
-    await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid, node }));
-    const readsAddress = patched(GUEST_ADDRESS);
+    await step(installSteps.start.wire, 'starting VM', () => proxmox.startVm({ vmid: vm.vmid, node }));
+    deprecatePatch(GUEST_ADDRESS);
     let ip = vm.ip;
-    if (readsAddress && dhcp) {
-      const read = await step('VM initialization > guest address', 'reading the address from the guest agent', () =>
+    if (dhcp) {
+      const read = await step(installSteps.guestAddress.wire, 'reading the address from the guest agent', () =>
         guest.readGuestAddress({ vmid: vm.vmid, wait: true, node }),
       );
       if (!read.ip) throw failure('GuestAddressError', `VM ${vm.vmid}'s guest agent reported no address: ${read.reason ?? 'no answer'}`);
       ip = read.ip;
       progress.vm = { vmid: vm.vmid, ip };
-      progress.info('VM initialization > guest address', `address ${ip} (from the guest agent)`);
+      progress.info(installSteps.guestAddress.wire, `address ${ip} (from the guest agent)`);
     }
-    const pinned = await step('VM initialization > wait for SSH', `waiting for SSH on ${ip}`, () =>
+    const pinned = await step(installSteps.waitForSsh.wire, `waiting for SSH on ${ip}`, () =>
       // The account cloud-init made: with a custom user, the OS's own account exists only
       // once the init script has made it. The VMID lets the activity learn the guest's
       // host key from its agent; that key is pinned for every later connection.
@@ -152,17 +131,18 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     );
     // Undefined in histories from before host keys were pinned.
     const hostKey = pinned?.hostKey;
-    if (pinned) progress.info('VM initialization > wait for SSH', `host key ${pinned.fingerprint} (${pinned.source === 'guest agent' ? 'reported by the guest agent' : 'trusted on first use: the guest agent did not answer'})`);
-    if (readsAddress && !dhcp) {
+    if (pinned) progress.info(installSteps.waitForSsh.wire, `host key ${pinned.fingerprint} (${pinned.source === 'guest agent' ? 'reported by the guest agent' : 'trusted on first use: the guest agent did not answer'})`);
+    if (!dhcp) {
       // One question, answered or not: a static install never fails because the agent is silent.
       const read = await guest.readGuestAddress({ vmid: vm.vmid, node });
       progress.info(
-        'VM initialization > wait for SSH',
+        installSteps.waitForSsh.wire,
         read.ip === undefined ? `the guest agent reports no address (${read.reason ?? 'no answer'})` : read.ip === ip ? `the guest agent reports ${read.ip}, as configured` : `the guest agent reports ${read.ip}, not the configured ${ip}`,
       );
     }
-    const ran = await step('VM initialization > init script', `running the ${spec.os} ${spec.version} init script`, async () => {
-      if (patched(WAIT_FOR_CLOUD_INIT)) await guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
+    const ran = await step(installSteps.initScript.wire, `running the ${spec.os} ${spec.version} init script`, async () => {
+      deprecatePatch(WAIT_FOR_CLOUD_INIT);
+      await guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
       return await guest.runInitScript({
         ip,
         user: spec.user,
@@ -177,15 +157,15 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     });
     // A clone's kernel and packages are the template's, already booted once: nothing asks for a reboot.
     if (!template && rebootAfterInitScript(ran?.reboot)) {
-      await step('VM initialization > reboot', 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid, node }));
-      await step('VM initialization > wait for SSH', `waiting for SSH on ${ip} after reboot`, () =>
+      await step(installSteps.reboot.wire, 'rebooting VM', () => proxmox.rebootVm({ vmid: vm.vmid, node }));
+      await step(installSteps.waitForSsh.wire, `waiting for SSH on ${ip} after reboot`, () =>
         guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, hostKey, node }),
       );
     }
 
     const elapsedSec = (Date.now() - started) / 1000;
     metrics.installFinished(os, 'completed', elapsedSec);
-    progress.finished('VM initialization > finalizing', `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, ip, user: spec.user });
+    progress.finished(installSteps.finalizing.wire, `VM installation completed in ${elapsedSec.toFixed(2)}s`, { ...vm, ip, user: spec.user });
     return { vmid: vm.vmid, ip, user: spec.user, node, name: vm.name, elapsedSec };
   } catch (err) {
     const { state, failedStep } = await failWithCleanup(err, progress, compensations, 'install cancelled');
@@ -199,8 +179,8 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
    * nothing, and the install reboots as it always did.
    */
   function rebootAfterInitScript(need: RebootNeed | undefined): boolean {
-    if (!patched(REBOOT_WHEN_REQUIRED)) return true;
-    const at = 'VM initialization > reboot';
+    deprecatePatch(REBOOT_WHEN_REQUIRED);
+    const at = installSteps.reboot.wire;
     if (spec.reboot === 'always') progress.info(at, 'rebooting, as asked (reboot "always")');
     else if (need === undefined) progress.info(at, 'rebooting: the worker did not ask the guest whether it must');
     else progress.info(at, need.required ? `rebooting: ${need.why}` : `no reboot needed: ${need.why}`);
@@ -213,7 +193,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
    * asked for the fast path and should know it did not run.
    */
   async function chooseTemplate(): Promise<Template | undefined> {
-    const at = 'preparation > template';
+    const at = installSteps.template.wire;
     if (spec.source === 'image') {
       progress.info(at, 'building from the cloud image, as asked (source "image")');
       return undefined;
@@ -244,7 +224,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       make: (id, vmName, lease) => {
         const create = { vmid: id, name: vmName, spec, cpuType, owner, ...(lease ? { address: lease } : {}) };
         if (template) return proxmox.cloneVm({ ...create, template: { vmid: template.vmid, node: template.node, storage: template.storage, linked: template.linked } });
-        return patched(ACTIVITIES_NAMED_FOR_OPERATIONS) ? proxmox.createVm(create) : proxmoxRenamed.qmCreate(create);
+        return proxmox.createVm(create);
       },
     });
     return { vmid, ip: made.ip, name, node: createdOn(made, recordedMainNode), ...(address ? { address } : {}) };

@@ -6,11 +6,14 @@ import {
   type VmOperationResult,
   type VmRef,
   workflowInputs,
+  operationStep,
+  operationSteps,
+  type StepDefinition,
 } from '../contract';
 import { cleanup, guest, power, proxmox, transfer } from './activityOptions';
 import { Progress } from './progress';
 import { describeFailure } from './install';
-import { checkedInput } from './checkInput';
+import { checkedWorkflowInput } from './checkInput';
 
 /**
  * Short workflows for the operations on an existing VM. The API starts each one with the
@@ -26,22 +29,22 @@ const RELEASE_ADDRESS_ON_DESTROY = 'release-address-on-destroy';
 
 /** Starts a stopped VM and waits until its SSH answers. */
 export async function vmStart(input: GuestRef): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.guestRef, input);
+  checkedWorkflowInput(workflowInputs.guestRef, input);
   return operation('VM start', input.vmid, async (step) => {
-    await step('start', `starting VM ${input.vmid}`, () => proxmox.startVm({ vmid: input.vmid }));
+    await step(operationSteps.start, `starting VM ${input.vmid}`, () => proxmox.startVm({ vmid: input.vmid }));
     const ip = await addressOf(step, input);
-    await step('wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
+    await step(operationSteps.waitForSsh, `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
     return { done: 'VM started successfully' };
   });
 }
 
 /** Reboots a running VM and waits until its SSH answers again. */
 export async function vmReboot(input: GuestRef): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.guestRef, input);
+  checkedWorkflowInput(workflowInputs.guestRef, input);
   return operation('VM reboot', input.vmid, async (step) => {
-    await step('reboot', `rebooting VM ${input.vmid}`, () => proxmox.rebootVm({ vmid: input.vmid }));
+    await step(operationSteps.reboot, `rebooting VM ${input.vmid}`, () => proxmox.rebootVm({ vmid: input.vmid }));
     const ip = await addressOf(step, input);
-    await step('wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
+    await step(operationSteps.waitForSsh, `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: input.user }));
     return { done: 'VM rebooted successfully' };
   });
 }
@@ -53,34 +56,34 @@ export async function vmReboot(input: GuestRef): Promise<VmOperationResult> {
  */
 async function addressOf(step: Step, input: GuestRef): Promise<string> {
   if (input.ip !== undefined) return input.ip;
-  const read = await step('guest address', `reading VM ${input.vmid}'s address from the guest agent`, () => guest.readGuestAddress({ vmid: input.vmid, wait: true }));
+  const read = await step(operationSteps.guestAddress, `reading VM ${input.vmid}'s address from the guest agent`, () => guest.readGuestAddress({ vmid: input.vmid, wait: true }));
   if (!read.ip) throw failure('GuestAddressError', `VM ${input.vmid}'s guest agent reported no address: ${read.reason ?? 'no answer'}`);
   return read.ip;
 }
 
 /** ACPI shutdown: the guest powers off in its own time. */
 export async function vmShutdown(input: VmRef): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.vmRef, input);
+  checkedWorkflowInput(workflowInputs.vmRef, input);
   return operation('VM shutdown', input.vmid, async (step) => {
-    await step('shutdown', `shutting down VM ${input.vmid}`, () => power.shutdownVm({ vmid: input.vmid }));
+    await step(operationSteps.shutdown, `shutting down VM ${input.vmid}`, () => power.shutdownVm({ vmid: input.vmid }));
     return { done: 'VM shut down successfully' };
   });
 }
 
 /** Hard stop, like pulling the plug. */
 export async function vmStop(input: VmRef): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.vmRef, input);
+  checkedWorkflowInput(workflowInputs.vmRef, input);
   return operation('VM stop', input.vmid, async (step) => {
-    await step('stop', `stopping VM ${input.vmid}`, () => power.stopVm({ vmid: input.vmid }));
+    await step(operationSteps.stop, `stopping VM ${input.vmid}`, () => power.stopVm({ vmid: input.vmid }));
     return { done: 'VM stopped successfully' };
   });
 }
 
 /** `qm destroy --purge` of a stopped VM. */
 export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.vmRef, input);
+  checkedWorkflowInput(workflowInputs.vmRef, input);
   return operation('VM destroy', input.vmid, async (step) => {
-    await step('destroy', `destroying VM ${input.vmid} and its disks`, () => proxmox.destroyVm({ vmid: input.vmid }));
+    await step(operationSteps.destroy, `destroying VM ${input.vmid} and its disks`, () => proxmox.destroyVm({ vmid: input.vmid }));
     // Destroys recorded before address pools released nothing, and replay as they ran.
     if (patched(RELEASE_ADDRESS_ON_DESTROY)) {
       // Not a step of its own: without pools there is nothing to say.
@@ -92,17 +95,17 @@ export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
 }
 
 export async function vmSetCpu(input: VmRef & { cores: number }): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.setCpu, input);
+  checkedWorkflowInput(workflowInputs.setCpu, input);
   return operation('VM CPU', input.vmid, async (step) => {
-    await step('set cores', `setting ${input.cores} vCPU core(s)`, () => proxmox.setCpu({ vmid: input.vmid, cores: input.cores }));
+    await step(operationSteps.setCores, `setting ${input.cores} vCPU core(s)`, () => proxmox.setCpu({ vmid: input.vmid, cores: input.cores }));
     return { done: `VM now has ${input.cores} vCPU core(s)` };
   });
 }
 
 export async function vmSetMemory(input: VmRef & { memoryMb: number }): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.setMemory, input);
+  checkedWorkflowInput(workflowInputs.setMemory, input);
   return operation('VM memory', input.vmid, async (step) => {
-    await step('set memory', `setting ${input.memoryMb} MB of memory`, () =>
+    await step(operationSteps.setMemory, `setting ${input.memoryMb} MB of memory`, () =>
       proxmox.setMemory({ vmid: input.vmid, memoryMb: input.memoryMb }),
     );
     return { done: `VM now has ${input.memoryMb} MB of memory` };
@@ -114,9 +117,9 @@ export async function vmSetMemory(input: VmRef & { memoryMb: number }): Promise<
  * an absolute size, so a retried resize cannot grow it twice.
  */
 export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: number; maxDiskGb?: number }): Promise<VmOperationResult> {
-  const { vmid, disk, incrementGb, maxDiskGb } = checkedInput(workflowInputs.setDisk, input);
+  const { vmid, disk, incrementGb, maxDiskGb } = checkedWorkflowInput(workflowInputs.setDisk, input);
   return operation('VM disk', vmid, async (step) => {
-    const current = await step('read size', `reading the size of ${disk}`, () => proxmox.diskSize({ vmid, disk }));
+    const current = await step(operationSteps.readSize, `reading the size of ${disk}`, () => proxmox.diskSize({ vmid, disk }));
     const sizeBytes = current + incrementGb * GiB;
     if (maxDiskGb && sizeBytes > maxDiskGb * GiB) {
       throw failure(
@@ -124,7 +127,7 @@ export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: numb
         `${disk} would grow from ${gib(current)} to ${gib(sizeBytes)}, over VM_MAX_DISK (${maxDiskGb}G)`,
       );
     }
-    await step('resize', `growing ${disk} by ${incrementGb}G, from ${gib(current)} to ${gib(sizeBytes)}`, () =>
+    await step(operationSteps.resize, `growing ${disk} by ${incrementGb}G, from ${gib(current)} to ${gib(sizeBytes)}`, () =>
       proxmox.growDisk({ vmid, disk, sizeBytes }),
     );
     return { done: `${disk} is now ${gib(sizeBytes)}`, sizeBytes };
@@ -133,9 +136,9 @@ export async function vmSetDisk(input: VmRef & { disk: string; incrementGb: numb
 
 /** Moves a stopped VM and its local disks to another node, streaming qm's output. */
 export async function vmMigrate(input: VmRef & { from: string; target: string }): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.migrate, input);
+  checkedWorkflowInput(workflowInputs.migrate, input);
   return operation('VM migration', input.vmid, async (step) => {
-    await step('migrate', `migrating VM ${input.vmid} from ${input.from} to ${input.target}`, () =>
+    await step(operationSteps.migrate, `migrating VM ${input.vmid} from ${input.from} to ${input.target}`, () =>
       transfer.migrateVm({ vmid: input.vmid, target: input.target }),
     );
     return { done: `VM migrated to ${input.target} successfully`, node: input.target };
@@ -148,19 +151,19 @@ export async function vmMigrate(input: VmRef & { from: string; target: string })
  * asked, `by`). From then on the VM's operations work as for an installed one.
  */
 export async function vmAdopt(input: VmRef & { by?: string }): Promise<VmOperationResult> {
-  checkedInput(workflowInputs.adopt, input);
+  checkedWorkflowInput(workflowInputs.adopt, input);
   return operation('VM adopt', input.vmid, async (step) => {
     const { workflowId, runId } = workflowInfo();
     const owner = adoptionOwner(input.vmid, runId);
     const at = new Date().toISOString();
-    await step('adopt', `recording VM ${input.vmid} as managed by QemuRun`, () =>
+    await step(operationSteps.adopt, `recording VM ${input.vmid} as managed by QemuRun`, () =>
       proxmox.adoptVm({ vmid: input.vmid, owner, at, workflowId, runId, by: input.by }),
     );
     return { done: `VM adopted into the managed set (qemurun-owner=${owner})` };
   });
 }
 
-type Step = <T>(name: string, doing: string, fn: () => Promise<T>) => Promise<T>;
+type Step = <T>(name: StepDefinition, doing: string, fn: () => Promise<T>) => Promise<T>;
 
 /**
  * The frame every VM operation shares: the workflow id as the first event, the seed's
@@ -176,7 +179,7 @@ async function operation(
   const { workflowId, workflowType } = workflowInfo();
   progress.emit(`${stage} > workflow`, 'info', `[*] workflow id: ${workflowId}`);
 
-  const step: Step = (name, doing, fn) => progress.step(`${stage} > ${name}`, doing, fn);
+  const step: Step = (name, doing, fn) => progress.step(operationStep(stage, name), doing, fn);
 
   try {
     const { done, ...rest } = await body(step);

@@ -24,11 +24,12 @@ import {
   type FailureType,
   type InstallSpec,
   renameLegacySpecFields,
+  rebuildSteps,
 } from '../contract';
 import { cleanup, follow, proxmox } from './activityOptions';
 import { installVm } from './install';
 import { Progress } from './progress';
-import { checkedInput } from './checkInput';
+import { checkedWorkflowInput } from './checkInput';
 
 /**
  * Re-creates a VM QemuRun installed, from the spec recorded in its description: same
@@ -38,7 +39,7 @@ import { checkedInput } from './checkInput';
  * before touching anything.
  */
 export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
-  checkedInput(workflowInputs.rebuild, input);
+  checkedWorkflowInput(workflowInputs.rebuild, input);
   const { vmid } = input;
   const progress = new Progress();
   const started = Date.now();
@@ -51,7 +52,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
 
   const step = progress.step.bind(progress);
 
-  progress.emit('VM rebuild > workflow', 'info', `[*] workflow id: ${workflowId}`);
+  progress.emit(rebuildSteps.workflow.wire, 'info', `[*] workflow id: ${workflowId}`);
   upsertSearchAttributes([
     { key: VM_OPERATION, value: 'rebuild' },
     { key: VM_ID, value: vmid },
@@ -60,14 +61,14 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
   /** How far the rebuild got, for the operator reading a failure. */
   let stage: 'untouched' | 'destroying' | 'destroyed' = 'untouched';
   try {
-    const target = await step('VM rebuild > check', `checking VM ${vmid}`, () =>
+    const target = await step(rebuildSteps.check.wire, `checking VM ${vmid}`, () =>
       proxmox.inspectRebuildTarget({ vmid, spec: input.spec }),
     );
     const { spec, mainNode } = target;
     const name = vmName(spec.name, vmid);
     // mainNode comes from the worker's check (recorded in history), like the node the install creates on.
     upsertSearchAttributes(vmSearchAttributes('rebuild', spec, { vmid, node: spec.node ?? mainNode }));
-    progress.info('VM rebuild > check', describeTarget(target, name));
+    progress.info(rebuildSteps.check.wire, describeTarget(target, name));
     const { rootPassword } = await proxmox.initRootPassword();
     const password = input.passwd !== undefined
       ? { passwd: input.passwd }
@@ -77,23 +78,23 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
     if (target.exists) {
       const { owner, ownerRun: run } = target;
       replacedOwner = owner;
-      await step('VM rebuild > stop', `stopping VM ${vmid}`, async () => {
-        if (!(await proxmox.stopOwnedVm({ vmid, owner, run }))) progress.info('VM rebuild > stop', `VM ${vmid} was already stopped`);
+      await step(rebuildSteps.stop.wire, `stopping VM ${vmid}`, async () => {
+        if (!(await proxmox.stopOwnedVm({ vmid, owner, run }))) progress.info(rebuildSteps.stop.wire, `VM ${vmid} was already stopped`);
       });
       stage = 'destroying';
-      await step('VM rebuild > destroy', `destroying VM ${vmid} and its disks`, async () => {
-        if (!(await cleanup.destroyOwnedVm({ vmid, owner, run }))) progress.info('VM rebuild > destroy', `VM ${vmid} was already gone`);
+      await step(rebuildSteps.destroy.wire, `destroying VM ${vmid} and its disks`, async () => {
+        if (!(await cleanup.destroyOwnedVm({ vmid, owner, run }))) progress.info(rebuildSteps.destroy.wire, `VM ${vmid} was already gone`);
       });
       stage = 'destroyed';
     }
 
     const installId = rebuildInstallWorkflowId(workflowId, runId);
-    const installed = await step('VM rebuild > install', `re-creating VM ${vmid} (workflow ${installId})`, () =>
+    const installed = await step(rebuildSteps.install.wire, `re-creating VM ${vmid} (workflow ${installId})`, () =>
       runInstall(installId, { spec, secrets: { ...password, ...(rootPassword !== undefined ? { rootPassword } : {}) } }, spec.node ?? mainNode, progress),
     );
 
     const elapsedSec = (Date.now() - started) / 1000;
-    progress.finished('VM rebuild > finalizing', `VM rebuild completed in ${elapsedSec.toFixed(2)}s`, installed);
+    progress.finished(rebuildSteps.finalizing.wire, `VM rebuild completed in ${elapsedSec.toFixed(2)}s`, installed);
     return { ...installed, elapsedSec, installWorkflowId: installId, replacedOwner };
   } catch (err) {
     const cancelled = isCancellation(err);
@@ -104,7 +105,7 @@ export async function vmRebuild(input: RebuildInput): Promise<RebuildResult> {
       destroying: `VM ${vmid} may be partly destroyed`,
       destroyed: `VM ${vmid} was destroyed and has not been re-created`,
     }[stage];
-    progress.emit(progress.current || 'VM rebuild > check', 'error', `[-] ${why} (${aftermath})`);
+    progress.emit(progress.current || rebuildSteps.check.wire, 'error', `[-] ${why} (${aftermath})`);
     progress.state = cancelled ? 'cancelled' : 'failed';
     if (cancelled) throw err;
     // The failure an operator reads in the UI (and the API maps to a status) names the cause.
@@ -128,7 +129,7 @@ async function runInstall(installId: string, input: InstallInput, node: string, 
     memo: { request: spec, rebuild: workflowInfo().workflowId },
     staticSummary: `re-install ${spec.os} ${spec.version} as VM ${spec.vmid} for ${workflowInfo().workflowId}`,
   });
-  progress.info('VM rebuild > install', `install workflow ${child.workflowId} started`);
+  progress.info(rebuildSteps.install.wire, `install workflow ${child.workflowId} started`);
   const relayScope = new CancellationScope();
   const relay = relayScope
     .run(() => follow.relayProgress({ workflowId: child.workflowId, runId: child.firstExecutionRunId }))

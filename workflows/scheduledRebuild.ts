@@ -18,7 +18,7 @@ import {
   WorkflowExecutionAlreadyStartedError,
 } from '../contract';
 import { Progress } from './progress';
-import { checkedInput } from './checkInput';
+import { checkedWorkflowInput } from './checkInput';
 import { vmRebuild } from './rebuild';
 import { quick } from './activityOptions';
 
@@ -30,7 +30,7 @@ import { quick } from './activityOptions';
  * which pauses the schedule (pauseOnFailure) until an operator looks.
  */
 export async function scheduledRebuild(input: RebuildInput): Promise<ScheduledRebuildResult> {
-  checkedInput(workflowInputs.rebuild, input);
+  checkedWorkflowInput(workflowInputs.rebuild, input);
   const { vmid } = input;
   const progress = new Progress();
   const rebuildId = vmWorkflowId(vmid);

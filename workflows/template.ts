@@ -8,10 +8,12 @@ import {
   templateNamePrefix,
   VM_ID,
   workflowInputs,
+  installSteps,
+  templateSteps,
 } from '../contract';
 import { patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { Progress } from './progress';
-import { checkedInput } from './checkInput';
+import { checkedWorkflowInput } from './checkInput';
 import { cleanup, guest, power, proxmox, transfer } from './activityOptions';
 import { makeWithFreeVmid } from './freeVmid';
 import { failWithCleanup } from './compensations';
@@ -32,7 +34,7 @@ const BUILD_HOLDS_ITS_VM = 'template-build-holds-its-vm';
  * workflow id is the target's, so one build per target runs at a time.
  */
 export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTemplateResult> {
-  const target = checkedInput(workflowInputs.buildTemplate, input) as BuildTemplateInput;
+  const target = checkedWorkflowInput(workflowInputs.buildTemplate, input) as BuildTemplateInput;
   const progress = new Progress();
   const step = progress.step.bind(progress);
   const started = Date.now();
@@ -52,22 +54,22 @@ export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTem
     ...onStorage,
   };
 
-  progress.emit('preparation > workflow', 'info', `[*] workflow id: ${owner}`);
+  progress.emit(installSteps.workflow.wire, 'info', `[*] workflow id: ${owner}`);
   try {
-    const { recipe, storage } = await step('preparation > recipe', 'reading what the template is built with', () => proxmox.templateRecipe(target));
-    progress.info('preparation > recipe', `recipe ${recipe}, storage ${storage}`);
-    await step('preparation > storage', 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb, ...onStorage }));
-    const cpuType = await step('preparation > CPU baseline', 'detecting cluster CPU baseline', () => proxmox.clusterCpuType({ os: spec.os, version: spec.version }));
-    const image = await step('OS preparation > download', `fetching ${spec.os} ${spec.version} cloud image`, () => transfer.downloadImage({ os: spec.os, version: spec.version }));
-    const imagePath = await step('OS preparation > stage image', 'placing the image on the main node', () =>
+    const { recipe, storage } = await step(templateSteps.recipe.wire, 'reading what the template is built with', () => proxmox.templateRecipe(target));
+    progress.info(templateSteps.recipe.wire, `recipe ${recipe}, storage ${storage}`);
+    await step(installSteps.storage.wire, 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb, ...onStorage }));
+    const cpuType = await step(installSteps.cpuBaseline.wire, 'detecting cluster CPU baseline', () => proxmox.clusterCpuType({ os: spec.os, version: spec.version }));
+    const image = await step(installSteps.download.wire, `fetching ${spec.os} ${spec.version} cloud image`, () => transfer.downloadImage({ os: spec.os, version: spec.version }));
+    const imagePath = await step(installSteps.stageImage.wire, 'placing the image on the main node', () =>
       transfer.stageImage({ path: image.path, sha: image.sha, os: spec.os, version: spec.version }),
     );
-    const serviceKey = await step('SSH preparation > main node key', 'reading the main node SSH key', () => proxmox.servicePublicKey());
+    const serviceKey = await step(installSteps.serviceKey.wire, 'reading the main node SSH key', () => proxmox.servicePublicKey());
 
-    const vm = await step('VM creation > qm create', 'creating the template VM', () =>
+    const vm = await step(installSteps.createVm.wire, 'creating the template VM', () =>
       makeWithFreeVmid({
         namePrefix: spec.name,
-        step: 'VM creation > qm create',
+        step: installSteps.createVm.wire,
         progress,
         owner,
         runId,
@@ -78,38 +80,38 @@ export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTem
     if (patched(BUILD_HOLDS_ITS_VM)) upsertSearchAttributes([{ key: VM_ID, value: vm.vmid }]);
     const ip = vm.made.ip;
     progress.vm = { vmid: vm.vmid, ip };
-    progress.info('VM creation > qm create', `VMID ${vm.vmid}, IP ${ip}, name ${vm.name}`);
-    const volid = await step('VM creation > import disk', 'importing the cloud image as a disk', () => transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }));
-    await step('VM initialization > cloud-init', 'configuring cloud-init, disks and network', () =>
+    progress.info(installSteps.createVm.wire, `VMID ${vm.vmid}, IP ${ip}, name ${vm.name}`);
+    const volid = await step(installSteps.importDisk.wire, 'importing the cloud image as a disk', () => transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }));
+    await step(installSteps.configure.wire, 'configuring cloud-init, disks and network', () =>
       proxmox.configureVm({ vmid: vm.vmid, volid, spec, ip, mainKey: serviceKey }),
     );
     // Where createVm made the VM: the activities ask it before the cluster's resources.
     const node = vm.made.node;
-    await step('VM initialization > start', 'starting VM', () => proxmox.startVm({ vmid: vm.vmid, node }));
-    const pinned = await step('VM initialization > wait for SSH', `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, node }));
+    await step(installSteps.start.wire, 'starting VM', () => proxmox.startVm({ vmid: vm.vmid, node }));
+    const pinned = await step(installSteps.waitForSsh.wire, `waiting for SSH on ${ip}`, () => guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, node }));
     const at = { ip, user: spec.user, os: spec.os, version: spec.version, vmid: vm.vmid, ...(pinned ? { hostKey: pinned.hostKey } : {}) };
-    await step('VM initialization > init script', `running the shared part of the ${spec.os} ${spec.version} init script`, async () => {
+    await step(installSteps.initScript.wire, `running the shared part of the ${spec.os} ${spec.version} init script`, async () => {
       await guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, ...(pinned ? { hostKey: pinned.hostKey } : {}) });
       await guest.runInitScript({ ...at, phase: 'template' });
     });
-    await step('template > clean for cloning', 'removing what must differ between clones (cloud-init state, machine-id, host keys, logs)', () =>
+    await step(templateSteps.clean.wire, 'removing what must differ between clones (cloud-init state, machine-id, host keys, logs)', () =>
       guest.runInitScript({ ...at, phase: 'seal' }),
     );
-    await step('template > shutdown', 'shutting the VM down', () => power.shutdownVm({ vmid: vm.vmid }));
+    await step(templateSteps.shutdown.wire, 'shutting the VM down', () => power.shutdownVm({ vmid: vm.vmid }));
     const builtAt = new Date().toISOString();
-    await step('template > qm template', 'converting the VM to a template', () =>
+    await step(templateSteps.convert.wire, 'converting the VM to a template', () =>
       proxmox.convertToTemplate({ vmid: vm.vmid, owner, spec, marker: { os: spec.os, version: spec.version, storage, recipe, builtAt } }),
     );
     // From here on the template is what installs clone: a failure to retire is no reason to remove it.
     compensations.length = 0;
-    const { retired, kept } = await step('template > retire', 'retiring older templates of the same OS version', () =>
+    const { retired, kept } = await step(templateSteps.retire.wire, 'retiring older templates of the same OS version', () =>
       cleanup.retireTemplates({ os: spec.os, version: spec.version, ...onStorage, keep: vm.vmid }),
     );
-    if (retired.length > 0) progress.info('template > retire', `removed ${retired.map((v) => `VM ${v}`).join(', ')}`);
-    if (kept.length > 0) progress.info('template > retire', `kept ${kept.map((v) => `VM ${v}`).join(', ')}: linked clones still use them; a later build retires them`);
+    if (retired.length > 0) progress.info(templateSteps.retire.wire, `removed ${retired.map((v) => `VM ${v}`).join(', ')}`);
+    if (kept.length > 0) progress.info(templateSteps.retire.wire, `kept ${kept.map((v) => `VM ${v}`).join(', ')}: linked clones still use them; a later build retires them`);
 
     const elapsedSec = (Date.now() - started) / 1000;
-    progress.emit('template > finished', 'success', `[+] template ${vm.name} (VMID ${vm.vmid}) built in ${elapsedSec.toFixed(2)}s`);
+    progress.emit(templateSteps.finished.wire, 'success', `[+] template ${vm.name} (VMID ${vm.vmid}) built in ${elapsedSec.toFixed(2)}s`);
     progress.state = 'completed';
     return { vmid: vm.vmid, name: vm.name, node: vm.made.node ?? '', storage, recipe, builtAt, elapsedSec, retired, kept };
   } catch (err) {

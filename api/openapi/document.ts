@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { adoptBody, cpuBody, diskBody, installBodySchema, memoryBody, nodeBody, rebuildBodySchema, workflowInputs } from '../../contract';
+import { OS_VERSIONS, adoptBody, cpuBody, diskBody, installBodySchema, memoryBody, nodeBody, rebuildBodySchema, workflowInputs } from '../../contract';
 import { createScheduleSchema, reasonSchema, updateScheduleSchema } from '../schedules/request';
 import * as answers from './responses';
 import type { Role } from '../../lib/apiTokens';
@@ -96,6 +96,12 @@ const OPERATIONS: Operation[] = [
     path: '/api/health/ready',
     summary: 'Readiness: Temporal, the worker and every node (the checks only for DIAGNOSTICS_IPS (127.0.0.1, ::1), ALLOW_IPS and token holders)',
     answers: { 200: { description: 'ready', json: answers.readiness }, 503: { description: 'not ready; names what is down', json: answers.readiness } },
+  },
+  {
+    method: 'GET',
+    path: '/api/whoami',
+    summary: "The caller's token name and the role the guards grant it (what a client should offer)",
+    answers: { 200: { description: 'who the caller is', json: answers.whoami } },
   },
   { method: 'GET', path: '/api/openapi.json', summary: 'This document', answers: { 200: { description: 'OpenAPI 3.1', json: z.record(z.string(), z.unknown()) } } },
   {
@@ -215,6 +221,23 @@ const OPERATIONS: Operation[] = [
     answers: { 200: stream('the rebuild, until `event: close`'), 400: err('the body is invalid'), 404: err(NO_SUCH_VM), 409: err('not in the managed set, or it records no spec') },
   },
   {
+    method: 'GET',
+    path: '/api/vm/:id/runs',
+    summary: "The VM's latest runs (install, rebuilds, operations) by its VmId search attribute, newest first, with who started each",
+    answers: { 200: { description: 'up to 20 runs', json: answers.vmRuns }, 400: err('not a VMID') },
+  },
+  {
+    method: 'GET',
+    path: '/api/installs/step-medians',
+    summary: 'The median time of each step over the last completed installs of an OS version, template installs beside image installs',
+    query: {
+      os: { schema: z.enum(['debian', 'ubuntu', 'rockylinux']), description: 'the OS' },
+      version: { schema: z.string(), description: 'one of its versions' },
+      last: { schema: z.string().regex(/^\d{1,2}$/), description: 'how many installs, 1 to 20 (default 10)' },
+    },
+    answers: { 200: { description: 'the medians per source', json: answers.stepMedians }, 400: err('os, version or last is not valid (named)') },
+  },
+  {
     method: 'POST',
     path: '/api/cluster/cpu/refresh',
     summary: 'Detect the cluster CPU baseline now',
@@ -305,6 +328,12 @@ const OPERATIONS: Operation[] = [
       answers: { 200: stream('the events, until `event: close`'), 400: err('Last-Event-ID is not a number'), 404: err('no such QemuRun workflow') },
     },
     {
+      method: 'GET',
+      path: `${base}/steps`,
+      summary: "Where an operation's time went: each step's first and last event, from the workflow's own record",
+      answers: { 200: { description: 'the steps in the order they began', json: answers.stepTimeline }, 404: err('no such QemuRun workflow') },
+    },
+    {
       method: 'POST',
       path: `${base}/cancel`,
       summary: 'Cancel an operation; a VM it created is removed. The operate role cancels what its own token started; the admin anything',
@@ -369,7 +398,23 @@ function jsonSchema(schema: Schema): Record<string, unknown> {
 
 function convert(schema: Schema): Record<string, unknown> {
   const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
-  return rest;
+  return schema === installBodySchema || schema === rebuildBodySchema ? withOsVersions(rest) : rest;
+}
+
+/**
+ * The versions of each OS, which JSON Schema cannot tie to `os` readably: named in
+ * `version`'s `x-os-versions`, so a client (the web console's form) offers only those.
+ */
+function withOsVersions(schema: Record<string, unknown>): Record<string, unknown> {
+  const properties = schema.properties as Record<string, Record<string, unknown>> | undefined;
+  if (!properties?.version) return schema;
+  return {
+    ...schema,
+    properties: {
+      ...properties,
+      version: { ...properties.version, description: 'one of the versions of `os` (x-os-versions)', 'x-os-versions': OS_VERSIONS },
+    },
+  };
 }
 
 const openApiPath = (path: string) => path.replace(/:(\w+)/g, '{$1}');

@@ -59,6 +59,64 @@ export const workflowStatus = z
   })
   ;
 
+const roleName = z.enum(['read', 'operate', 'admin']);
+
+export const whoami = z.object({
+  success: z.literal(true),
+  name: z.string().nullable().describe("the bearer token's name; null without one (or with no tokens configured)"),
+  role: roleName.describe('the most the caller may do: the token\'s role, every role without tokens, `read` from outside ALLOW_IPS'),
+  tokens: z.boolean().describe('whether tokens are configured'),
+});
+
+const runStatus = z.enum(['RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED', 'CONTINUED_AS_NEW', 'TIMED_OUT', 'PAUSED', 'UNSPECIFIED', 'UNKNOWN']);
+
+export const vmRuns = z.object({
+  success: z.literal(true),
+  vmid: z.number().int(),
+  runs: z.array(
+    z.object({
+      workflowId: z.string(),
+      runId: z.string(),
+      type: z.string().describe('installVm, vmRebuild, vmStart, …'),
+      status: runStatus,
+      startTime: z.string().optional(),
+      closeTime: z.string().optional(),
+      startedBy: z.string().optional().describe('the name of the token that started it'),
+    }),
+  ),
+  temporalUi: z.object({ port: z.number().int(), namespace: z.string() }).describe("the Temporal UI's port and the namespace, to link to a run"),
+});
+
+export const stepTimeline = z.object({
+  success: z.literal(true),
+  workflowId: z.string(),
+  type: z.string(),
+  status: runStatus,
+  vmOs: z.string().optional().describe('the VmOs search attribute, `debian-12`: what GET /api/installs/step-medians compares it with'),
+  steps: z.array(
+    z.object({
+      step: z.string(),
+      start: z.number().describe('workflow time of its first event, ms since the epoch'),
+      end: z.number().describe('workflow time of its last event'),
+      ms: z.number(),
+      status: z.enum(['done', 'error', 'running']).describe('running only while the operation runs'),
+    }),
+  ),
+});
+
+const mediansOfSource = z.object({
+  installs: z.number().int().describe('how many of the installs were of this source'),
+  steps: z.array(z.object({ step: z.string(), medianMs: z.number(), installs: z.number().int().describe('how many had the step') })),
+});
+
+export const stepMedians = z.object({
+  success: z.literal(true),
+  os: z.string(),
+  version: z.string(),
+  image: mediansOfSource.describe('installs built from the cloud image'),
+  template: mediansOfSource.describe("installs that cloned the OS version's template"),
+});
+
 export const cancelAccepted = z.object({ success: z.literal(true), message: z.string() });
 
 const vmEntry = z.object({

@@ -22,6 +22,8 @@ export interface StepView {
   output: string[];
   /** Notices about the step after it finished (`VMID 120, IP ..., name ...`). */
   details: string[];
+  /** The `[*]` line that opened it: what it was doing, or, for a step that ends without a `done`, what it decided. */
+  opening?: string;
   error?: string;
 }
 
@@ -75,6 +77,8 @@ export class ProgressModel {
       return;
     }
     if (e.step.endsWith('> finalizing') && (e.status === 'success' || e.status === 'info')) {
+      // The run is over: a step still open has ended.
+      this.end(this.steps.at(-1));
       const fact = FACT.exec(e.message);
       if (fact) this.summary.facts.push([fact[1], fact[2]]);
       else {
@@ -88,7 +92,8 @@ export class ProgressModel {
     if (latest?.name !== e.step) {
       // A step's first event is its `[*] <doing>`; a relayed or late event opens it too.
       const step = this.open(e.step, now);
-      if (!this.finished(step, e) && !e.message.startsWith('[*] ')) this.output(step, e.message);
+      if (e.message.startsWith('[*] ')) step.opening = unmarked(e.message);
+      else if (!this.finished(step, e)) this.output(step, e.message);
       return;
     }
     if (latest.state !== 'running') {
@@ -116,11 +121,20 @@ export class ProgressModel {
   private open(name: string, now: number): StepView {
     // A new step means the one before has ended even if its `done` never came (a rebuild
     // relays its install's events as they are, and a step can end without one).
-    const before = this.steps.at(-1);
-    if (before?.state === 'running') before.state = 'done';
+    this.end(this.steps.at(-1));
     const step: StepView = { name, state: 'running', seenAt: now, output: [], details: [] };
     this.steps.push(step);
     return step;
+  }
+
+  /**
+   * A step that ends without its `done`: one whose only event says what it decided (`no
+   * reboot needed: …`) keeps that line under it, where it stays on screen.
+   */
+  private end(step: StepView | undefined): void {
+    if (step?.state !== 'running') return;
+    step.state = 'done';
+    if (step.elapsedSec === undefined && step.opening !== undefined && step.output.length === 0) step.details.push(step.opening);
   }
 
   /** Ends the step on its `[+] <doing> done (1.32s)`; other success lines are its output. */

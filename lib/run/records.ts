@@ -31,7 +31,8 @@ export class RunRecords {
     const starttime = procStartTime(pid);
     // Gone already: nothing to clean up later.
     if (starttime === undefined) return;
-    writeFileAtomic(this.file(name), JSON.stringify({ what, pid, starttime } satisfies ProcessRecord));
+    // Private like every file in DATA_DIR: which processes run, and as what, is the operator's business.
+    writeFileAtomic(this.file(name), JSON.stringify({ what, pid, starttime } satisfies ProcessRecord), 0o600);
   }
 
   forget(name: string): void {

@@ -26,10 +26,16 @@ const STATUS_NAMES: ReadonlyMap<number, WorkflowExecutionStatusName> = new Map([
   [S.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED, 'UNSPECIFIED'],
 ]);
 
+/** The SDK's name of a raw status number. */
+export function statusName(status: number | null | undefined): WorkflowExecutionStatusName {
+  return STATUS_NAMES.get(status ?? S.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED) ?? 'UNKNOWN';
+}
+
 /** gRPC's NOT_FOUND: the namespace knows no such workflow (or run). */
 const GRPC_NOT_FOUND = 5;
 
-function toDate(ts: temporal.api.workflow.v1.IWorkflowExecutionInfo['startTime']): Date | undefined {
+/** A protobuf timestamp of the server's as a Date. */
+export function toDate(ts: temporal.api.workflow.v1.IWorkflowExecutionInfo['startTime']): Date | undefined {
   if (!ts) return undefined;
   return new Date(Number(ts.seconds ?? 0) * 1000 + Math.floor((ts.nanos ?? 0) / 1_000_000));
 }
@@ -58,7 +64,7 @@ export async function describeUndecoded(client: Client, workflowId: string, runI
     runId: info.execution?.runId ?? runId ?? '',
     type: info.type?.name ?? '',
     taskQueue: info.taskQueue ?? '',
-    status: STATUS_NAMES.get(info.status ?? S.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED) ?? 'UNKNOWN',
+    status: statusName(info.status),
     ...(startTime ? { startTime } : {}),
     ...(closeTime ? { closeTime } : {}),
   };

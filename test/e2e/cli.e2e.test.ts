@@ -4,6 +4,7 @@ import { freePort } from '../../lib/network';
 import { startHarness, type Harness } from '../support/harness';
 import { apiCall } from '../support/api';
 import { flakyProxy, runCli, runCliInPty } from '../support/cliProcess';
+import { installSteps } from '../../contract/steps';
 
 /**
  * `qemurun` end to end: the CLI's own process against the real service (API, worker,
@@ -27,21 +28,21 @@ afterAll(async () => {
 
 const SPINNER = '[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏]';
 const STEPS = [
-  'preparation > storage',
-  'preparation > CPU baseline',
-  'OS preparation > download',
-  'OS preparation > stage image',
-  'SSH preparation > main node key',
-  'VM creation > qm create',
-  'VM creation > import disk',
-  'VM initialization > cloud-init',
-  'VM initialization > migrate',
-  'VM initialization > start',
-  'VM initialization > wait for SSH',
-  'VM initialization > init script',
-  'VM initialization > reboot',
-  'VM initialization > wait for SSH',
-];
+  installSteps.storage,
+  installSteps.cpuBaseline,
+  installSteps.download,
+  installSteps.stageImage,
+  installSteps.serviceKey,
+  installSteps.createVm,
+  installSteps.importDisk,
+  installSteps.configure,
+  installSteps.migrate,
+  installSteps.start,
+  installSteps.waitForSsh,
+  installSteps.initScript,
+  installSteps.reboot,
+  installSteps.waitForSsh,
+].map((s) => s.wire);
 
 const doneSteps = (lines: string[]) => lines.filter((l) => /^✔ .* > /.test(l)).map((l) => l.replace(/^✔ /, '').replace(/ {2}[\d.]+s$/, ''));
 

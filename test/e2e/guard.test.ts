@@ -225,6 +225,18 @@ describe('roles (API_TOKENS_FILE)', () => {
     expect((await as('wrong-token-0123456789', 'GET', '/schedules')).status).toBe(401);
   });
 
+  test('whoami names the role the guards grant: the token\'s from an allowed address, read from any other', async () => {
+    const who = async (token: string, headers: Record<string, string>) =>
+      (await fetch(`${base}/whoami`, { headers: { Authorization: `Bearer ${token}`, ...headers } })).json();
+    expect(await who(OPERATOR, viaProxy())).toEqual({ success: true, name: 'ci', role: 'operate', tokens: true });
+    expect(await who(ADMIN, viaProxy())).toEqual({ success: true, name: 'alice', role: 'admin', tokens: true });
+    expect(await who(READER, viaProxy())).toEqual({ success: true, name: 'grafana', role: 'read', tokens: true });
+    // The proxy's own address is not in ALLOW_IPS: whatever the token, every change would be 403.
+    expect(await who(ADMIN, {})).toEqual({ success: true, name: 'alice', role: 'read', tokens: true });
+    expect((await as(ADMIN, 'POST', '/vm/9999/adopt', { 'X-Forwarded-For': '198.51.100.9' })).status).toBe(403);
+    expect(await who(ADMIN, { 'X-Forwarded-For': '198.51.100.9' })).toEqual({ success: true, name: 'alice', role: 'read', tokens: true });
+  });
+
   test('the operate role cancels its own work only; the admin anyone\'s', async () => {
     // The install's first qm start hangs: it is still running while the cancels arrive.
     await h.sandbox.injectFault({ command: 'qm start', hangMs: 8000, times: 1 });

@@ -25,3 +25,12 @@ test('a write does not use a temporary name another writer may hold, and leaves 
   expect(fs.readdirSync(dir).sort()).toEqual(['cpu-type', 'cpu-type.tmp', 'run']);
   expect(fs.readdirSync(path.join(dir, 'run')).sort()).toEqual(['dev-server.json', `dev-server.json.${process.pid}.tmp`]);
 });
+
+test('state files and run records are private (0600), even in a directory others may read', () => {
+  fs.chmodSync(dir, 0o755);
+  writeCachedCpuType(dir, 'x86-64-v2-AES');
+  const records = new RunRecords(path.join(dir, 'run'));
+  records.record('dev-server', 'temporal', process.pid);
+  expect(fs.statSync(stateFiles(dir).cpuType).mode & 0o777).toBe(0o600);
+  expect(fs.statSync(path.join(dir, 'run', 'dev-server.json')).mode & 0o777).toBe(0o600);
+});

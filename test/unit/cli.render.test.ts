@@ -8,6 +8,7 @@ import { bar, liveLines } from '../../cli/render/frame';
 import { TerminalRenderer } from '../../cli/render/terminal';
 import { JsonRenderer, PlainRenderer } from '../../cli/render/plain';
 import { Screen } from '../support/screen';
+import { installSteps } from '../../contract/steps';
 
 /**
  * The CLI's views of an operation, from a recorded event sequence: a real install's
@@ -21,21 +22,21 @@ const recorded: StreamEvent[] = fs
   .map((l) => JSON.parse(l) as StreamEvent);
 
 const STEPS = [
-  'preparation > storage',
-  'preparation > CPU baseline',
-  'OS preparation > download',
-  'OS preparation > stage image',
-  'SSH preparation > main node key',
-  'VM creation > qm create',
-  'VM creation > import disk',
-  'VM initialization > cloud-init',
-  'VM initialization > migrate',
-  'VM initialization > start',
-  'VM initialization > wait for SSH',
-  'VM initialization > init script',
-  'VM initialization > reboot',
-  'VM initialization > wait for SSH',
-];
+  installSteps.storage,
+  installSteps.cpuBaseline,
+  installSteps.download,
+  installSteps.stageImage,
+  installSteps.serviceKey,
+  installSteps.createVm,
+  installSteps.importDisk,
+  installSteps.configure,
+  installSteps.migrate,
+  installSteps.start,
+  installSteps.waitForSsh,
+  installSteps.initScript,
+  installSteps.reboot,
+  installSteps.waitForSsh,
+].map((s) => s.wire);
 
 const upTo = (pred: (e: StreamEvent) => boolean) => recorded.slice(0, recorded.findIndex(pred) + 1);
 const plain = pc.createColors(false);
@@ -169,6 +170,22 @@ describe('the terminal view', () => {
       '  │ E: Unable to locate package nope',
       '  init script exited with status 100',
       '✖ failed at VM initialization > init script',
+    ]);
+    screen.dispose();
+  });
+  it("keeps a step's decision on screen when the step ends without running anything (no reboot needed)", async () => {
+    const screen = new Screen(100, 40, true);
+    const out = fakeTty(screen);
+    const view = new TerminalRenderer(out, 4, plain);
+    const reboot = installSteps.reboot.wire;
+    const finalizing = installSteps.finalizing.wire;
+    view.event({ id: 1, step: reboot, status: 'processing', message: '[*] no reboot needed: no package asks for one, and kernel 6.1.0-40-amd64 is running' });
+    view.event({ id: 2, step: finalizing, status: 'success', message: '[+] VM installation completed in 30.00s' });
+    view.finish(true);
+    await drawn(screen, out);
+    expect(screen.lines().slice(0, 2)).toEqual([
+      `✔ ${reboot}`,
+      '  · no reboot needed: no package asks for one, and kernel 6.1.0-40-amd64 is running',
     ]);
     screen.dispose();
   });

@@ -27,9 +27,10 @@ export interface HistoryScenario {
   run(t: WorkflowTestEnv): Promise<string>;
 }
 
-// The histories in test/fixtures/histories were recorded before the spec called its cores
+// Most histories in test/fixtures/histories were recorded before the spec called its cores
 // `cores` (they say `cpu`): their replay shows that installs and rebuilds in flight across
-// that rename still run. Re-recording them loses that; keep one such history if you do.
+// that rename still run. `installVm-spec-says-cpu` keeps an install of that shape when the
+// others are recorded again.
 const spec: InstallSpec = { os: 'debian', version: '12', cores: 2, ramMb: 2048, diskGb: 20, user: 'admin' };
 const installInput = (over: Partial<InstallSpec> = {}): InstallInput => ({ spec: { ...spec, ...over }, secrets: {}, mainNode: 'pve1' });
 const recorded: InstallSpec = { ...spec, vmid: 120, name: 'web' };
@@ -97,6 +98,16 @@ export const historyScenarios: HistoryScenario[] = [
     run: (t) => {
       const cluster = new FakeCluster();
       return runToEnd(t, cluster.activities(streamingImport(t, cluster)), installVm, 'install-fixture-completed', [installInput({ name: 'web', node: 'pve2' })]);
+    },
+  },
+  {
+    // An input as versions before the rename wrote it: its spec calls the cores `cpu`.
+    name: 'installVm-spec-says-cpu',
+    run: (t) => {
+      const cluster = new FakeCluster();
+      const { cores, ...rest } = spec;
+      const input = { spec: { ...rest, cpu: cores }, secrets: {}, mainNode: 'pve1' } as unknown as InstallInput;
+      return runToEnd(t, cluster.activities(), installVm, 'install-fixture-spec-says-cpu', [input]);
     },
   },
   {

@@ -1,0 +1,47 @@
+import { Router, type Request, type Response } from 'express';
+import type { Client } from '@temporalio/client';
+import type { Config } from '../../lib/config';
+import { decodeListedMemo, listWorkflows } from '../../lib/temporal/workflowListing';
+import { statusName, toDate } from '../../lib/temporal/workflowDescription';
+import { WORKFLOW_TYPES } from '../../contract';
+import { InvalidRequestError } from '../errors';
+import { STARTED_BY } from '../startedBy';
+import { parseVmid, vmidProblem } from './vmid';
+
+/** Runs shown per VM: the latest ones; older ones are in the Temporal UI. */
+const MAX_RUNS = 20;
+const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
+
+/**
+ * `GET /api/vm/:id/runs`: the latest workflows that carry the VM's VmId search attribute
+ * (its install, rebuilds, operations), newest first, from one visibility query, with the
+ * token that started each. Where a run's history is in the Temporal UI is for the client to
+ * build from `temporalUi` (the UI's port and the namespace): the API does not know the
+ * address its users reach the UI at.
+ */
+export function vmRunRoutes({ client, config }: { client: Client; config: Config }): Router {
+  const router = Router();
+  router.get('/vm/:id/runs', async (req: Request, res: Response) => {
+    const vmid = parseVmid(String(req.params.id));
+    if (vmid === undefined) throw new InvalidRequestError(vmidProblem(String(req.params.id)));
+    const runs = [];
+    for await (const wf of listWorkflows(client, `VmId = ${vmid}`, MAX_RUNS)) {
+      const type = wf.type?.name ?? '';
+      if (!OWN_TYPES.has(type) || wf.taskQueue !== config.temporal.taskQueue) continue;
+      const decoded = await decodeListedMemo(client, wf);
+      const startedBy = 'memo' in decoded ? decoded.memo?.[STARTED_BY] : undefined;
+      runs.push({
+        workflowId: wf.execution?.workflowId ?? '',
+        runId: wf.execution?.runId ?? '',
+        type,
+        status: statusName(wf.status),
+        startTime: toDate(wf.startTime),
+        closeTime: toDate(wf.closeTime),
+        ...(typeof startedBy === 'string' ? { startedBy } : {}),
+      });
+      if (runs.length >= MAX_RUNS) break;
+    }
+    res.json({ success: true, vmid, runs, temporalUi: { port: config.temporal.uiPort, namespace: config.temporal.namespace } });
+  });
+  return router;
+}

@@ -1,0 +1,95 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { StreamEvent } from '../../cli/events';
+import { ProgressModel } from '../../cli/render/model';
+import { CONSOLE_DIR } from '../../api/console';
+import { stepTimeline } from '../../api/stepTimeline';
+import { stepMedians } from '../../api/installTimes';
+import { REPO_ROOT } from '../../lib/repoRoot';
+
+/**
+ * The web console is files served as they are: every module the page imports must exist
+ * where its relative path says (there is no bundler to find it), the production image must
+ * carry the folder, and the page must read an install's events as the CLI does.
+ */
+
+interface PageModel {
+  steps: Array<{ name: string; state: string; elapsedSec?: number }>;
+  facts: Array<[string, string]>;
+  lastId: number;
+}
+/** The page's own module, as the browser runs it (jest compiles its ES module syntax). */
+const { apply, emptyModel, sshLine } = jest.requireActual<{
+  apply(model: PageModel, e: StreamEvent, now: number): void;
+  emptyModel(): PageModel;
+  sshLine(model: PageModel): string | undefined;
+}>(path.join(CONSOLE_DIR, 'js', 'progress.js'));
+
+const recorded: StreamEvent[] = fs
+  .readFileSync(path.join(__dirname, '..', 'fixtures', 'cli', 'install-events.ndjson'), 'utf8')
+  .trim()
+  .split('\n')
+  .map((l) => JSON.parse(l) as StreamEvent);
+
+test("every script, style and module import of the page resolves to a file of the console's folder", () => {
+  const missing: string[] = [];
+  const visit = (file: string, refs: string[]) => {
+    for (const ref of refs) if (!fs.existsSync(path.resolve(path.dirname(file), ref))) missing.push(`${path.relative(CONSOLE_DIR, file)} -> ${ref}`);
+  };
+  const index = path.join(CONSOLE_DIR, 'index.html');
+  const html = fs.readFileSync(index, 'utf8');
+  visit(index, [...html.matchAll(/(?:src|href)="([^"#:]+)"/g)].map((m) => m[1]));
+  const scripts = fs.readdirSync(path.join(CONSOLE_DIR, 'js')).filter((f) => f.endsWith('.js'));
+  expect(scripts.length).toBeGreaterThan(3);
+  for (const f of scripts) {
+    const file = path.join(CONSOLE_DIR, 'js', f);
+    visit(file, [...fs.readFileSync(file, 'utf8').matchAll(/^import .* from '([^']+)';$/gm)].map((m) => m[1]));
+  }
+  expect(missing).toEqual([]);
+  // No inline script or style: the page's Content-Security-Policy allows neither.
+  expect(html).not.toMatch(/<script(?![^>]*\bsrc=)|<style|\sstyle="|\son\w+="/i);
+});
+
+test('the production image ships the console next to dist/, where the API looks for it', () => {
+  const dockerfile = fs.readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8');
+  expect(dockerfile).toMatch(/^COPY --from=build \/src\/console \.\/console$/m);
+  expect(path.relative(REPO_ROOT, CONSOLE_DIR)).toBe('console');
+});
+
+test("the page's step list reads a recorded install as the CLI does", () => {
+  const cli = new ProgressModel();
+  const page = emptyModel();
+  recorded.forEach((e, i) => {
+    cli.apply(e, i);
+    apply(page, { ...e, id: i + 1 }, i);
+  });
+  const view = (steps: Array<{ name: string; state: string; elapsedSec?: number }>) => steps.map((s) => [s.name, s.state, s.elapsedSec]);
+  expect(view(page.steps)).toEqual(view(cli.steps));
+  expect(page.facts).toEqual(cli.summary.facts);
+  expect(page.lastId).toBe(recorded.length);
+  const fact = (k: string) => cli.summary.facts.find(([name]) => name === k)![1];
+  expect(sshLine(page)).toBe(`ssh ${fact('User')}@${fact('IP')}`);
+});
+
+test("a step's span runs from its first event to its last; an error marks it", () => {
+  const at = (seq: number, step: string, status: 'processing' | 'success' | 'error' | 'info', t: number) => ({ seq, step, status, message: '', at: t });
+  const events = [at(1, 'a', 'processing', 1000), at(2, 'a', 'success', 1500), at(3, 'b', 'processing', 1600), at(4, 'b', 'error', 4000), { seq: 5, step: 'c', status: 'info' as const, message: '' }];
+  expect(stepTimeline(events, true)).toEqual([
+    { step: 'a', start: 1000, end: 1500, ms: 500, status: 'done' },
+    { step: 'b', start: 1600, end: 4000, ms: 2400, status: 'error' },
+  ]);
+  // A step with no `done` line is running while the operation runs, and ended once it closed.
+  const running = [at(1, 'a', 'processing', 1000), at(2, 'reboot', 'info', 1200)];
+  expect(stepTimeline(running, false).map((s) => s.status)).toEqual(['running', 'running']);
+  expect(stepTimeline(running, true).map((s) => s.status)).toEqual(['done', 'done']);
+});
+
+test('medians per step and source: template installs (a qm clone step) apart from image installs', () => {
+  const span = (step: string, ms: number) => ({ step, start: 0, end: ms, ms, status: 'done' as const });
+  const image = (ms: number) => [span('VM creation > qm create', 100), span('VM initialization > init script', ms)];
+  const clone = (ms: number) => [span('VM creation > qm clone', 50), span('VM initialization > init script', ms)];
+  expect(stepMedians([image(1000), clone(10), image(3000), image(2000), clone(30)])).toEqual({
+    image: { installs: 3, steps: [{ step: 'VM creation > qm create', medianMs: 100, installs: 3 }, { step: 'VM initialization > init script', medianMs: 2000, installs: 3 }] },
+    template: { installs: 2, steps: [{ step: 'VM creation > qm clone', medianMs: 50, installs: 2 }, { step: 'VM initialization > init script', medianMs: 20, installs: 2 }] },
+  });
+});

@@ -106,7 +106,9 @@ export function templateActivities(deps: TemplateDeps) {
         if (!(err instanceof VmidTakenError)) throw err;
         if (!(await isThisRunsVm(config, proxmox, vmid, input.owner, run))) throw failure('VmidTakenError', err.message);
       }
-      await node.setVmOptions(vmid, hardwareOptions(config, spec, input.cpuType, input.address));
+      // qm clone copies the template's `protection` (qemu-server clone_vm copies every option
+      // but a few): the install's VM is its owner's to destroy, not guarded as its template is.
+      await node.setVmOptions(vmid, { ...hardwareOptions(config, spec, input.cpuType, input.address), delete: 'protection' });
       return { ip, node: template.node };
     },
 
@@ -150,12 +152,15 @@ export function templateActivities(deps: TemplateDeps) {
         const what = after.entries.template !== '1' ? 'without `template: 1`' : `with disks that are no base volumes: ${describeDisks(left)}`;
         throw failure('ProxmoxCommandError', `the conversion of VM ${vmid} into a template ended ${what}`);
       }
+      // Proxmox's own guard on what clones depend on: `qm destroy` and the removal of a disk
+      // fail while it is set, whoever asks. retireTemplates clears it.
+      if (after.entries.protection !== '1') await node.setVmOptions(vmid, { protection: true });
     },
 
     /**
-     * Removes this target's templates older than `keep`. A template that linked clones still
-     * use cannot go (Proxmox refuses: `base volume … is still in use by linked cloned`): it is
-     * kept, and the next build tries again.
+     * Removes this target's templates older than `keep`, clearing the protection its build
+     * set. A template that linked clones still use cannot go (Proxmox refuses: `base volume …
+     * is still in use by linked cloned`): it is kept, and the next build tries again.
      */
     async retireTemplates(input: { os: OsName; version: string; storage?: string; keep: number }): Promise<{ retired: number[]; kept: number[] }> {
       const target = { os: input.os, version: input.version, ...(input.storage !== undefined ? { storage: input.storage } : {}) };
@@ -165,7 +170,14 @@ export function templateActivities(deps: TemplateDeps) {
       for (const t of old) {
         Context.current().heartbeat();
         try {
-          await proxmox.requireNode(t.node).destroy(t.vmid, { purge: true });
+          const node = proxmox.requireNode(t.node);
+          // Linked clones hold the template whether protected or not: Proxmox refuses the
+          // destroy then, and the template is kept, protected again for the next build.
+          await node.setVmOptions(t.vmid, { delete: 'protection' });
+          await node.destroy(t.vmid, { purge: true }).catch(async (err: unknown) => {
+            await node.setVmOptions(t.vmid, { protection: true }).catch(() => undefined);
+            throw err;
+          });
           retired.push(t.vmid);
         } catch (err) {
           if (!/still in use by linked clone/.test(err instanceof Error ? err.message : String(err))) throw err;

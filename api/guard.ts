@@ -29,10 +29,11 @@ function allowedIps(allowIps: readonly string[]): (ip: string) => boolean {
   return addressMatcher(allowIps);
 }
 
-/** Who a request is, once its bearer token matched: the token's role and name. */
+/** Who a request is, once its bearer token matched: the token's role, name and tenant. */
 export interface Principal {
   role: Role;
   name: string;
+  tenant: string;
 }
 
 const PRINCIPAL = Symbol('qemurun.principal');
@@ -52,7 +53,7 @@ export function principalOf(req: Request, res: Response, config: Config): Princi
   }
   const token = findToken(config.apiTokens, bearerToken(header));
   if (!token) return 'wrong';
-  const principal = { role: token.role, name: token.name };
+  const principal = { role: token.role, name: token.name, tenant: token.tenant };
   (res as WithPrincipal)[PRINCIPAL] = principal;
   return principal;
 }
@@ -60,6 +61,21 @@ export function principalOf(req: Request, res: Response, config: Config): Princi
 /** The token holder's name, for the record of who started what; undefined without tokens. */
 export function actorOf(res: Response): string | undefined {
   return (res as WithPrincipal)[PRINCIPAL]?.name;
+}
+
+/** The caller's tenant, what a VM it installs is recorded under; undefined without tokens. */
+export function tenantOf(res: Response): string | undefined {
+  return (res as WithPrincipal)[PRINCIPAL]?.tenant;
+}
+
+/**
+ * The tenant whose VMs the caller sees and acts on, or undefined for every VM: the admin
+ * role, no tokens configured, or a read without a token (ANONYMOUS_ACCESS=read opens reads
+ * to everyone who can reach the API, so a scope there would protect nothing).
+ */
+export function tenantScope(res: Response): string | undefined {
+  const p = (res as WithPrincipal)[PRINCIPAL];
+  return p && p.role !== 'admin' ? p.tenant : undefined;
 }
 
 /** Whether the caller holds `role` (any caller does when no tokens are configured). */

@@ -7,7 +7,7 @@ import { toInstallSpec } from './installRequest';
 import { InvalidRequestError } from './errors';
 import { limitsFor } from './limits';
 import { openEventStream, streamProgress, type Streams } from './sse';
-import { requireRole } from './guard';
+import { requireRole, tenantOf } from './guard';
 import { startedByMemo } from './startedBy';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { diskTooBig } from '../lib/vm/diskSpace';
@@ -88,7 +88,7 @@ export function installRoutes({ config, client, knownNodes, proxmox, streams }: 
   const guard = requireRole(config, 'operate');
 
   router.post('/vm/install', ...limitsFor({ stream: { unless: prefersAsync } }, streams.limiter), guard, async (req: Request, res: Response) => {
-    const { spec, secrets } = toInstallSpec(req.body, config, knownNodes);
+    const { spec, secrets } = toInstallSpec(req.body, config, knownNodes, tenantOf(res));
     // No main node: the worker's MAIN_NODE decides where the VM is created (one source, even
     // when this API is configured with another).
     const input: InstallInput = { spec, secrets };

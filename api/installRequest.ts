@@ -31,6 +31,8 @@ export function toInstallSpec(
   raw: unknown,
   config: Config,
   knownNodes: string[],
+  /** The installing token's tenant (api/guard.ts tenantScope), recorded in the sealed spec. */
+  tenant?: string,
 ): { spec: InstallSpec; secrets: InstallSecrets } {
   const parsed = installBodySchema.safeParse(raw);
   if (!parsed.success) throw new InvalidRequestError(describeIssues(parsed.error, raw));
@@ -42,7 +44,7 @@ export function toInstallSpec(
   let spec: InstallSpec;
   try {
     // Only VM_MAX_* below the floors (VM_MAX_DISK=8) make a spec the worker would refuse.
-    spec = checkInput(installSpecSchema, { ...installSpecFromBody(b, config.limits), ...address }, 'install');
+    spec = checkInput(installSpecSchema, { ...installSpecFromBody(b, config.limits), ...address, ...(tenant !== undefined ? { tenant } : {}) }, 'install');
   } catch (err) {
     if (err instanceof InvalidInputError) throw new InvalidRequestError(`${err.message} (check VM_MAX_CPU, VM_MAX_RAM and VM_MAX_DISK)`);
     throw err;

@@ -8,6 +8,9 @@ import { LIMITS, OS_VERSIONS } from '../contract';
 import { readLeases } from '../lib/addressPools/leases';
 import { vmIp } from '../lib/network';
 import { HttpError, InvalidRequestError } from './errors';
+import { tenantScope } from './guard';
+import { tenantOfVm } from './tenancy';
+import { markerSealFor } from '../lib/vm/markerSeal';
 
 /**
  * `GET /vm/list`: the seed's body, from ONE `pvesh get /cluster/resources` (VMs and nodes
@@ -107,6 +110,32 @@ function vmList(
   return { count: list.length, list, cluster, data: list };
 }
 
+/** How many `qm config` reads a tenant's listing runs at once. */
+const CONFIG_READS = 4;
+
+/**
+ * The VMs of `tenant` among `vms` (api/tenancy.ts): one config read per VM, a few at a
+ * time. A VM whose config cannot be read is left out: a listing never shows a VM it cannot
+ * tell is the caller's.
+ */
+async function ofTenant(deps: { config: Config; proxmox: ProxmoxCluster; client: Client }, vms: VmResource[], tenant: string): Promise<VmResource[]> {
+  const seal = markerSealFor(deps.config);
+  const keep = new Set<VmResource>();
+  const queue = vms.filter((v) => v.type === 'qemu' && !v.template);
+  const worker = async () => {
+    for (let v = queue.shift(); v !== undefined; v = queue.shift()) {
+      const conf = await deps.proxmox.node(v.node)?.config(v.vmid).catch(() => undefined);
+      if (!conf) continue;
+      const check = seal.check(conf.description, v.vmid);
+      // MANAGE_ALL_VMS opens the VMs QemuRun did not install to every operate token: they are listed too.
+      if (!check.sealed && deps.config.manageAllVms) keep.add(v);
+      else if ((await tenantOfVm({ client: deps.client, tokens: deps.config.apiTokens }, v.vmid, check)) === tenant) keep.add(v);
+    }
+  };
+  await Promise.all(Array.from({ length: CONFIG_READS }, worker));
+  return vms.filter((v) => keep.has(v));
+}
+
 export function listRoutes({ config, proxmox, client }: ListRouteDeps): Router {
   const router = Router();
 
@@ -124,8 +153,11 @@ export function listRoutes({ config, proxmox, client }: ListRouteDeps): Router {
     if (leases instanceof Error) throw new HttpError(502, `could not read the address pools' leases: ${leases.message}`);
     const byVmid = new Map<number, { ip: string; address_pool: string }>();
     for (const [pool, held] of leases) for (const l of held) if (l.vmid !== undefined) byVmid.set(l.vmid, { ip: l.address, address_pool: pool });
+    // A token of the read or operate role lists its tenant's VMs only; admin, every VM.
+    const scope = tenantScope(res);
+    const vms = scope === undefined ? result.vm : await ofTenant({ config, proxmox, client }, result.vm, scope);
     res.json(
-      vmList(result.vm, result.node, {
+      vmList(vms, result.node, {
         disabled: readDisabledVmids(config.dataDir),
         filter: disable === '0' ? 'running' : disable === '1' ? 'stopped' : undefined,
         // Without pools the entries stay the seed's: their address is the formula's anyway.

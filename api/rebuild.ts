@@ -5,7 +5,8 @@ import type { Config } from '../lib/config';
 import type { Logger } from '../lib/observability/log';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { openEventStream, streamProgress, type Streams } from './sse';
-import { requireRole } from './guard';
+import { requireRole, tenantScope } from './guard';
+import { vmService } from './vm/service';
 import { startedByMemo } from './startedBy';
 import { startVmOperation } from './vm/operation';
 import { checkRebuildTarget } from './rebuildCheck';
@@ -29,11 +30,13 @@ export interface RebuildRouteDeps {
  */
 export function rebuildRoutes({ config, client, proxmox, streams, logger }: RebuildRouteDeps): Router {
   const router = Router();
+  const vms = vmService({ config, client, proxmox, logger });
 
   router.post('/vm/:id/rebuild', ...limitsFor({ stream: true }, streams.limiter), requireRole(config, 'operate'), async (req: Request, res: Response) => {
     const vmid = parseVmid(String(req.params.id));
     if (vmid === undefined) throw new InvalidRequestError(vmidProblem(String(req.params.id)));
     const body = parseInput(rebuildBodySchema, req.body);
+    await vms.changeable(vmid, tenantScope(res));
     const target = await checkRebuildTarget({ config, proxmox, client }, { vmid });
     // As for every command on an existing VM (api/vm/service.ts): one that cannot be told from
     // a later VM at its VMID gets no command.

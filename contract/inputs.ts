@@ -366,6 +366,8 @@ const installSpecObject = z
     reboot: field.reboot.optional(),
     // Address pools: absent in specs written before, which meant the /24 formula.
     addressPool: field.addressPool.optional(),
+    // Tenants: absent in specs written before, or without tokens (lib/vm/tenancy.ts).
+    tenant: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/, 'tenant must be the name of a tenant').optional(),
   })
   .strict()
   .superRefine(versionOfOs)

@@ -80,6 +80,12 @@ export interface InstallSpec {
   /** The pool the VM's static address is leased from (the API fills in the default pool). */
   addressPool?: string;
   /**
+   * The tenant of the token that installed the VM (lib/apiTokens.ts), set by the API, never
+   * by a request body. The spec marker is sealed, so Notes edits cannot move a VM to another
+   * tenant, and a rebuild keeps it. Absent: installed without tokens or before tenants.
+   */
+  tenant?: string;
+  /**
    * What the VM is built from: a clone of its OS version's template, or the cloud
    * image. Undefined: the template when a fresh one exists, else the image.
    */

@@ -415,7 +415,7 @@ function buildConfig(
     allowIps: env.ALLOW_IPS.length > 0 || env.MAIN_NODE !== undefined ? env.ALLOW_IPS : ['127.0.0.1', '::1'],
     trustedProxies: env.TRUSTED_PROXIES,
     /** API_TOKEN (role admin) and API_TOKENS_FILE's tokens; empty: the guard decides by address alone. */
-    apiTokens: [...(env.API_TOKEN ? [{ role: 'admin' as const, name: 'API_TOKEN', sha256: sha256(env.API_TOKEN) }] : []), ...apiTokens],
+    apiTokens: [...(env.API_TOKEN ? [{ role: 'admin' as const, name: 'API_TOKEN', tenant: 'API_TOKEN', sha256: sha256(env.API_TOKEN) }] : []), ...apiTokens],
     /**
      * What a caller without a token may do once tokens exist: `read` (the GET endpoints) or
      * `none` (health, the OpenAPI document and the init scripts only). Default: `none` with

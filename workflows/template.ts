@@ -6,16 +6,24 @@ import {
   TEMPLATE_DISK_GB,
   TEMPLATE_TAG,
   templateNamePrefix,
+  VM_ID,
   workflowInputs,
   installSteps,
   templateSteps,
 } from '../contract';
-import { workflowInfo } from '@temporalio/workflow';
+import { patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { Progress } from './progress';
 import { checkedWorkflowInput } from './checkInput';
 import { cleanup, guest, power, proxmox, transfer } from './activityOptions';
 import { makeWithFreeVmid } from './freeVmid';
 import { failWithCleanup } from './compensations';
+
+/**
+ * The patch by which a build carries its VM's VmId from the VM's creation: the per-VM
+ * operations (api/vm/operation.ts) then find it running on the VM and refuse to start
+ * beside it. Builds that started before it held nothing.
+ */
+const BUILD_HOLDS_ITS_VM = 'template-build-holds-its-vm';
 
 /**
  * Builds the golden template of an OS version: the cloud image as a VM, the shared
@@ -69,6 +77,7 @@ export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTem
         make: (vmid, name) => proxmox.createVm({ vmid, name, spec, cpuType, owner }),
       }),
     );
+    if (patched(BUILD_HOLDS_ITS_VM)) upsertSearchAttributes([{ key: VM_ID, value: vm.vmid }]);
     const ip = vm.made.ip;
     progress.vm = { vmid: vm.vmid, ip };
     progress.info(installSteps.createVm.wire, `VMID ${vm.vmid}, IP ${ip}, name ${vm.name}`);

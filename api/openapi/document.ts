@@ -68,6 +68,8 @@ const COMPONENTS: Record<string, Schema> = {
 const codecPayloads = z.object({ payloads: z.array(z.object({ metadata: z.record(z.string(), z.string()).optional(), data: z.string().optional() })) });
 
 const err = (description: string): Answer => ({ description, json: answers.errorBody });
+/** Another tenant's VM answers as one nobody uses (docs/security.md, Tenants). */
+const NO_SUCH_VM = "no such VM, or another tenant's";
 const stream = (description: string): Answer => ({ description, events: true, headers: { 'X-Workflow-Id': 'the workflow id of the operation' } });
 const vmid = { id: 'the VMID' };
 
@@ -153,7 +155,7 @@ const OPERATIONS: Operation[] = [
     method: 'GET',
     path: '/api/vm/:id/status',
     summary: 'Whether a VM runs',
-    answers: { 200: { description: 'its state', text: answers.vmState }, 400: err('not a VMID'), 404: err('no such VM') },
+    answers: { 200: { description: 'its state', text: answers.vmState }, 400: err('not a VMID'), 404: err(NO_SUCH_VM) },
   },
   ...(['start', 'reboot'] as const).map(
     (op): Operation => ({
@@ -161,7 +163,7 @@ const OPERATIONS: Operation[] = [
       path: `/api/vm/:id/${op}`,
       summary: `${op === 'start' ? 'Start' : 'Reboot'} a VM and wait for its SSH`,
       role: 'operate',
-      answers: { 200: stream('the operation, until `event: close`'), 400: err('not a VMID'), 404: err('no such VM'), 409: err('not in the managed set, or in the wrong state') },
+      answers: { 200: stream('the operation, until `event: close`'), 400: err('not a VMID'), 404: err(NO_SUCH_VM), 409: err('not in the managed set, or in the wrong state') },
     }),
   ),
   ...(['shutdown', 'stop', 'destroy'] as const).map(
@@ -170,7 +172,7 @@ const OPERATIONS: Operation[] = [
       path: `/api/vm/:id/${op}`,
       summary: `${op[0].toUpperCase()}${op.slice(1)} a VM`,
       role: 'operate',
-      answers: { 200: { description: 'done', text: answers.okText }, 400: err('not a VMID'), 404: err('no such VM'), 409: err('not in the managed set, or in the wrong state') },
+      answers: { 200: { description: 'done', text: answers.okText }, 400: err('not a VMID'), 404: err(NO_SUCH_VM), 409: err('not in the managed set, or in the wrong state') },
     }),
   ),
   ...(
@@ -186,7 +188,7 @@ const OPERATIONS: Operation[] = [
       summary: `Change a stopped VM's ${what}`,
       role: 'operate',
       body,
-      answers: { 200: { description: 'done', text: answers.okText }, 400: err('the body is invalid (the field is named)'), 404: err('no such VM'), 409: err('not in the managed set, or running') },
+      answers: { 200: { description: 'done', text: answers.okText }, 400: err('the body is invalid (the field is named)'), 404: err(NO_SUCH_VM), 409: err('not in the managed set, or running') },
     }),
   ),
   {
@@ -195,7 +197,7 @@ const OPERATIONS: Operation[] = [
     summary: 'Migrate a stopped VM to another node',
     role: 'operate',
     body: nodeBody,
-    answers: { 200: stream('the migration, until `event: close`'), 400: err('the body is invalid'), 404: err('no such VM'), 409: err('not in the managed set, or running') },
+    answers: { 200: stream('the migration, until `event: close`'), 400: err('the body is invalid'), 404: err(NO_SUCH_VM), 409: err('not in the managed set, or running') },
   },
   {
     method: 'POST',
@@ -216,7 +218,7 @@ const OPERATIONS: Operation[] = [
     summary: 'Re-create a VM from the spec it records',
     role: 'operate',
     body: rebuildBodySchema,
-    answers: { 200: stream('the rebuild, until `event: close`'), 400: err('the body is invalid'), 404: err('no such VM'), 409: err('not in the managed set, or it records no spec') },
+    answers: { 200: stream('the rebuild, until `event: close`'), 400: err('the body is invalid'), 404: err(NO_SUCH_VM), 409: err('not in the managed set, or it records no spec') },
   },
   {
     method: 'GET',
@@ -371,7 +373,7 @@ const OPERATIONS: Operation[] = [
 /** What every operation needing operate or admin can also answer. */
 const GUARD_ANSWERS: Record<number, Answer> = {
   401: err('tokens are configured (API_TOKEN, API_TOKENS_FILE) and the bearer token is missing or wrong'),
-  403: err('the caller is not in ALLOW_IPS, a cross-site request, or the token lacks the role (`role` names the one needed)'),
+  403: err('the caller is not in ALLOW_IPS, a cross-site request, or the token lacks the role (`role` names the one needed; an operate token changing a template: admin)'),
 };
 /** What every read can also answer. */
 const READ_ANSWERS: Record<number, Answer> = {

@@ -4,7 +4,7 @@ import type { z } from 'zod';
 import { type InstallSpec, type RebuildInput, rebuildScheduleId, VM_OPERATION, withWorkflowType } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster } from '../../lib/proxmox';
-import { requireRole } from '../guard';
+import { requireRole, tenantOf } from '../guard';
 import { toInstallSpec } from '../installRequest';
 import { checkRebuildTarget } from '../rebuildCheck';
 import { HttpError, InvalidRequestError, parseInput } from '../errors';
@@ -80,8 +80,9 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
   }
 
   /** The install spec a `spec` body field describes, checked like an install body; `id` is required. */
-  function specFromBody(raw: unknown): { spec: InstallSpec; passwd?: string } {
-    const { spec, secrets } = withPrefix('spec', () => toInstallSpec(raw, config, knownNodes));
+  function specFromBody(raw: unknown, tenant: string | undefined): { spec: InstallSpec; passwd?: string } {
+    // The VM a schedule re-creates from its own spec belongs to the admin token's tenant, as an admin's install does.
+    const { spec, secrets } = withPrefix('spec', () => toInstallSpec(raw, config, knownNodes, tenant));
     if (spec.vmid === undefined) throw new InvalidRequestError('spec.id: is required (the VMID the schedule rebuilds)');
     // A rebuild re-creates the VM from its spec, which holds no user-data (a secret): refused, not dropped.
     if (secrets.userData !== undefined) throw new InvalidRequestError('spec.userData: is not kept by a schedule: a rebuild re-creates the VM without user-data');
@@ -92,15 +93,15 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
   router.post('/schedules', guard, async (req: Request, res: Response) => {
     const body = parseInput(createScheduleSchema, req.body);
     checkFrequency(body);
-    const desc = await oneAtATime(() => createCounted(body));
+    const desc = await oneAtATime(() => createCounted(body, tenantOf(res)));
     res.status(201).json({ success: true, schedule: presentSchedule(desc) });
   });
 
-  async function createCounted(body: z.infer<typeof createScheduleSchema>) {
+  async function createCounted(body: z.infer<typeof createScheduleSchema>, tenant: string | undefined) {
     await checkCount();
     let input: RebuildInput;
     if (body.spec !== undefined) {
-      const { spec, passwd } = specFromBody(body.spec);
+      const { spec, passwd } = specFromBody(body.spec, tenant);
       input = { vmid: spec.vmid as number, spec, ...(passwd !== undefined ? { passwd } : {}) };
     } else {
       input = { vmid: body.vmid as number, ...(body.passwd !== undefined ? { passwd: body.passwd } : {}) };
@@ -184,7 +185,7 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
     let attributes: ReturnType<typeof actionAttributes> | undefined;
     if (body.spec !== undefined) {
       if (!current.spec) throw new InvalidRequestError('spec: this schedule rebuilds from the spec its VM records; it takes no spec');
-      const { spec, passwd } = specFromBody(body.spec);
+      const { spec, passwd } = specFromBody(body.spec, tenantOf(res));
       if (spec.vmid !== current.vmid) throw new InvalidRequestError(`spec.id: must stay ${current.vmid}; make another schedule for another VM`);
       input = { ...input, spec, ...(passwd !== undefined ? { passwd } : {}) };
       attributes = actionAttributes(await check(spec.vmid, spec));

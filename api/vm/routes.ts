@@ -6,13 +6,13 @@ import type { Config } from '../../lib/config';
 import type { Logger } from '../../lib/observability/log';
 import type { ProxmoxCluster } from '../../lib/proxmox';
 import { markerSealFor } from '../../lib/vm/markerSeal';
-import { clientIp, requireRole } from '../guard';
+import { clientIp, requireRole, tenantScope } from '../guard';
 import { startedByMemo } from '../startedBy';
 import { openEventStream, streamProgress, type Streams } from '../sse';
 import { answerHeldOpen, limitsFor, type RouteLimits } from '../limits';
 import { HttpError, InvalidRequestError, parseInput } from '../errors';
 import { parseVmid, vmidProblem } from './vmid';
-import { vmService, type Operation, type VmFacts } from './service';
+import { vmService, type Operation, type VmFacts, type VmNotes } from './service';
 import { answerAdopted, answerOk, answerStatus } from './presentation';
 
 /**
@@ -42,7 +42,7 @@ interface OperationRoute<B> {
   answer: 'stream' | 'ok';
   limits: RouteLimits;
   body?: z.ZodType<B>;
-  build(vm: VmFacts, body: B): Operation | Promise<Operation>;
+  build(vm: VmFacts & { conf?: VmNotes }, body: B): Operation | Promise<Operation>;
 }
 
 const route = <B = undefined>(r: OperationRoute<B>) => r;
@@ -112,7 +112,13 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams, logger 
       needs: 'stopped',
       answer: 'ok',
       limits: { long: true },
-      build: (vm) => ({ workflow: 'vmDestroy', args: [{ vmid: vm.vmid }], operation: 'destroy', summary: `destroy VM ${vm.vmid} on ${vm.node}` }),
+      build: (vm) => {
+        // Proxmox would refuse it in the workflow; said here, before anything starts.
+        if (vm.conf?.entries?.protection === '1') {
+          throw new HttpError(409, `VM ${vm.vmid} is protected (protection: 1): turn protection off in Proxmox first to destroy it`);
+        }
+        return { workflow: 'vmDestroy', args: [{ vmid: vm.vmid }], operation: 'destroy', summary: `destroy VM ${vm.vmid} on ${vm.node}` };
+      },
     }),
     route({
       path: 'set/cpu',
@@ -166,7 +172,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams, logger 
       const vmid = vmidOf(req);
       vms.refuseDisabled(vmid);
       const body = op.body ? parseInput(op.body, req.body) : undefined;
-      const vm = await vms.preconditions(vmid, op.needs);
+      const vm = await vms.preconditions(vmid, op.needs, tenantScope(res));
       const h = await vms.start(vm, { ...(await op.build(vm, body)), memo: startedByMemo(res) });
       if (op.answer === 'stream') {
         openEventStream(res, h.workflowId, streams.limiter);
@@ -228,7 +234,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams, logger 
   });
 
   router.get('/vm/:id/status', async (req: Request, res: Response) => {
-    const vm = await vms.lookUp(vmidOf(req));
+    const vm = await vms.visible(vmidOf(req), tenantScope(res));
     answerStatus(res, vm.state);
   });
 

@@ -4,12 +4,13 @@ import type { Config } from '../../lib/config';
 import type { Logger } from '../../lib/observability/log';
 import type { ProxmoxCluster, ProxmoxNode } from '../../lib/proxmox';
 import { readDisabledVmids } from '../../lib/stateFiles';
-import { notManagedRefusal } from '../../lib/vm/markerSeal';
+import { markerSealFor, notManagedRefusal } from '../../lib/vm/markerSeal';
 import { vmAddress } from '../../lib/vm/address';
 import { vmIp } from '../../lib/network';
 import { vmInstanceOf } from '../../lib/proxmox/vmInstance';
 import { HttpError, workflowFailure } from '../errors';
 import { startVmOperation, type VmOperation } from './operation';
+import { isTemplateVm, tenantOfVm } from '../tenancy';
 
 /** What the API knows about a VM once its preconditions passed. */
 export interface VmFacts {
@@ -108,16 +109,62 @@ export function vmService({ config, client, proxmox, logger }: VmServiceDeps) {
     );
   }
 
+  /**
+   * Tenants (docs/security.md): another tenant's VM answers exactly as a VMID nobody uses
+   * does, so a token learns nothing of other tenants' VMs. A sealed VM of no tenant is the
+   * admin's. Unsealed VMs are the managed set's business (409, or MANAGE_ALL_VMS opens them).
+   */
+  async function hideOtherTenants(vm: VmFacts & { conf?: VmNotes }, scope: string): Promise<void> {
+    const check = markerSealFor(config).check(vm.conf?.description, vm.vmid);
+    if (!check.sealed) return;
+    const tenant = await tenantOfVm({ client, tokens: config.apiTokens }, vm.vmid, check);
+    if (tenant !== scope) throw new HttpError(404, `VM ${vm.vmid} does not exist`);
+  }
+
+  /** A template is changed only by its build and the admin role (403: every reader lists templates anyway). */
+  function refuseTemplate(vm: VmFacts & { conf?: VmNotes }): void {
+    if (isTemplateVm(markerSealFor(config).check(vm.conf?.description, vm.vmid), vm.conf?.entries)) {
+      throw new HttpError(403, `VM ${vm.vmid} is a template: only its build workflow and the admin role change it`, { role: 'admin' });
+    }
+  }
+
+  /**
+   * The VM as the caller may see it (`scope`: the caller's tenant, undefined for every VM):
+   * 404 for a missing VM and for another tenant's alike.
+   */
+  async function visible(vmid: number, scope: string | undefined): Promise<VmFacts & { conf?: VmNotes }> {
+    const vm = await lookUp(vmid, { config: scope !== undefined });
+    if (scope !== undefined) await hideOtherTenants(vm, scope);
+    return vm;
+  }
+
   return {
     lookUp,
+    visible,
     requireInstance,
+
+    /** For changes that check the rest themselves (a rebuild): not a template, not another tenant's. */
+    async changeable(vmid: number, scope: string | undefined): Promise<void> {
+      if (scope === undefined) return;
+      const vm = await lookUp(vmid, { config: true });
+      refuseTemplate(vm);
+      await hideOtherTenants(vm, scope);
+    },
     notesOf,
     refuseDisabled,
 
-    /** The VM exists, is in the managed set, and is in the power state the operation needs. */
-    async preconditions(vmid: number, needs: 'running' | 'stopped'): Promise<VmFacts> {
+    /**
+     * The VM exists, is in the managed set, is the caller's to change (`scope`: the caller's
+     * tenant, undefined for admin), and is in the power state the operation needs.
+     */
+    async preconditions(vmid: number, needs: 'running' | 'stopped', scope?: string): Promise<VmFacts & { conf?: VmNotes }> {
       const vm = await lookUp(vmid, { config: true });
       refuseUnmanaged(vm);
+      if (scope !== undefined) {
+        refuseTemplate(vm);
+        await hideOtherTenants(vm, scope);
+      }
+      // After the tenant check: another tenant's VM is a 404 whatever its config holds.
       requireInstance(vm);
       if (needs === 'stopped' && vm.running) throw new HttpError(400, 'VM is running', { state: vm.state });
       if (needs === 'running' && !vm.running) throw new HttpError(400, 'VM is not running', { state: vm.state });

@@ -54,6 +54,8 @@ export interface QmSetOptions {
   cpu?: string;
   name?: string;
   description?: string;
+  /** Proxmox refuses to destroy the VM or remove its disks while set (templates the product builds). */
+  protection?: boolean;
   /** Comma-separated option names to remove. */
   delete?: string;
   skiplock?: boolean;

@@ -347,6 +347,26 @@ describe('qm power and listing without a guest OS', () => {
   });
 });
 
+describe('protection', () => {
+  test("while set, destroy and the removal of a drive, an unused disk or the vmstate fail in check_protection's words; other options change", async () => {
+    await qm('pve1', 'create', '241', ...CREATE, '--scsi0', 'local-lvm:1', '--scsi1', 'local-lvm:1', '--protection', '1');
+    const destroy = await qm('pve1', 'destroy', '241', '--purge', '1');
+    expect([destroy.exitCode, destroy.stderr]).toEqual([255, "can't remove VM 241 - protection mode enabled"]);
+    const drive = await qm('pve1', 'set', '241', '--delete', 'scsi1');
+    expect([drive.exitCode, drive.stderr]).toEqual([255, "can't remove drive 'scsi1' - protection mode enabled"]);
+    expect((await qm('pve1', 'set', '241', '--cores', '2', '--delete', 'serial0')).exitCode).toBe(0);
+    expect((await qm('pve1', 'set', '241', '--delete', 'protection')).exitCode).toBe(0);
+    expect((await qm('pve1', 'set', '241', '--delete', 'scsi1')).exitCode).toBe(0);
+    expect(await t.cluster.readConfig(241)).toContain('\nunused0: local-lvm:vm-241-disk-1\n');
+    expect((await qm('pve1', 'set', '241', '--protection', '1')).exitCode).toBe(0);
+    const unused = await qm('pve1', 'set', '241', '--delete', 'unused0');
+    expect([unused.exitCode, unused.stderr]).toEqual([255, "can't remove unused disk 'local-lvm:vm-241-disk-1' - protection mode enabled"]);
+    expect((await qm('pve1', 'set', '241', '--protection', '0')).exitCode).toBe(0);
+    expect((await qm('pve1', 'destroy', '241', '--purge', '1')).exitCode).toBe(0);
+    expect(await t.cluster.readConfig(241)).toBeUndefined();
+  });
+});
+
 describe('cicustom', () => {
   test("set and create check its format only; start reads each snippet, and a missing one is pve-storage's `can't find file`", async () => {
     // qemu-server checks `pve-qm-cicustom` (each key a pve-volume-id) when the option is set,

@@ -63,12 +63,27 @@ test('bad lines are named by line, never by their token', () => {
   expect(problems).toEqual([
     'F line 1: role must be one of read, operate, admin',
     'F line 2: the token must be at least 16 characters (or sha256:<64 hex digits>)',
-    'F line 3: must be "<role> <token or sha256:hex> <name>" (3 fields, got 2)',
+    'F line 3: must be "<role> <token or sha256:hex> <name> [tenant=<name>]" (3 or 4 fields, got 2)',
     'F line 4: name must be 1 to 64 letters, digits, ".", "_", "@" or "-"',
     'F line 6: the same token is listed twice',
     'F line 7: name alice is used twice',
   ]);
   expect(problems.join('\n')).not.toContain(READER);
+});
+
+test('a token belongs to a tenant: the one its line names, else its own, named after the token', () => {
+  const { tokens, problems } = parseApiTokens(
+    [`operate ${OPERATOR} ci tenant=team-a`, `read ${READER} grafana tenant=team-a`, `admin ${ADMIN} alice`].join('\n'),
+    'f',
+  );
+  expect(problems).toEqual([]);
+  expect(tokens.map((t) => [t.name, t.tenant])).toEqual([['ci', 'team-a'], ['grafana', 'team-a'], ['alice', 'alice']]);
+  const bad = parseApiTokens([`operate ${OPERATOR} ci team-a`, `read ${READER} grafana tenant=bad/name`, `admin ${ADMIN} alice tenant=`].join('\n'), 'F');
+  expect(bad.problems).toEqual([
+    'F line 1: the 4th field must be tenant=<name>',
+    'F line 2: tenant must be 1 to 64 letters, digits, ".", "_", "@" or "-"',
+    'F line 3: tenant must be 1 to 64 letters, digits, ".", "_", "@" or "-"',
+  ]);
 });
 
 test('API_TOKENS_FILE must be private to the service user, as the encryption key file must; API_TOKEN stays, as admin', () => {

@@ -178,6 +178,17 @@ function applyDrive(ctx: Ctx, vmid: number, conf: VmConf, key: string, value: st
   }
 }
 
+/**
+ * Proxmox's `protection: 1` guards what a VM's config holds of its disks (qemu-server
+ * API2/Qemu.pm, the delete loop of update_vm: check_protection before removing an unused
+ * disk, the vmstate or a drive). Other options still change: protection stops removal only.
+ */
+function refuseProtected(conf: VmConf, key: string, value: string): void {
+  if (conf.props.protection !== '1') return;
+  const what = /^unused\d+$/.test(key) ? `unused disk '${parseDrive(value).volid}'` : key === 'vmstate' ? `vmstate '${value}'` : isDriveName(key) ? `drive '${key}'` : undefined;
+  if (what !== undefined) throw new CliError(`can't remove ${what} - protection mode enabled`);
+}
+
 /** Removes options (`--delete a,b`): disks become unusedN, a cloud-init drive is freed. */
 export function deleteVmOptions(ctx: Ctx, conf: VmConf, list: string): void {
   for (const key of list.split(/[,;\s]+/).filter(Boolean)) {
@@ -187,6 +198,7 @@ export function deleteVmOptions(ctx: Ctx, conf: VmConf, list: string): void {
     }
     const value = conf.props[key];
     if (value === undefined) continue;
+    refuseProtected(conf, key, value);
     delete conf.props[key];
     if (isDriveName(key) || /^unused\d+$/.test(key)) {
       const d = parseDrive(value);

@@ -1,0 +1,55 @@
+import type { Client } from '@temporalio/client';
+import { isAdoptionOwner, parseSpecMarker, parseTemplateMarker, TEMPLATE_TAG, vmWorkflowId } from '../contract';
+import type { ApiToken } from '../lib/apiTokens';
+import type { MarkerCheck } from '../lib/vm/markerSeal';
+import { STARTED_BY } from './startedBy';
+
+/**
+ * Which tenant a VM belongs to (docs/security.md, "Tenants"). Installs record the installing
+ * token's tenant in the spec marker, which the seal covers: editing the Notes cannot move a
+ * VM to another tenant, and a rebuild keeps it.
+ *
+ * VMs installed before tenants carry none. They belong to the tenant of the token that
+ * started their owner run, as its `startedBy` memo names it: with the default (a token is its
+ * own tenant) an existing installation keeps working as before, and the tokens file can move
+ * such VMs to a shared tenant by giving that token a `tenant=`. A rebuild's install is a
+ * child of the `vm-<vmid>` run the token started, so its parent is asked. Without such a
+ * record (installed without tokens, history gone) a VM belongs to no tenant: admin only.
+ */
+export async function tenantOfVm(
+  deps: { client: Client; tokens: readonly ApiToken[] },
+  vmid: number,
+  check: MarkerCheck,
+): Promise<string | undefined> {
+  if (!check.sealed) return undefined;
+  const recorded = parseSpecMarker(check.fields.spec)?.tenant;
+  if (recorded !== undefined) return recorded;
+  const startedBy = await startedByOfRun(deps.client, isAdoptionOwner(check.fields.owner) ? vmWorkflowId(vmid) : check.fields.owner, check.fields.run);
+  if (startedBy === undefined) return undefined;
+  // A token no longer listed still names its tenant: a token without `tenant=` was its own.
+  return deps.tokens.find((t) => t.name === startedBy)?.tenant ?? startedBy;
+}
+
+async function startedByOfRun(client: Client, workflowId: string, runId: string, hops = 1): Promise<string | undefined> {
+  const d = await client.workflow
+    .getHandle(workflowId, runId)
+    .describe()
+    .catch(() => undefined);
+  if (!d) return undefined;
+  const startedBy = d.memo?.[STARTED_BY];
+  if (typeof startedBy === 'string') return startedBy;
+  const parent = d.parentExecution;
+  return parent?.workflowId && hops > 0 ? startedByOfRun(client, parent.workflowId, parent.runId ?? '', hops - 1) : undefined;
+}
+
+/**
+ * Whether a VM is a template or a template build: Proxmox's `template: 1`, a sealed template
+ * marker, or the sealed spec of a build (tagged qemurun-template). Only its build workflow
+ * and the admin role change it: its clones depend on it.
+ */
+export function isTemplateVm(check: MarkerCheck, entries: Record<string, string> | undefined): boolean {
+  if (entries?.template === '1') return true;
+  if (!check.sealed) return false;
+  if (parseTemplateMarker(check.fields.template) !== undefined) return true;
+  return parseSpecMarker(check.fields.spec)?.tags?.includes(TEMPLATE_TAG) ?? false;
+}

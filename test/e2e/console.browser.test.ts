@@ -50,7 +50,8 @@ suite('the web console', () => {
     if (!HAVE_CHROMIUM) throw new Error(`${CHROMIUM} not found: install Debian's chromium (apt-get install chromium); CI must run this test`);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-console-'));
     const tokens = path.join(dir, 'tokens');
-    fs.writeFileSync(tokens, `read ${READER} viewer\noperate ${OPERATOR} dev\nadmin ${ADMIN} boss\n`, { mode: 0o600 });
+    // The reader and the operator are one team's: a read token sees only its tenant's VMs.
+    fs.writeFileSync(tokens, `read ${READER} viewer tenant=team\noperate ${OPERATOR} dev tenant=team\nadmin ${ADMIN} boss\n`, { mode: 0o600 });
     userKey = makeKeyPair(dir, 'console-user');
     // The init script's first package call is silent for a while: the install is still
     // running when the page reloads.

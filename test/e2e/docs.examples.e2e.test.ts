@@ -20,7 +20,7 @@ const REPO = path.resolve(__dirname, '..', '..');
 const DOC = 'http://127.0.0.1:8080';
 const blocks = [
   ...docBlocks(path.join(REPO, 'README.md')),
-  ...fs.readdirSync(path.join(REPO, 'docs')).flatMap((f) => docBlocks(path.join(REPO, 'docs', f))),
+  ...fs.readdirSync(path.join(REPO, 'docs')).filter((f) => f.endsWith('.md')).flatMap((f) => docBlocks(path.join(REPO, 'docs', f))),
 ].filter((b) => b.commands.some((c) => c.text.includes('curl ')));
 const ran = new Set<string>();
 

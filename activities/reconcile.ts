@@ -4,7 +4,9 @@ import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { creationTimeSec } from '../lib/proxmox/vmConfig';
 import { readDisabledVmids } from '../lib/stateFiles';
-import { isAdoptionOwner, verdict, vmWorkflowId, type OwnerState, type ReconcileItem } from '../contract';
+import { addressLeasesQuery, addressPoolWorkflowId, generationOf, isAdoptionOwner, leaseVerdict, verdict, vmWorkflowId, type AddressLease, type LeaseItem, type OwnerState, type ReconcileItem } from '../contract';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { staticAddressOf } from '../lib/vm/address';
 import { markerSealFor } from '../lib/vm/markerSeal';
 import { describeUndecoded } from '../lib/temporal/workflowDescription';
 
@@ -46,7 +48,72 @@ export function reconcileActivities({ config, proxmox, client }: ReconcileDeps) 
     return ttl === undefined || ttl === null ? undefined : Number(ttl);
   }
 
+  /** How the latest run under a lease's owner id stands: a run started again there holds the lease as well. */
+  async function ownerOfLease(workflowId: string): Promise<{ state?: OwnerState; unread?: string }> {
+    try {
+      const d = await describeUndecoded(client, workflowId);
+      return { state: d ? (d.status as OwnerState) : 'UNKNOWN_TO_NAMESPACE' };
+    } catch (err) {
+      return { unread: (err as Error).message.split('\n')[0] };
+    }
+  }
+
   return {
+    /**
+     * Every lease of every pool with the reconciler's verdict. The owners are asked first and
+     * the VMs read after: an install that closed before it was asked had created its VM by
+     * then, so a lease is never taken from an install between its lease and its VM.
+     */
+    async planLeaseRelease(): Promise<LeaseItem[]> {
+      const ctx = Context.current();
+      const held: Array<{ pool: string; lease: AddressLease }> = [];
+      for (const pool of config.addressPools) {
+        try {
+          const { leases } = await client.workflow.getHandle(addressPoolWorkflowId(pool.name)).query(addressLeasesQuery);
+          held.push(...leases.map((lease) => ({ pool: pool.name, lease })));
+        } catch (err) {
+          if (!(err instanceof WorkflowNotFoundError)) throw err; // a pool never used has no leases
+        }
+      }
+      const owners = new Map<string, { state?: OwnerState; unread?: string }>();
+      for (const { lease } of held) {
+        ctx.heartbeat(lease.address);
+        if (!owners.has(lease.owner)) owners.set(lease.owner, await ownerOfLease(lease.owner));
+      }
+      const vms = new Map((await proxmox.vms()).map((vm) => [vm.vmid, vm.node]));
+      const items: LeaseItem[] = [];
+      for (const { pool, lease } of held) {
+        ctx.heartbeat(lease.address);
+        const owner = owners.get(lease.owner)!;
+        let vm: { template: boolean; address?: string } | undefined;
+        let vmUnread: string | undefined;
+        const node = lease.vmid === undefined ? undefined : vms.get(lease.vmid);
+        if (node !== undefined && lease.vmid !== undefined && owner.state !== 'RUNNING' && owner.unread === undefined) {
+          const conf = await proxmox.requireNode(node).config(lease.vmid).catch((err: unknown) => err as Error);
+          if (!(conf instanceof Error)) {
+            const address = staticAddressOf(conf.entries.ipconfig0);
+            vm = { template: conf.entries.template === '1', ...(address !== undefined ? { address } : {}) };
+          } else if (conf.name !== 'VmNotFoundError') {
+            // Its node unreachable: the VM may still use the address.
+            vmUnread = `VM ${lease.vmid}'s config could not be read: ${conf.message.split('\n')[0]}`;
+          }
+        }
+        const { action, reason } =
+          vmUnread !== undefined
+            ? { action: 'keep' as const, reason: vmUnread }
+            : leaseVerdict({
+                owner: lease.owner,
+                ...(owner.state !== undefined ? { ownerState: owner.state } : {}),
+                ...(owner.unread !== undefined ? { ownerUnread: owner.unread } : {}),
+                ...(lease.vmid !== undefined ? { vmid: lease.vmid } : {}),
+                address: lease.address,
+                ...(vm ? { vm } : {}),
+              });
+        items.push({ pool, address: lease.address, generation: generationOf(lease), owner: lease.owner, ...(lease.vmid !== undefined ? { vmid: lease.vmid } : {}), action, reason });
+      }
+      return items;
+    },
+
     /**
      * Every VM of the cluster with the reconciler's verdict. Only reads: the owner markers
      * and their seal (one `qm config` per VM, on its node), the owner run's state, the VM's creation time, the

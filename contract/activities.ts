@@ -1,5 +1,5 @@
 import type { InitScriptPhase, InstallSpec, OsName } from './types';
-import type { ReconcileItem } from './reconcile';
+import type { LeaseItem, ReconcileItem } from './reconcile';
 import type { PoolAddress } from './addressPools';
 import type { TemplateChoice, TemplateMarker } from './templates';
 
@@ -50,8 +50,12 @@ export interface Activities {
   allocateVmid: (input: { exclude: number[] }) => Promise<number>;
   /** A lease from an address pool (workflows/addressPool.ts), idempotent per owner. */
   allocateAddress: (input: { pool: string; owner: string; vmid?: number; address?: string }) => Promise<PoolAddress>;
-  /** Releases what an owner or a VMID holds in any pool; returns the addresses released. */
+  /** Releases what an owner or a VMID holds in any pool, each lease by name; returns the addresses released. */
   releaseAddress: (input: { owner?: string; vmid?: number }) => Promise<string[]>;
+  /** Releases one lease, named by pool, address and generation; none released: another lease holds the address now. */
+  releaseLease: (input: { pool: string; address: string; generation: number }) => Promise<string[]>;
+  /** A template build's lease from the first address pool; null without pools. */
+  leaseBuildAddress: (input: { owner: string; vmid: number }) => Promise<PoolAddress | null>;
   /** The service's own public SSH key (SSH_KEY_PATH), which every VM it builds trusts. */
   servicePublicKey: () => Promise<string>;
 
@@ -156,6 +160,8 @@ export interface Activities {
 
   // The reconciler: every VM with its verdict (it only reads; removal is destroyOwnedVm).
   planReconcile: () => Promise<ReconcileItem[]>;
+  /** Every address lease with its verdict (contract/reconcile.ts leaseVerdict); it only reads. */
+  planLeaseRelease: () => Promise<LeaseItem[]>;
 }
 
 /**

@@ -17,11 +17,22 @@ export interface AddressLease {
   vmid?: number;
   /** ISO time the lease was made. */
   since: string;
+  /**
+   * Which lease this is: the pool numbers every lease it makes from 1, so a release naming
+   * an earlier one cannot drop this one. Absent on leases made before generations: 0 (generationOf).
+   */
+  generation?: number;
+  /** Who the quota counts the lease against (leaseHolderOf); absent on leases made before quotas. */
+  holder?: string;
 }
 
 export interface AddressPoolState {
   pool: string;
   leases: AddressLease[];
+  /** The generation the next lease gets. */
+  nextGeneration?: number;
+  /** The last updates' ids with their answers, so one sent again (even after continue-as-new) acts once. */
+  answered?: Array<[string, AddressLease | AddressLease[]]>;
 }
 
 export interface AllocateAddress {
@@ -31,14 +42,37 @@ export interface AllocateAddress {
   vmid?: number;
   /** One address asked for: it must be assignable in the pool and free. */
   address?: string;
+  /** Who the pool's maxLeasesPerHolder counts the lease against (leaseHolderOf). */
+  holder?: string;
 }
 
-/** Releases by owner, by VMID or by address: what the caller knows. */
+/**
+ * Releases one lease, named by its address and generation: a release sent again after the
+ * address was leased anew finds another generation there and releases nothing. (Histories
+ * recorded before generations hold releases by owner or VMID; they replay as they ran.)
+ */
 export interface ReleaseAddress {
   owner?: string;
   vmid?: number;
   address?: string;
+  generation?: number;
 }
+
+/**
+ * The identity a pool's quota counts leases against: the API token that started the
+ * workflow (its `startedBy` memo), or `anonymous` without tokens. One function, so that
+ * another identity (a tenant) replaces the token's name in one place.
+ */
+export function leaseHolderOf(startedBy: string | undefined): string {
+  return startedBy === undefined || startedBy === '' ? 'anonymous' : `token:${startedBy}`;
+}
+
+/** A lease's generation; leases made before generations are generation 0. */
+export const generationOf = (lease: Pick<AddressLease, 'generation'>): number => lease.generation ?? 0;
+
+/** The update id of the release of one lease: the same lease's release is one update, however often it is sent. */
+export const releaseUpdateId = (pool: string, lease: Pick<AddressLease, 'address' | 'generation'>): string =>
+  `release-${pool}-${lease.address}-${generationOf(lease)}`;
 
 export const allocateAddressUpdate = defineUpdate<AddressLease, [AllocateAddress]>('allocate');
 /** The leases released (none: nothing matched, which a retried release finds). */

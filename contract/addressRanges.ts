@@ -14,6 +14,8 @@ export interface AddressPoolSetting {
   vlan?: number;
   /** Single addresses (`a.b.c.d`) and inclusive ranges (`a.b.c.d-a.b.c.e`) never handed out. */
   reserved?: string[];
+  /** How many leases one holder (leaseHolderOf) may have in the pool at once; absent: no limit. */
+  maxLeasesPerHolder?: number;
 }
 
 /** A checked pool: its bounds as numbers, the first and last address that may be handed out. */
@@ -87,6 +89,10 @@ export function checkAddressPools(settings: readonly AddressPoolSetting[]): { po
       } else reservedRanges.push([ipToNumber(from), ipToNumber(to)]);
     }
     if (bad) continue;
+    if (s.maxLeasesPerHolder !== undefined && !(Number.isInteger(s.maxLeasesPerHolder) && s.maxLeasesPerHolder >= 1)) {
+      say(s.name, `has maxLeasesPerHolder ${String(s.maxLeasesPerHolder)}: it must be a whole number of at least 1 (leave it out for no limit)`);
+      continue;
+    }
     const other = pools.find((p) => network <= p.broadcast && p.network <= broadcast);
     if (other) {
       say(s.name, `(${s.cidr}) overlaps pool '${other.name}' (${other.cidr})`);

@@ -50,6 +50,8 @@ export const FAILURE_TYPES = {
   // Address pools: a full pool stays full until a VM is destroyed.
   AddressPoolExhaustedError: { retryable: false, status: 409 },
   AddressTakenError: { retryable: false, status: 409 },
+  // One holder has the leases its pool allows (maxLeasesPerHolder) until it gives one back.
+  AddressQuotaError: { retryable: false, status: 429 },
   // Templates: an install that asked for `source: "template"` when none is current.
   TemplateNotFoundError: { retryable: false, status: 409 },
   CpuLevelError: { retryable: false },

@@ -27,3 +27,9 @@ export function rebuildScheduleId(vmid: number): string {
 }
 
 export const REBUILD_SCHEDULE_PREFIX = 'rebuild-vm-';
+
+/**
+ * The memo key naming the API token that started a workflow: the operate role cancels its
+ * own work by it, and a pool's quota counts leases by it (leaseHolderOf).
+ */
+export const STARTED_BY_MEMO = 'startedBy';

@@ -72,6 +72,10 @@ export interface ReconcileResult {
   vms: ReconcileItem[];
   removed: number[];
   failed: number[];
+  /** Every address lease of the pools, with what was done (runs and histories before lease release: absent). */
+  leases?: LeaseItem[];
+  /** The addresses released. */
+  released?: string[];
 }
 
 /**
@@ -134,4 +138,51 @@ function hours(sec: number): string {
 /** The schedule a service creates for its task queue (one reconciler per cluster and queue). */
 export function reconcileScheduleId(taskQueue: string): string {
   return `${taskQueue}-reconcile`;
+}
+
+/** An owner in these states runs no more: it will create no VM on its lease. */
+const OWNER_GONE_STATES: readonly OwnerState[] = ['COMPLETED', ...ABANDONED_STATES, 'UNKNOWN_TO_NAMESPACE'];
+
+/** What the reconciler knows of one address lease before deciding (planLeaseRelease). */
+export interface LeaseFacts {
+  owner: string;
+  /** How the lease's owner (an install or a template build) stands; asked before the VM is read. */
+  ownerState?: OwnerState;
+  /** Why the owner could not be asked, when it could not. */
+  ownerUnread?: string;
+  vmid?: number;
+  address: string;
+  /** The VM at the lease's VMID, read after its owner: absent when there is none. */
+  vm?: { template: boolean; address?: string };
+}
+
+/** One address lease in a reconciler's answer. */
+export interface LeaseItem {
+  pool: string;
+  address: string;
+  generation: number;
+  owner: string;
+  vmid?: number;
+  /** keep: left alone; release: to be released (the plan, a dry run); released, gone, failed: what a run did. */
+  action: 'keep' | 'release' | 'released' | 'gone' | 'failed';
+  reason: string;
+}
+
+/**
+ * The rule for leases: release one only when its owner no longer runs (so it cannot be
+ * about to create the VM: an install leases before it creates) and no VM at its VMID uses
+ * the address (gone, destroyed outside QemuRun, another VM there, or a template, which never
+ * runs). The VM is read after the owner: an owner that closed before had made its VM by then.
+ */
+export function leaseVerdict(f: LeaseFacts): { action: 'keep' | 'release'; reason: string } {
+  if (f.ownerUnread !== undefined) return { action: 'keep', reason: `its owner ${f.owner} could not be read: ${f.ownerUnread}` };
+  if (f.ownerState === undefined || !OWNER_GONE_STATES.includes(f.ownerState)) return { action: 'keep', reason: `its owner ${f.owner} is ${(f.ownerState ?? 'unread').toLowerCase()}` };
+  const closed = f.ownerState === 'UNKNOWN_TO_NAMESPACE' ? 'is unknown to the namespace' : `closed as ${f.ownerState.toLowerCase().replace('_', ' ')}`;
+  if (f.vmid === undefined) return { action: 'release', reason: `its owner ${f.owner} ${closed} and it names no VM` };
+  if (!f.vm) return { action: 'release', reason: `VM ${f.vmid} is gone and its owner ${f.owner} ${closed}` };
+  if (f.vm.template) return { action: 'release', reason: `VM ${f.vmid} is a template, which never runs, and its owner ${f.owner} ${closed}` };
+  if (f.vm.address !== f.address) {
+    return { action: 'release', reason: `VM ${f.vmid} is another VM (its ipconfig0 has ${f.vm.address ?? 'no static address'}) and the lease's owner ${f.owner} ${closed}` };
+  }
+  return { action: 'keep', reason: `VM ${f.vmid} uses it` };
 }

@@ -58,6 +58,7 @@ export const templateSteps = {
   clean: step('template > clean for cloning', "runs the init script's seal phase: removes what must differ between clones (cloud-init state, machine-id, host keys, logs)", ['runInitScript']),
   shutdown: step('template > shutdown', 'shuts the VM down', ['shutdownVm']),
   convert: step('template > qm template', 'converts the VM to a template', ['convertToTemplate']),
+  releaseAddress: step('template > release address', 'gives the build\'s pool address back: a template never runs', ['releaseAddress']),
   retire: step('template > retire', 'removes older templates of the same OS version no linked clone uses', ['retireTemplates']),
   finished: step('template > finished', 'the final success event'),
 } as const;

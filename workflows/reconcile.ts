@@ -1,8 +1,11 @@
-import { isCancellation, log, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import { VM_OPERATION, type ReconcileInput, type ReconcileItem, type ReconcileResult } from '../contract';
+import { isCancellation, log, patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { VM_OPERATION, type LeaseItem, type ReconcileInput, type ReconcileItem, type ReconcileResult } from '../contract';
 import { cleanup, survey } from './activityOptions';
 import { describeFailure } from './install';
 import { Progress } from './progress';
+
+/** The patch that releases the address leases of owners and VMs that are gone. */
+const RELEASE_STALE_LEASES = 'release-stale-leases';
 
 /**
  * Removes what abandoned installs left behind. `temporal workflow terminate` (or a worker
@@ -10,7 +13,9 @@ import { Progress } from './progress';
  * install's owner marker. This run surveys every VM, decides with the rule in contract/reconcile.ts
  * (owner closed without finishing, or unknown to the namespace), and removes those through
  * destroyOwnedVm, which checks the marker again at the last moment. A dry run stops after
- * the survey. Run by the reconcile schedule and by POST /api/reconcile.
+ * the survey. Then the address leases: one whose owner no longer runs and whose VM is gone
+ * (a terminated install, a VM destroyed outside QemuRun) is released, by name, so a lease
+ * made meanwhile stays. Run by the reconcile schedule and by POST /api/reconcile.
  */
 export async function reconcileVms(input: ReconcileInput = {}): Promise<ReconcileResult> {
   const dryRun = input.dryRun === true;
@@ -24,9 +29,11 @@ export async function reconcileVms(input: ReconcileInput = {}): Promise<Reconcil
     progress.info('reconcile > survey', `${plan.length} VM(s), ${doomed.length} left behind by abandoned installs`);
     if (dryRun) {
       for (const v of doomed) progress.info('reconcile > survey', `would remove VM ${v.vmid}: ${v.reason}`);
+      const leases = patched(RELEASE_STALE_LEASES) ? await planLeases() : undefined;
+      for (const l of leases?.filter((l) => l.action === 'release') ?? []) progress.info('reconcile > leases', `would release ${l.address} (pool ${l.pool}): ${l.reason}`);
       progress.emit('reconcile > finalizing', 'info', '[+] dry run: nothing was changed');
       progress.state = 'completed';
-      return { dryRun, vms: plan, removed: [], failed: [] };
+      return { dryRun, vms: plan, removed: [], failed: [], ...(leases ? { leases, released: [] } : {}) };
     }
 
     const vms: ReconcileItem[] = [];
@@ -39,13 +46,46 @@ export async function reconcileVms(input: ReconcileInput = {}): Promise<Reconcil
     }
     const removed = vms.filter((v) => v.action === 'removed').map((v) => v.vmid);
     const failed = vms.filter((v) => v.action === 'failed').map((v) => v.vmid);
-    progress.emit('reconcile > finalizing', 'info', `[+] removed ${removed.length} VM(s)${failed.length ? `, ${failed.length} could not be removed` : ''}`);
+    // After the removals: a lease of a VM removed just now is released in this run.
+    const leases = patched(RELEASE_STALE_LEASES) ? await releaseLeases(await planLeases()) : undefined;
+    const released = leases?.filter((l) => l.action === 'released').map((l) => l.address);
+    progress.emit(
+      'reconcile > finalizing',
+      'info',
+      `[+] removed ${removed.length} VM(s)${failed.length ? `, ${failed.length} could not be removed` : ''}${released ? `, released ${released.length} address lease(s)` : ''}`,
+    );
     progress.state = 'completed';
-    return { dryRun, vms, removed, failed };
+    return { dryRun, vms, removed, failed, ...(leases ? { leases, released: released ?? [] } : {}) };
   } catch (err) {
     progress.emit(progress.current || 'reconcile > workflow', 'error', `[-] ${describeFailure(err)}`);
     progress.state = isCancellation(err) ? 'cancelled' : 'failed';
     throw err;
+  }
+
+  async function planLeases(): Promise<LeaseItem[]> {
+    const leases = await progress.step('reconcile > leases', 'reading the address leases, their owners and their VMs', () => survey.planLeaseRelease());
+    progress.info('reconcile > leases', `${leases.length} lease(s), ${leases.filter((l) => l.action === 'release').length} of owners and VMs that are gone`);
+    return leases;
+  }
+
+  /** Each by name (address and generation): an address leased anew since the survey stays leased. */
+  async function releaseLeases(leases: LeaseItem[]): Promise<LeaseItem[]> {
+    const out: LeaseItem[] = [];
+    for (const l of leases) {
+      if (l.action !== 'release') {
+        out.push(l);
+        continue;
+      }
+      try {
+        const released = await cleanup.releaseLease({ pool: l.pool, address: l.address, generation: l.generation });
+        if (released.length > 0) progress.info('reconcile > leases', `released ${l.address} (pool ${l.pool}): ${l.reason}`);
+        out.push(released.length > 0 ? { ...l, action: 'released' } : { ...l, action: 'gone', reason: `${l.reason}; by now the address holds another lease or none` });
+      } catch (err) {
+        if (isCancellation(err)) throw err;
+        out.push({ ...l, action: 'failed', reason: `${l.reason}; releasing it failed: ${describeFailure(err)}` });
+      }
+    }
+    return out;
   }
 
   /** destroyOwnedVm checks the marker again: a VM re-owned since the survey is left alone. */

@@ -4,6 +4,7 @@ import {
   DEFAULT_USER,
   type InstallSpec,
   TEMPLATE_DISK_GB,
+  type PoolAddress,
   TEMPLATE_TAG,
   templateNamePrefix,
   VM_ID,
@@ -24,6 +25,13 @@ import { failWithCleanup } from './compensations';
  * beside it. Builds that started before it held nothing.
  */
 const BUILD_HOLDS_ITS_VM = 'template-build-holds-its-vm';
+
+/**
+ * The patch that leases the build's address from the first address pool when pools are
+ * set, as an install naming no pool does, and gives it back once the VM is a template
+ * (which never runs) or the build failed. Builds recorded before it replay as they ran.
+ */
+const TEMPLATE_ADDRESS_LEASE = 'template-address-lease';
 
 /**
  * Builds the golden template of an OS version: the cloud image as a VM, the shared
@@ -66,24 +74,28 @@ export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTem
     );
     const serviceKey = await step(installSteps.serviceKey.wire, 'reading the main node SSH key', () => proxmox.servicePublicKey());
 
+    const leases = patched(TEMPLATE_ADDRESS_LEASE);
     const vm = await step(installSteps.createVm.wire, 'creating the template VM', () =>
-      makeWithFreeVmid({
+      makeWithFreeVmid<{ ip: string; node?: string }, PoolAddress | null>({
         namePrefix: spec.name,
         step: installSteps.createVm.wire,
         progress,
         owner,
         runId,
         compensations,
-        make: (vmid, name) => proxmox.createVm({ vmid, name, spec, cpuType, owner }),
+        ...(leases ? { prepare: (vmid: number) => leaseAddress(vmid) } : {}),
+        make: (vmid, name, lease) => proxmox.createVm({ vmid, name, spec, cpuType, owner, ...(lease ? { address: lease } : {}) }),
       }),
     );
     if (patched(BUILD_HOLDS_ITS_VM)) upsertSearchAttributes([{ key: VM_ID, value: vm.vmid }]);
+    const lease = vm.prepared ?? undefined;
+    if (lease) progress.info(installSteps.createVm.wire, `address ${lease.address} leased from address pool ${lease.pool}`);
     const ip = vm.made.ip;
     progress.vm = { vmid: vm.vmid, ip };
     progress.info(installSteps.createVm.wire, `VMID ${vm.vmid}, IP ${ip}, name ${vm.name}`);
     const volid = await step(installSteps.importDisk.wire, 'importing the cloud image as a disk', () => transfer.importDisk({ vmid: vm.vmid, imagePath, ...onStorage }));
     await step(installSteps.configure.wire, 'configuring cloud-init, disks and network', () =>
-      proxmox.configureVm({ vmid: vm.vmid, volid, spec, ip, mainKey: serviceKey }),
+      proxmox.configureVm({ vmid: vm.vmid, volid, spec, ip, mainKey: serviceKey, ...(lease ? { ipconfig: lease.ipconfig } : {}) }),
     );
     // Where createVm made the VM: the activities ask it before the cluster's resources.
     const node = vm.made.node;
@@ -104,6 +116,8 @@ export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTem
     );
     // From here on the template is what installs clone: a failure to retire is no reason to remove it.
     compensations.length = 0;
+    // A template never runs: its address goes back to the pool (clones get their own).
+    if (lease) await step(templateSteps.releaseAddress.wire, `releasing ${lease.address}`, () => releaseLease());
     const { retired, kept } = await step(templateSteps.retire.wire, 'retiring older templates of the same OS version', () =>
       cleanup.retireTemplates({ os: spec.os, version: spec.version, ...onStorage, keep: vm.vmid }),
     );
@@ -117,5 +131,16 @@ export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTem
   } catch (err) {
     await failWithCleanup(err, progress, compensations, 'template build cancelled');
     throw err;
+  }
+
+  /** The release is registered first, after the VM's removal: an allocation whose reply was lost still holds a lease. */
+  async function leaseAddress(vmid: number): Promise<PoolAddress | null> {
+    if (!compensations.includes(releaseLease)) compensations.push(releaseLease);
+    return proxmox.leaseBuildAddress({ owner, vmid });
+  }
+
+  async function releaseLease(): Promise<void> {
+    const released = await cleanup.releaseAddress({ owner });
+    if (released.length > 0) progress.info(progress.current, `address ${released.join(', ')} released`);
   }
 }

@@ -120,7 +120,7 @@ const OPERATIONS: Operation[] = [
       },
       400: err('a field is invalid (named in the message), or `version` is not one of the OS; nothing was started'),
       422: err('the Idempotency-Key was used with another request, or by an install this deployment cannot decode'),
-      429: err('this client already holds SSE_MAX_PER_CLIENT streams'),
+      429: err("this client already holds SSE_MAX_PER_CLIENT streams, or the token holds the leases its address pool allows (`maxLeasesPerHolder`, named in the message with the pool); nothing was started"),
       503: err('the server holds SSE_MAX_TOTAL streams'),
     },
   },
@@ -136,6 +136,18 @@ const OPERATIONS: Operation[] = [
     path: '/api/address-pools',
     summary: 'Address pools and their leases',
     answers: { 200: { description: 'ADDRESS_POOLS, each with its leases (none configured: an empty list)', json: answers.addressPools }, 502: err("the pools' leases could not be read from Temporal") },
+  },
+  {
+    method: 'DELETE',
+    path: '/api/address-pools/:pool/leases/:address',
+    summary: 'Release one address lease (the VM, if one still uses the address, is not touched)',
+    role: 'admin',
+    answers: {
+      200: { description: 'the lease released', json: answers.leaseReleased },
+      400: err('not an IPv4 address'),
+      404: err('no such pool, or no lease of that address in it'),
+      502: err("the pool's leases could not be read from Temporal"),
+    },
   },
   {
     method: 'GET',

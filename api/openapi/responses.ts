@@ -133,7 +133,16 @@ const vmEntry = z.object({
   address_pool: z.string().optional().describe('the address pool the address is leased from'),
 });
 
-const addressLease = z.object({ address: z.string(), owner: z.string().describe('the install workflow the address was leased to'), vmid: z.number().int().optional(), since: z.string() });
+const addressLease = z.object({
+  address: z.string(),
+  owner: z.string().describe('the install (or template build) workflow the address was leased to'),
+  vmid: z.number().int().optional(),
+  since: z.string(),
+  generation: z.number().int().optional().describe('which lease this is: a release names it, so one sent again after the address was leased anew releases nothing (absent: a lease made before generations, 0)'),
+  holder: z.string().optional().describe("who the pool's maxLeasesPerHolder counts it against: `token:<name>`, or `anonymous`"),
+});
+
+export const leaseReleased = z.object({ success: z.literal(true), pool: z.string(), released: addressLease });
 
 export const addressPools = z.object({
   count: z.number().int(),
@@ -234,4 +243,19 @@ export const reconcileAnswer = z.object({
     .describe('every VM of the cluster, by VMID'),
   removed: z.array(z.number().int()),
   failed: z.array(z.number().int()),
+  leases: z
+    .array(
+      z.object({
+        pool: z.string(),
+        address: z.string(),
+        generation: z.number().int(),
+        owner: z.string(),
+        vmid: z.number().int().optional(),
+        action: z.enum(['keep', 'release', 'released', 'gone', 'failed']).describe('keep/release: the plan (and a dry run); released, gone, failed: what a run did'),
+        reason: z.string(),
+      }),
+    )
+    .optional()
+    .describe('every address lease of the pools: released when its owner runs no more and no VM at its VMID uses the address'),
+  released: z.array(z.string()).optional().describe('the addresses released'),
 });

@@ -11,6 +11,7 @@ const poolSetting = z
     bridge: z.string().regex(/^[-_.A-Za-z0-9]{1,15}$/, 'must be a Proxmox bridge name like vmbr0').optional(),
     vlan: z.number().int().min(1).max(4094).optional(),
     reserved: z.array(z.string()).optional(),
+    maxLeasesPerHolder: z.number().int().min(1).optional(),
   })
   .strict();
 

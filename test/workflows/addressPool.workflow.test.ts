@@ -69,16 +69,59 @@ describeWorkflows('address pool workflow (time-skipping server)', () => {
     });
   });
 
-  test('release by owner, VMID or address frees the address for the next install; a second release finds nothing', async () => {
+  test('a release names the lease (address and generation) and frees the address for the next install; a second release finds nothing', async () => {
     await t.withActivities(new FakeCluster().activities(), async () => {
       const { handle, allocate } = await startPool('release');
       const a = await allocate('install-1', { vmid: 401 });
-      await allocate('install-2', { vmid: 402 });
-      expect(await handle.executeUpdate(releaseAddressUpdate, { args: [{ vmid: 401 }] })).toEqual([a]);
-      expect(await handle.executeUpdate(releaseAddressUpdate, { args: [{ vmid: 401 }] })).toEqual([]);
+      const b = await allocate('install-2', { vmid: 402 });
+      expect([a.generation, b.generation]).toEqual([1, 2]);
+      expect(await handle.executeUpdate(releaseAddressUpdate, { args: [{ address: a.address, generation: 1 }] })).toEqual([a]);
+      expect(await handle.executeUpdate(releaseAddressUpdate, { args: [{ address: a.address, generation: 1 }] })).toEqual([]);
       expect((await allocate('install-3', { vmid: 403 })).address).toBe(a.address);
-      expect(await handle.executeUpdate(releaseAddressUpdate, { args: [{ owner: 'install-2' }] })).toHaveLength(1);
+      expect(await handle.executeUpdate(releaseAddressUpdate, { args: [{ address: b.address, generation: 2 }] })).toHaveLength(1);
       expect((await handle.query(addressLeasesQuery)).leases.map((l) => l.owner)).toEqual(['install-3']);
+    });
+  });
+
+  test('a release sent again, by an attacker with access to the server, leaves the address\'s newer lease alone', async () => {
+    await t.withActivities(new FakeCluster().activities(), async () => {
+      const { handle, allocate } = await startPool('replayed');
+      const old = await allocate('install-old', { vmid: 120 });
+      const recorded = { address: old.address, generation: old.generation };
+      expect(await handle.executeUpdate(releaseAddressUpdate, { args: [recorded], updateId: 'release-of-vm-120' })).toEqual([old]);
+      // VM 120's VMID and address go to another caller's install.
+      const fresh = await allocate('install-new', { vmid: 120 });
+      expect(fresh.address).toBe(old.address);
+      // The recorded release again: under its own update id, under a new one, and in the form
+      // recorded before generations (by VMID, by owner, by address alone).
+      expect(await handle.executeUpdate(releaseAddressUpdate, { args: [recorded], updateId: 'release-of-vm-120' })).toEqual([old]);
+      expect(await handle.executeUpdate(releaseAddressUpdate, { args: [recorded] })).toEqual([]);
+      for (const legacy of [{ vmid: 120 }, { owner: 'install-new' }, { address: old.address }]) {
+        expect(await failureOf(handle.executeUpdate(releaseAddressUpdate, { args: [legacy] }))).toBe('InvalidRequestError');
+      }
+      expect((await handle.query(addressLeasesQuery)).leases).toEqual([fresh]);
+      // An allocation sent again under its update id is answered, not made again.
+      const once = await handle.executeUpdate(allocateAddressUpdate, { args: [{ pool: { ...setting, name: 'replayed' }, owner: 'install-b', vmid: 121 }], updateId: 'allocate-b' });
+      await handle.executeUpdate(releaseAddressUpdate, { args: [{ address: once.address, generation: once.generation }] });
+      expect(await handle.executeUpdate(allocateAddressUpdate, { args: [{ pool: { ...setting, name: 'replayed' }, owner: 'install-b', vmid: 121 }], updateId: 'allocate-b' })).toEqual(once);
+      expect((await handle.query(addressLeasesQuery)).leases).toEqual([fresh]);
+    });
+  });
+
+  test('a holder gets the leases its pool allows (maxLeasesPerHolder) and no more; other holders still get theirs', async () => {
+    await t.withActivities(new FakeCluster().activities(), async () => {
+      const { handle } = await startPool('quota');
+      const pool = { ...setting, name: 'quota', maxLeasesPerHolder: 2 };
+      const allocate = (owner: string, holder: string) => handle.executeUpdate(allocateAddressUpdate, { args: [{ pool, owner, holder }] });
+      const [a] = await Promise.all([allocate('install-a1', 'token:alice'), allocate('install-a2', 'token:alice')]);
+      const refused = await handle.executeUpdate(allocateAddressUpdate, { args: [{ pool, owner: 'install-a3', holder: 'token:alice' }] }).catch((e: WorkflowUpdateFailedError) => e.cause);
+      expect(refused).toMatchObject({ type: 'AddressQuotaError', message: expect.stringMatching(/address pool 'quota' allows 2 lease\(s\) per holder .* token:alice holds 2/) });
+      // Asked again, an install gets the lease it holds; another holder gets a new one.
+      expect(await allocate('install-a1', 'token:alice')).toEqual(a);
+      expect((await allocate('install-b1', 'token:bob')).holder).toBe('token:bob');
+      // A lease given back makes room.
+      await handle.executeUpdate(releaseAddressUpdate, { args: [{ address: a.address, generation: a.generation }] });
+      expect((await allocate('install-a3', 'token:alice')).owner).toBe('install-a3');
     });
   });
 
@@ -94,6 +137,15 @@ describeWorkflows('address pool workflow (time-skipping server)', () => {
       expect(await acts.allocateAddress({ pool: 'uws', owner: 'install-3', vmid: 503 })).toEqual(results[3]);
       expect(await acts.releaseAddress({ vmid: 503 })).toEqual([results[3].address]);
       expect(await acts.releaseAddress({ vmid: 503 })).toEqual([]);
+      expect(await acts.releaseAddress({ owner: 'install-4' })).toEqual([results[4].address]);
+      // One lease by name: released once, then another lease of the address is not touched.
+      const lease = (await t.env.client.workflow.getHandle(addressPoolWorkflowId('uws')).query(addressLeasesQuery)).leases.find((l) => l.owner === 'install-5')!;
+      const named = { pool: 'uws', address: lease.address, generation: lease.generation! };
+      expect(await acts.releaseLease(named)).toEqual([lease.address]);
+      expect((await acts.allocateAddress({ pool: 'uws', owner: 'install-again', vmid: 600, address: lease.address })).address).toBe(lease.address);
+      // Sent again (its update id is the lease's): the first answer, and the new lease stays.
+      expect(await acts.releaseLease(named)).toEqual([lease.address]);
+      expect(await acts.releaseAddress({ owner: 'install-again' })).toEqual([lease.address]);
       await expect(acts.allocateAddress({ pool: 'nope', owner: 'install-x' })).rejects.toMatchObject({ type: 'InvalidRequestError' });
     });
   });

@@ -62,7 +62,7 @@ describeWorkflows('reconcileVms (time-skipping server, fake activities)', () => 
     expect(result.dryRun).toBe(true);
     expect(result.vms.filter((v) => v.action === 'remove').map((v) => v.vmid)).toEqual([121, 123, 125]);
     expect(result.removed).toEqual([]);
-    expect(cluster.sequence()).toEqual(['planReconcile']);
+    expect(cluster.sequence()).toEqual(['planReconcile', 'planLeaseRelease']);
     expect(cluster.vms.size).toBe(6);
   });
 

@@ -37,7 +37,7 @@ describeWorkflows('buildTemplate and installs that clone (time-skipping server, 
     const cluster = new FakeCluster();
     const { result, page } = await build(cluster);
     expect(cluster.sequence()).toEqual([
-      'templateRecipe', 'checkStorage', 'clusterCpuType', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
+      'templateRecipe', 'checkStorage', 'clusterCpuType', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'leaseBuildAddress', 'createVm',
       'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'waitForCloudInit', 'runInitScript', 'runInitScript', 'shutdownVm', 'convertToTemplate', 'retireTemplates',
     ]);
     expect(cluster.inputs('runInitScript').map((i) => (i as { phase?: string }).phase)).toEqual(['template', 'seal']);
@@ -166,7 +166,27 @@ describeWorkflows('buildTemplate and installs that clone (time-skipping server, 
       return handle.result().catch((e: unknown) => e);
     });
     expect(rootCause(err)).toMatchObject({ type: 'InitScriptError' });
-    expect(cluster.sequence().slice(-1)).toEqual(['destroyOwnedVm']);
+    // The VM first, then its address lease (none here: no pools).
+    expect(cluster.sequence().slice(-2)).toEqual(['destroyOwnedVm', 'releaseAddress']);
     expect(cluster.vms.size).toBe(0);
+  });
+
+  test('with address pools the build leases its address, configures the VM with it, and gives it back once the VM is a template', async () => {
+    const cluster = new FakeCluster();
+    const lease = { pool: 'lab', address: '192.0.2.100', ipconfig: 'ip=192.0.2.100/24,gw=192.0.2.1' };
+    const activities = cluster.activities({
+      async leaseBuildAddress() {
+        return lease;
+      },
+    });
+    await t.withActivities(activities, async () => {
+      const handle = await t.env.client.workflow.start(buildTemplate, { workflowId: id('template-debian-12'), taskQueue: t.taskQueue, args: [{ os: 'debian', version: '12' }] });
+      return handle.result();
+    });
+    expect(cluster.inputs('createVm')[0]).toMatchObject({ address: lease });
+    expect(cluster.inputs('configureVm')[0]).toMatchObject({ ip: expect.any(String), ipconfig: lease.ipconfig });
+    const seq = cluster.sequence();
+    expect(seq.indexOf('releaseAddress')).toBeGreaterThan(seq.indexOf('convertToTemplate'));
+    expect(cluster.inputs('releaseAddress')[0]).toMatchObject({ owner: expect.stringMatching(/^template-debian-12-test-/) });
   });
 });

@@ -106,6 +106,12 @@ export class FakeCluster {
       async releaseAddress() {
         return [];
       },
+      async releaseLease() {
+        return [];
+      },
+      async leaseBuildAddress() {
+        return null;
+      },
       async allocateVmid({ exclude }) {
         let vmid = 120;
         while (vms.has(vmid) || exclude.includes(vmid)) vmid++;
@@ -230,6 +236,9 @@ export class FakeCluster {
       },
       async relayProgress() {
         return 0;
+      },
+      async planLeaseRelease() {
+        return [];
       },
       async planReconcile() {
         const now = Math.floor(Date.now() / 1000);

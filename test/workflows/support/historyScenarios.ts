@@ -237,9 +237,11 @@ export const historyScenarios: HistoryScenario[] = [
         const workflowId = 'address-pool-fixture';
         const handle = await t.env.client.workflow.start(addressPool, { workflowId, taskQueue: t.taskQueue, args: [{ pool: 'fixture', leases: [] }] });
         const pool = { name: 'fixture', cidr: '127.1.0.0/24', gateway: '127.1.0.1', reserved: ['127.1.0.2-127.1.0.9'] };
-        await Promise.all([1, 2, 3].map((i) => handle.executeUpdate(allocateAddressUpdate, { args: [{ pool, owner: `install-${i}`, vmid: 300 + i }] })));
+        const leases = await Promise.all([1, 2, 3].map((i) => handle.executeUpdate(allocateAddressUpdate, { args: [{ pool, owner: `install-${i}`, vmid: 300 + i }] })));
         await handle.executeUpdate(allocateAddressUpdate, { args: [{ pool, owner: 'install-1', vmid: 301 }] });
-        await handle.executeUpdate(releaseAddressUpdate, { args: [{ vmid: 302 }] });
+        // Histories recorded before lease generations released by VMID ({ vmid: 302 }); they replay as they ran.
+        const second = leases.find((l) => l.vmid === 302)!;
+        await handle.executeUpdate(releaseAddressUpdate, { args: [{ address: second.address, generation: second.generation }] });
         await handle.executeUpdate(allocateAddressUpdate, { args: [{ pool, owner: 'install-4', address: '127.1.0.200' }] }).catch(() => undefined);
         return workflowId;
       }),

@@ -1,4 +1,4 @@
-import { type FailureType, rebuildBodySchema, vmName } from '../contract';
+import { rebuildBodySchema, vmName } from '../contract';
 import { Router, Request, Response } from 'express';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
@@ -11,7 +11,7 @@ import { startedByMemo } from './startedBy';
 import { startVmOperation } from './vm/operation';
 import { checkRebuildTarget } from './rebuildCheck';
 import { parseVmid, vmidProblem } from './vm/vmid';
-import { HttpError, InvalidRequestError, parseInput } from './errors';
+import { InvalidRequestError, parseInput } from './errors';
 import { limitsFor } from './limits';
 
 export interface RebuildRouteDeps {
@@ -38,13 +38,8 @@ export function rebuildRoutes({ config, client, proxmox, streams, logger }: Rebu
     const body = parseInput(rebuildBodySchema, req.body);
     await vms.changeable(vmid, tenantScope(res));
     const target = await checkRebuildTarget({ config, proxmox, client }, { vmid });
-    // As for every command on an existing VM (api/vm/service.ts): one that cannot be told from
-    // a later VM at its VMID gets no command.
-    if (target.exists && target.instance === undefined) {
-      throw new HttpError(409, `VM ${vmid} has no SMBIOS uuid (smbios1), so a command cannot be bound to it; give it one in Proxmox (qm set ${vmid} --smbios1 uuid=$(uuidgen))`, {
-        type: 'VmInstanceError' satisfies FailureType,
-      });
-    }
+    // As for every command on an existing VM: one that cannot be told from a later VM at its VMID gets no command.
+    if (target.exists) vms.requireInstance({ vmid, instance: target.instance });
     const name = vmName(target.spec.name, vmid);
     const handle = await startVmOperation({
       client,

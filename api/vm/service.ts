@@ -100,7 +100,7 @@ export function vmService({ config, client, proxmox, logger }: VmServiceDeps) {
    * Every command names the VM instance it is for (docs/security.md): a VM without an
    * SMBIOS uuid cannot be told from a later VM at its VMID, so no command is issued for it.
    */
-  function requireInstance(vm: VmFacts): void {
+  function requireInstance(vm: Pick<VmFacts, 'vmid' | 'instance'>): void {
     if (vm.instance !== undefined) return;
     throw new HttpError(
       409,

@@ -6,6 +6,7 @@ import { defineSearchAttributeKey, SearchAttributeType, TypedSearchAttributes } 
 import { stateFiles } from '../../lib/stateFiles';
 import { VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../../contract';
 import { vmProcess } from '../../sandbox/state/runtime';
+import { addFault } from '../../sandbox/state/faults';
 import { eventually, waitFor as waitUntil } from '../../sandbox/testkit';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
@@ -52,6 +53,23 @@ async function finishedRun(id: string, after: number) {
     const run = runs.filter((r) => Date.parse(r.startedAt) >= after).at(-1);
     return run && run.outcome !== 'running' ? run : undefined;
   });
+}
+
+/**
+ * Pauses a schedule and waits out the runs it has going: a 10 s schedule can start another
+ * run between the one a test waited for and its deletion, and that run's rebuild would meet
+ * the next test.
+ */
+async function stopSchedule(id: string) {
+  expect((await post(`/schedules/${id}/pause`, { reason: 'test over' })).status).toBe(200);
+  const { info } = await h.service.client.schedule.getHandle(id).describe();
+  for (const action of info.runningActions) {
+    await h.service.client.workflow
+      .getHandle(action.workflow.workflowId)
+      .result()
+      .catch(() => undefined);
+  }
+  await vmIdle();
 }
 
 /** Waits until no workflow holds the VM (`vm-<vmid>` closed). */
@@ -228,6 +246,10 @@ describe('runs', () => {
 
   test('another operation on the VM makes a run skip and say so', async () => {
     const calls = (await h.sandbox.calls()).length;
+    // The direct rebuild stays running (its start takes 10 s) until the scheduled run has
+    // looked: on a loaded machine the schedule can take longer to start a run than a
+    // sandbox rebuild takes to finish.
+    addFault(h.sandbox.dir, { command: 'qm start', latencyMs: 10_000, times: 1 });
     const direct = await requestSse(`${h.api}/vm/${VMID}/rebuild`, { body: {}, stopAfter: 2 });
     expect(direct.status).toBe(200);
     const t0 = Date.now() - 1000;
@@ -297,8 +319,8 @@ describe('pause', () => {
     expect(unpaused.json.schedule).toMatchObject({ paused: false, note: 'go' });
     const run = await finishedRun('fast-140', t0);
     expect(['rebuilt', 'skipped']).toContain(run.outcome);
+    await stopSchedule('fast-140');
     expect((await call('DELETE', '/schedules/fast-140')).status).toBe(200);
-    await vmIdle();
   });
 
   test('unpause with a reason', async () => {

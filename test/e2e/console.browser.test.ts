@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { browserSuite, launchBrowser, type Browser } from '../support/browser';
 import { startHarness, Harness } from '../support/harness';
 import { makeKeyPair, sshExec, waitFor } from '../../sandbox/testkit';
 
@@ -13,41 +14,24 @@ import { makeKeyPair, sshExec, waitFor } from '../../sandbox/testkit';
  * test-artifacts/console/, or to CONSOLE_SCREENSHOTS (docs/console for the docs' pictures).
  */
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const HAVE_CHROMIUM = fs.existsSync(CHROMIUM);
 const SHOTS = path.resolve(process.env.CONSOLE_SCREENSHOTS ?? path.join(__dirname, '..', '..', 'test-artifacts', 'console'));
-const CHROMIUM_FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const READER = 'console-reader-token-0123456789';
 const OPERATOR = 'console-operator-token-0123456789';
 const ADMIN = 'console-admin-token-0123456789abc';
 const VMID = 163;
 const PASSWD = 'C0nsole!S3cret';
 
-if (!HAVE_CHROMIUM && !process.env.CI) {
-  console.warn(`${CHROMIUM} not found: the web console browser test is skipped (apt-get install chromium; CI runs it)`);
-}
-const suite = HAVE_CHROMIUM || process.env.CI ? describe : describe.skip;
+const suite = browserSuite('web console');
 
 suite('the web console', () => {
   let h: Harness;
   let base: string;
-  let userDataDir: string;
-  let browser: BrowserContext;
+  let browser: Browser;
   let page: Page;
   let userKey: ReturnType<typeof makeKeyPair>;
   let installId: string;
 
   beforeAll(async () => {
-    if (!HAVE_CHROMIUM) throw new Error(`${CHROMIUM} not found: install Debian's chromium (apt-get install chromium); CI must run this test`);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-console-'));
     const tokens = path.join(dir, 'tokens');
     // The reader and the operator are one team's: a read token sees only its tenant's VMs.
@@ -58,20 +42,12 @@ suite('the web console', () => {
     h = await startHarness({ API_TOKENS_FILE: tokens }, { packageSilenceMs: 6000 });
     base = h.service.url;
     fs.mkdirSync(SHOTS, { recursive: true });
-    userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-chromium-'));
-    browser = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_FLAGS,
-      viewport: { width: 1280, height: 860 },
-    });
-    page = browser.pages()[0] ?? (await browser.newPage());
-    page.setDefaultTimeout(20_000);
+    browser = await launchBrowser({ width: 1280, height: 860 });
+    page = browser.page;
   }, 120_000);
 
   afterAll(async () => {
     await browser?.close();
-    if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
     await h?.service.client.schedule.getHandle(`rebuild-vm-${VMID}`).delete().catch(() => undefined);
     await h?.stop();
   });

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { browserSuite, launchBrowser, type Browser } from '../support/browser';
 import { startHarness, Harness } from '../support/harness';
 import { requestSse } from '../support/sse';
 import { eventually, waitFor } from '../../sandbox/testkit';
@@ -13,41 +14,23 @@ import { eventually, waitFor } from '../../sandbox/testkit';
  * Without chromium the test is skipped on a workstation, and fails in CI.
  */
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const HAVE_CHROMIUM = fs.existsSync(CHROMIUM);
 const ARTIFACTS = path.resolve(__dirname, '..', '..', 'test-artifacts');
-/** Loopback only: chromium's own calls home are turned off, and would be refused anyway. */
-const CHROMIUM_FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const VMID = 161;
 const SCHEDULE = `rebuild-vm-${VMID}`;
 /** The install's cloud-init password and the root password: never on any page. */
 const PASSWD = 'UiS3cret!passwd';
 const ROOT_PASSWORD = 'UiR00t!password';
 
-if (!HAVE_CHROMIUM && !process.env.CI) {
-  console.warn(`${CHROMIUM} not found: the Temporal UI browser test is skipped (apt-get install chromium; CI runs it)`);
-}
-const suite = HAVE_CHROMIUM || process.env.CI ? describe : describe.skip;
+const suite = browserSuite('Temporal UI');
 
 suite('the Temporal UI shows what QemuRun did', () => {
   let h: Harness;
   let ui: string;
   let installId: string;
-  let userDataDir: string;
-  let browser: BrowserContext;
+  let browser: Browser;
   let page: Page;
 
   beforeAll(async () => {
-    if (!HAVE_CHROMIUM) throw new Error(`${CHROMIUM} not found: install Debian's chromium (apt-get install chromium); CI must run this test`);
     ui = process.env.TEST_TEMPORAL_UI_URL ?? '';
     if (!ui) throw new Error('TEST_TEMPORAL_UI_URL unset: the dev server was started without its UI');
     // The UI's origin may call the codec endpoint (the last test points the UI at it).
@@ -67,20 +50,12 @@ suite('the Temporal UI shows what QemuRun did', () => {
     expect(created.status).toBe(201);
 
     fs.mkdirSync(ARTIFACTS, { recursive: true });
-    userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-chromium-'));
-    browser = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_FLAGS,
-      viewport: { width: 1400, height: 1000 },
-    });
-    page = browser.pages()[0] ?? (await browser.newPage());
-    page.setDefaultTimeout(20_000);
+    browser = await launchBrowser({ width: 1400, height: 1000 });
+    page = browser.page;
   }, 180_000);
 
   afterAll(async () => {
     await browser?.close();
-    if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
     await h?.service.client.schedule.getHandle(SCHEDULE).delete().catch(() => undefined);
     await h?.stop();
   });

@@ -1,7 +1,7 @@
 import { execa } from 'execa';
-import { findTemporalCli, LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
 import { startHarness, Harness } from '../support/harness';
 import { apiCall } from '../support/api';
+import { executeWithCli, historyText, inputMetaArgs, recordedInput, type RecordedInput } from '../support/temporalCli';
 
 /**
  * A VM command recorded in history, started again later. Its input is encrypted and bound
@@ -16,7 +16,6 @@ import { apiCall } from '../support/api';
 
 let h: Harness;
 const VMID = 200;
-const cli = findTemporalCli()?.path ?? LOCAL_CLI_PATH;
 
 beforeAll(async () => {
   h = await startHarness();
@@ -41,46 +40,25 @@ async function managedVm(name: string): Promise<string> {
 const uuidOf = (config: string) => /^smbios1: uuid=([0-9a-f-]{36})/m.exec(config)![1];
 
 /** The latest `vm-<vmid>` run's start payload as the server holds it: ciphertext and its metadata. */
-async function recordedInput(type: string): Promise<{ data: string; meta: string[] }> {
-  const history = await h.service.client.workflowService.getWorkflowExecutionHistory({ namespace: h.config.temporal.namespace, execution: { workflowId: `vm-${VMID}` } });
-  const started = history.history!.events!.find((e) => e.workflowExecutionStartedEventAttributes)!.workflowExecutionStartedEventAttributes!;
-  expect(started.workflowType?.name).toBe(type);
-  const payload = started.input!.payloads![0];
-  return {
-    data: Buffer.from(payload.data!).toString('base64'),
-    meta: Object.entries(payload.metadata!).flatMap(([k, v]) => ['--input-meta', `${k}=${Buffer.from(v).toString('utf8')}`]),
-  };
+async function recordedStart(type: string): Promise<RecordedInput> {
+  const input = await recordedInput(h, `vm-${VMID}`);
+  expect(input.type).toBe(type);
+  return input;
 }
 
 /** `temporal workflow execute` of a recorded payload, as it is, against the test server. */
-async function replay(type: string, input: { data: string; meta: string[] }, workflowId: string) {
-  const run = await execa(
-    cli,
-    [
-      'workflow', 'execute',
-      '--address', process.env.TEST_TEMPORAL_ADDRESS!,
-      '--namespace', h.config.temporal.namespace,
-      '--type', type,
-      '--task-queue', h.config.temporal.taskQueue,
-      '--workflow-id', workflowId,
-      '--input', input.data,
-      ...input.meta,
-      '--input-base64',
-      '--execution-timeout', '5m',
-    ],
-    { reject: false },
-  );
-  const history = await h.service.client.workflow.getHandle(workflowId).fetchHistory();
-  return { exitCode: run.exitCode, history: JSON.stringify(history.events ?? []) };
+async function replay(type: string, input: RecordedInput, workflowId: string) {
+  const run = await executeWithCli(h, type, input.data, workflowId, [...inputMetaArgs(input), '--input-base64']);
+  return { exitCode: run.exitCode, history: await historyText(h, workflowId) };
 }
 
 test('a recorded vmStop and vmDestroy of a destroyed VM, started again under vm-<vmid>, leave the later VM at that VMID alone', async () => {
   const first = await managedVm('first');
   await qm('start', String(VMID));
   expect((await apiCall(h.api, 'POST', `/vm/${VMID}/stop`)).status).toBe(200);
-  const stop = await recordedInput('vmStop');
+  const stop = await recordedStart('vmStop');
   expect((await apiCall(h.api, 'POST', `/vm/${VMID}/destroy`)).status).toBe(200);
-  const destroy = await recordedInput('vmDestroy');
+  const destroy = await recordedStart('vmDestroy');
   await expect(qm('config', String(VMID))).rejects.toThrow(/does not exist/);
 
   // Another caller's VM gets the VMID, and runs.
@@ -104,7 +82,7 @@ test('a recorded vmStop and vmDestroy of a destroyed VM, started again under vm-
 test('an input issued for vm-<vmid>, started under vm-<vmid>-<time>, is refused before its first step', async () => {
   await qm('start', String(VMID));
   expect((await apiCall(h.api, 'POST', `/vm/${VMID}/stop`)).status).toBe(200);
-  const stop = await recordedInput('vmStop');
+  const stop = await recordedStart('vmStop');
   await qm('start', String(VMID));
 
   // The codec lets a schedule's run id (`<id>-<RFC 3339 time>`) read its action's payload.

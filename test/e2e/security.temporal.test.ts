@@ -1,8 +1,8 @@
 import { execa } from 'execa';
 import { WorkflowFailedError } from '@temporalio/client';
-import { findTemporalCli, LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
 import { startHarness, Harness } from '../support/harness';
 import { apiCall } from '../support/api';
+import { executeWithCli, historyText, inputMetaArgs, recordedInput, temporalCli } from '../support/temporalCli';
 import { isMutating, operations, operationsMark } from '../support/proxmoxCalls';
 
 /**
@@ -15,7 +15,6 @@ import { isMutating, operations, operationsMark } from '../support/proxmoxCalls'
 
 let h: Harness;
 const VMID = 240;
-const cli = findTemporalCli()?.path ?? LOCAL_CLI_PATH;
 
 beforeAll(async () => {
   h = await startHarness();
@@ -30,32 +29,7 @@ async function qm(...args: string[]): Promise<string> {
   return (await execa('qm', args, { env: { ...process.env, ...h.sandbox.envFor(h.config.mainNode) } })).stdout;
 }
 
-/**
- * `temporal workflow execute` against the test server. The run timeout is long: a refused
- * input must end the run by itself, not by the timeout.
- */
-async function execute(type: string, input: string, workflowId: string, extra: string[] = []) {
-  return execa(
-    cli,
-    [
-      'workflow', 'execute',
-      '--address', process.env.TEST_TEMPORAL_ADDRESS!,
-      '--namespace', h.config.temporal.namespace,
-      '--type', type,
-      '--task-queue', h.config.temporal.taskQueue,
-      '--workflow-id', workflowId,
-      '--input', input,
-      ...extra,
-      '--execution-timeout', '5m',
-    ],
-    { reject: false },
-  );
-}
-
-async function historyText(workflowId: string): Promise<string> {
-  const history = await h.service.client.workflow.getHandle(workflowId).fetchHistory();
-  return JSON.stringify(history.events ?? []);
-}
+const execute = (type: string, input: string, workflowId: string, extra: string[] = []) => executeWithCli(h, type, input, workflowId, extra);
 
 test('temporal workflow execute --type vmSetCpu --input {"vmid":240,"cores":7}: refused, the VM keeps 2 cores', async () => {
   const before = await qm('config', String(VMID));
@@ -64,7 +38,7 @@ test('temporal workflow execute --type vmSetCpu --input {"vmid":240,"cores":7}: 
   expect(run.exitCode).not.toBe(0);
   // It failed on its input, at once: not a run left failing its tasks until a timeout.
   expect((await h.service.client.workflow.getHandle(workflowId).describe()).status.name).toBe('FAILED');
-  expect(await historyText(workflowId)).toMatch(/not encrypted/);
+  expect(await historyText(h, workflowId)).toMatch(/not encrypted/);
   expect(await qm('config', String(VMID))).toBe(before);
   expect(before).toMatch(/^cores: 2$/m);
 });
@@ -78,7 +52,7 @@ test('an installVm with an unchecked user and a key option reaches no qm command
   });
   const run = await execute('installVm', input, workflowId);
   expect(run.exitCode).not.toBe(0);
-  const history = await historyText(workflowId);
+  const history = await historyText(h, workflowId);
   // The worker failed every workflow task on decoding the input: no activity was scheduled.
   expect(history).not.toMatch(/activityTaskScheduledEventAttributes/);
   expect(history).toMatch(/not encrypted/);
@@ -98,29 +72,23 @@ test('a plaintext run under vm-240 fails at once, and the API is not held busy b
 
 test('an encrypted input copied from one workflow into another is refused', async () => {
   // The adoption's own input, as the server holds it: ciphertext bound to vm-240.
-  const history = await h.service.client.workflowService.getWorkflowExecutionHistory({ namespace: h.config.temporal.namespace, execution: { workflowId: `vm-${VMID}` } });
-  const started = history.history!.events!.find((e) => e.workflowExecutionStartedEventAttributes)!.workflowExecutionStartedEventAttributes!;
-  const payload = started.input!.payloads![0];
-  const metaArgs = (without?: string) =>
-    Object.entries(payload.metadata!)
-      .filter(([k]) => k !== without)
-      .flatMap(([k, v]) => ['--input-meta', `${k}=${Buffer.from(v).toString('utf8')}`]);
-  const meta = metaArgs();
+  const recorded = await recordedInput(h, `vm-${VMID}`);
+  const meta = inputMetaArgs(recorded);
   expect(meta).toContain(`encryption-workflow-id=vm-${VMID}`);
-  const input = Buffer.from(payload.data!).toString('base64');
+  const input = recorded.data;
 
   // Given to the same type under another VM's id (and to another type): refused before any step.
   await qm('create', '242', '--name', 'other');
   for (const [type, workflowId] of [['vmAdopt', 'vm-242'], ['vmDestroy', `backdoor-replay-${Date.now()}`]]) {
     const run = await execute(type, input, workflowId, [...meta, '--input-base64']);
     expect(run.exitCode).not.toBe(0);
-    const text = await historyText(workflowId);
+    const text = await historyText(h, workflowId);
     expect(text).toMatch(new RegExp(`payload of workflow \\\\?"vm-${VMID}\\\\?" given to workflow \\\\?"${workflowId}`));
     expect(text).not.toMatch(/activityTaskScheduledEventAttributes/);
   }
   expect(await qm('config', '242')).not.toMatch(/qemurun-owner/);
   // Without its binding metadata the same ciphertext fails authentication.
-  const run = await execute('vmAdopt', input, 'vm-242', [...metaArgs('encryption-workflow-id'), '--input-base64']);
+  const run = await execute('vmAdopt', input, 'vm-242', [...inputMetaArgs(recorded, ['encryption-workflow-id']), '--input-base64']);
   expect(run.exitCode).not.toBe(0);
   expect(await qm('config', '242')).not.toMatch(/qemurun-owner/);
 });
@@ -130,20 +98,17 @@ test('an encrypted vmStop input of vm-240 started again as vmDestroy under vm-24
   await qm('start', String(VMID));
   const stop = await apiCall(h.api, 'POST', `/vm/${VMID}/stop`);
   expect(stop.status).toBe(200);
-  const history = await h.service.client.workflowService.getWorkflowExecutionHistory({ namespace: h.config.temporal.namespace, execution: { workflowId: `vm-${VMID}` } });
-  const started = history.history!.events!.find((e) => e.workflowExecutionStartedEventAttributes)!.workflowExecutionStartedEventAttributes!;
-  expect(started.workflowType?.name).toBe('vmStop');
-  const payload = started.input!.payloads![0];
-  const meta = Object.entries(payload.metadata!).flatMap(([k, v]) => ['--input-meta', `${k}=${Buffer.from(v).toString('utf8')}`]);
+  const recorded = await recordedInput(h, `vm-${VMID}`);
+  expect(recorded.type).toBe('vmStop');
   const mark = await operationsMark(h);
 
   // Same id, so the codec's binding holds; only the type differs.
-  const run = await execute('vmDestroy', Buffer.from(payload.data!).toString('base64'), `vm-${VMID}`, [...meta, '--input-base64']);
+  const run = await execute('vmDestroy', recorded.data, `vm-${VMID}`, [...inputMetaArgs(recorded), '--input-base64']);
   expect(run.exitCode).not.toBe(0);
   const d = await h.service.client.workflow.getHandle(`vm-${VMID}`).describe();
   expect(d.type).toBe('vmDestroy');
   expect(d.status.name).toBe('FAILED');
-  const text = await historyText(`vm-${VMID}`);
+  const text = await historyText(h, `vm-${VMID}`);
   expect(text).toMatch(/written for workflow type \\"vmStop\\" given to workflow type vmDestroy/);
   expect(text).not.toMatch(/activityTaskScheduledEventAttributes/);
   expect((await operations(h, mark)).filter(isMutating)).toEqual([]);
@@ -168,7 +133,7 @@ test('temporal workflow reset of a completed install does not run it again again
   const before = await h.sandbox.readConfig(243);
   const mark = await operationsMark(h);
 
-  const reset = await execa(cli, ['workflow', 'reset', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', h.config.temporal.namespace, '--workflow-id', workflowId, '--event-id', resetAt, '--reason', 'again', '-o', 'json']);
+  const reset = await execa(temporalCli, ['workflow', 'reset', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', h.config.temporal.namespace, '--workflow-id', workflowId, '--event-id', resetAt, '--reason', 'again', '-o', 'json']);
   const { runId } = JSON.parse(reset.stdout) as { runId: string };
   const again = h.service.client.workflow.getHandle(workflowId, runId);
   await expect(again.result()).rejects.toThrow(WorkflowFailedError);

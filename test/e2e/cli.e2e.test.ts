@@ -4,7 +4,7 @@ import { freePort } from '../../lib/network';
 import { startHarness, type Harness } from '../support/harness';
 import { apiCall } from '../support/api';
 import { flakyProxy, runCli, runCliInPty } from '../support/cliProcess';
-import { installSteps } from '../../contract/steps';
+import { imageInstallStepNames } from '../support/installSteps';
 
 /**
  * `qemurun` end to end: the CLI's own process against the real service (API, worker,
@@ -27,22 +27,7 @@ afterAll(async () => {
 });
 
 const SPINNER = '[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏]';
-const STEPS = [
-  installSteps.storage,
-  installSteps.cpuBaseline,
-  installSteps.download,
-  installSteps.stageImage,
-  installSteps.serviceKey,
-  installSteps.createVm,
-  installSteps.importDisk,
-  installSteps.configure,
-  installSteps.migrate,
-  installSteps.start,
-  installSteps.waitForSsh,
-  installSteps.initScript,
-  installSteps.reboot,
-  installSteps.waitForSsh,
-].map((s) => s.wire);
+const STEPS = imageInstallStepNames;
 
 const doneSteps = (lines: string[]) => lines.filter((l) => /^✔ .* > /.test(l)).map((l) => l.replace(/^✔ /, '').replace(/ {2}[\d.]+s$/, ''));
 

@@ -9,6 +9,7 @@ import { TerminalRenderer } from '../../cli/render/terminal';
 import { JsonRenderer, PlainRenderer } from '../../cli/render/plain';
 import { Screen } from '../support/screen';
 import { installSteps } from '../../contract/steps';
+import { imageInstallStepNames } from '../support/installSteps';
 
 /**
  * The CLI's views of an operation, from a recorded event sequence: a real install's
@@ -21,22 +22,7 @@ const recorded: StreamEvent[] = fs
   .split('\n')
   .map((l) => JSON.parse(l) as StreamEvent);
 
-const STEPS = [
-  installSteps.storage,
-  installSteps.cpuBaseline,
-  installSteps.download,
-  installSteps.stageImage,
-  installSteps.serviceKey,
-  installSteps.createVm,
-  installSteps.importDisk,
-  installSteps.configure,
-  installSteps.migrate,
-  installSteps.start,
-  installSteps.waitForSsh,
-  installSteps.initScript,
-  installSteps.reboot,
-  installSteps.waitForSsh,
-].map((s) => s.wire);
+const STEPS = imageInstallStepNames;
 
 const upTo = (pred: (e: StreamEvent) => boolean) => recorded.slice(0, recorded.findIndex(pred) + 1);
 const plain = pc.createColors(false);

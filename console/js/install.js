@@ -1,6 +1,6 @@
 import { ApiError, getJson, post, readEvents, resumeEvents } from './api.js';
 import { duration, h } from './dom.js';
-import { apply, emptyModel, sshLine } from './progress.js';
+import { apply, emptyModel, end, sshLine } from './progress.js';
 
 /**
  * Install: a form made from the API's own description of the body (InstallBody in
@@ -187,7 +187,7 @@ async function follow(main, workflowId, res, model, signal) {
     );
     model.closed = closed;
     // A step that ends without a `done` line (a reboot not needed) ended with the operation.
-    if (closed && !model.failure) for (const s of model.steps.filter((x) => x.state === 'running')) Object.assign(s, { state: 'done', endedAt: Date.now() });
+    if (closed && !model.failure) for (const s of model.steps) end(s, Date.now());
     sessionStorage.setItem(stateKey(workflowId), JSON.stringify(model));
   } finally {
     clearInterval(tick);
@@ -205,6 +205,7 @@ function render(main, workflowId, model) {
       h('span', { className: 'name' }, s.name),
       h('span', { className: 'time' }, s.state === 'done' ? (s.elapsedSec !== undefined ? `${s.elapsedSec}s` : s.endedAt ? duration(s.endedAt - s.seenAt) : '') : s.state === 'running' ? duration(now - s.seenAt) : ''),
       s.error ? h('div', { className: 'error' }, s.error) : null,
+      s.note ? h('div', { className: 'note' }, s.note) : null,
       s.output.length > 0 && (s.state === 'running' || s.name.endsWith('init script')) ? h('pre', { className: 'output' }, s.output.slice(-12).join('\n')) : null,
     ),
   );

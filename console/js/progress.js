@@ -28,6 +28,8 @@ export function apply(model, e, now = Date.now()) {
     return;
   }
   if (e.step.endsWith('> finalizing') && (e.status === 'success' || e.status === 'info')) {
+    // The run is over: a step still open has ended.
+    end(latest, now);
     const fact = FACT.exec(e.message);
     if (fact) model.facts.push([fact[1], fact[2]]);
     else {
@@ -37,8 +39,10 @@ export function apply(model, e, now = Date.now()) {
     return;
   }
   if (latest?.name !== e.step) {
+    // A step's first event is its `[*] <doing>`; a relayed or late event opens it too.
     const step = open(model, e.step, now);
-    if (!finished(step, e, now) && !e.message.startsWith('[*] ')) output(step, e.message);
+    if (e.message.startsWith('[*] ')) step.opening = unmarked(e.message);
+    else if (!finished(step, e, now)) output(step, e.message);
     return;
   }
   if (latest.state !== 'running') return;
@@ -54,14 +58,21 @@ export function sshLine(model) {
 }
 
 function open(model, name, now) {
-  const before = model.steps.at(-1);
-  if (before?.state === 'running') {
-    before.state = 'done';
-    before.endedAt = now;
-  }
+  end(model.steps.at(-1), now);
   const step = { name, state: 'running', seenAt: now, output: [] };
   model.steps.push(step);
   return step;
+}
+
+/**
+ * A step that ends without its `done`: one whose only event says what it decided (`no
+ * reboot needed: …`) keeps that line as its note, as the CLI does.
+ */
+export function end(step, now) {
+  if (step?.state !== 'running') return;
+  step.state = 'done';
+  step.endedAt = now;
+  if (step.elapsedSec === undefined && step.opening !== undefined && step.output.length === 0) step.note = step.opening;
 }
 
 function finished(step, e, now) {

@@ -134,6 +134,8 @@ suite('the web console', () => {
     expect(new Set(names).size).toBe(names.length); // no step twice
     expect(names).toEqual(expect.arrayContaining(['VM creation > qm create', 'VM initialization > init script']));
     expect(await page.locator('li.step.failed, li.step.running').count()).toBe(0);
+    // The reboot step ran nothing: what it decided stays under it, as in the CLI.
+    expect(await page.locator('li[data-step="VM initialization > reboot"] .note').innerText()).toMatch(/^no reboot needed: /);
     await shot('install-done');
 
     const status = (await (await api(`/vm/install/${installId}`, READER)).json()) as { result: { ip: string; user: string } };

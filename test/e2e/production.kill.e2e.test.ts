@@ -69,7 +69,11 @@ async function startWorker(): Promise<RoleProcess> {
 
 const replacementFailures: unknown[] = [];
 
-/** A fresh worker, started in the background: with the one that took over, two are up again. */
+/**
+ * A fresh worker, started in the background: with the one that took over, two are up again.
+ * The test waits for it before the next strike, so a kill never leaves a step to a worker
+ * still starting (slow on a loaded machine), which would time the start-up, not the stall.
+ */
 function replaceWorker(): Promise<void> {
   return startWorker().then(
     () => undefined,
@@ -160,10 +164,18 @@ async function caughtRunning(workflowId: string, type: string, seen: Set<string>
 async function nextAttemptStart(workflowId: string, activityId: string, attempt: number): Promise<{ at: number; identity: string }> {
   const handle = client.workflow.getHandle(workflowId);
   const deadline = Date.now() + 180_000;
+  let last: unknown;
   while (Date.now() < deadline) {
-    const desc = await handle.describe().catch(() => undefined);
+    const desc = await handle.describe().catch((err: unknown) => void (last = String(err)));
     if (desc) {
       const pending = desc.raw.pendingActivities?.find((a) => a.activityId === activityId);
+      last = pending && {
+        state: pending.state,
+        attempt: pending.attempt,
+        lastWorker: pending.lastWorkerIdentity,
+        lastFailure: pending.lastFailure?.message,
+        nextAttempt: ms(pending.nextAttemptScheduleTime),
+      };
       if (pending && (pending.attempt ?? 1) > attempt && pending.state === STARTED) {
         return { at: ms(pending.lastStartedTime), identity: pending.lastWorkerIdentity ?? '' };
       }
@@ -181,7 +193,8 @@ async function nextAttemptStart(workflowId: string, activityId: string, attempt:
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`activity ${activityId} never started again`);
+  const alive = everyProcess.filter((p) => p.role === 'worker' && p.child.exitCode === null && p.child.signalCode === null).map((p) => p.pid);
+  throw new Error(`activity ${activityId} never started again; last seen: ${JSON.stringify(last)}; workers alive: ${alive.join(', ') || 'none'}`);
 }
 
 /** A command of the step that holds it (then fails without acting) while the test strikes. */
@@ -306,7 +319,7 @@ function checkEventsOnceInOrder(events: SseEvent[]): void {
     strike.release?.();
     // Armed now, before the step's next attempt runs on to the next step.
     STRIKES[i + 1]?.hold?.();
-    void replaceWorker();
+    const replacement = replaceWorker();
     const next = await nextAttemptStart(workflowId, running.activityId, running.attempt);
     const stallSec = (next.at - killedAt) / 1000;
     stalls.push({ step: strike.activity, stallSec });
@@ -314,6 +327,7 @@ function checkEventsOnceInOrder(events: SseEvent[]): void {
     // Well under the 3-minute start-to-close timeout that used to notice a dead worker.
     expect(stallSec).toBeLessThan(60);
     if (strike.thenTerminate) await terminateWorkerRunning(workflowId, running.activityId, running.attempt + 1, next.identity);
+    await replacement;
 
     if (strike.activity === 'createVm') {
       // The API streaming the install dies; the client re-attaches to the other one.

@@ -10,9 +10,11 @@ WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY . .
+# The Proxmox sandbox and the dev scripts are for development and tests: the image runs
+# against real nodes (MAIN_NODE), so their compiled code stays out of it.
 RUN npm run build \
  && npm prune --omit=dev --no-audit --no-fund \
- && rm -rf dist/test dist/.tsbuildinfo
+ && rm -rf dist/test dist/sandbox dist/scripts dist/.tsbuildinfo
 
 FROM node:24-bookworm-slim
 RUN apt-get update \

@@ -37,6 +37,16 @@ const sandboxInternals = {
 };
 
 /**
+ * The production image leaves the sandbox out (Dockerfile): the product names its types, and
+ * loads it with import() where sandbox mode runs (app/sandbox.ts), never with a value import.
+ */
+const sandboxEntry = {
+  regex: '^(\\./|(\\.\\./)+)sandbox$',
+  allowTypeImports: true,
+  message: 'The sandbox is not in the production image: import its types only, and load it with import() in app/sandbox.ts.',
+};
+
+/**
  * sandbox/ has folders named like the product's (sandbox/api, sandbox/cli): a pattern on
  * the import string tells them apart only by the file's depth, so one block per depth.
  */
@@ -137,7 +147,7 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\.\\./)+(api|activities|worker|workflows|app)(/|$)',
           message: 'lib/ imports nothing from api/, activities/, worker/, workflows/ or app/: the dependency points the other way.',
-        }, sandboxInternals],
+        }, sandboxInternals, sandboxEntry],
       }],
     },
   },
@@ -151,7 +161,7 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\.\\./)+(workflows|worker|app|api)(/|$)',
           message: 'Activities take workflow-facing names from contract/ and shared rules from lib/, and are wired in app/: no imports from workflows/, worker/, app/ or api/.',
-        }, sandboxInternals],
+        }, sandboxInternals, sandboxEntry],
       }],
     },
   },
@@ -162,7 +172,7 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\.\\./)+(workflows|worker|app|activities)(/|$)',
           message: 'The API takes workflow-facing names from contract/ and the rules it shares with activities from lib/, and is wired in app/: no imports from workflows/, worker/, app/ or activities/.',
-        }, sandboxInternals],
+        }, sandboxInternals, sandboxEntry],
       }],
     },
   },
@@ -175,7 +185,7 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\.\\./)+(api|app|cli)(/|$)',
           message: 'worker/ is wired in app/ and serves workflows and activities: no imports from api/, app/ or cli/.',
-        }, sandboxInternals],
+        }, sandboxInternals, sandboxEntry],
       }],
     },
   },
@@ -188,7 +198,7 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\./|(\\.\\./)+)cli(/|$)',
           message: 'The service does not load the CLI: cli/ is a client of the HTTP API.',
-        }, sandboxInternals],
+        }, sandboxInternals, sandboxEntry],
       }],
     },
   },

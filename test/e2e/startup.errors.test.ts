@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { execa } from 'execa';
 import { freePort } from '../../lib/network';
 import { freePorts } from '../../sandbox/testkit';
 import { checkPortsFree } from '../../lib/run/ports';
@@ -110,3 +111,25 @@ test('a node older than Proxmox VE 8.0 stops the start with one line naming it',
     { host: '127.0.0.1', port: Number(env.SANDBOX_SSH_PORT_BASE) + 1, setting: 'SANDBOX_SSH_PORT_BASE', what: "pve2's sshd" },
   ]);
 }, 180_000);
+
+test('the production image leaves the sandbox out: without MAIN_NODE it says to set it, in one line', async () => {
+  // What the Dockerfile keeps of the build: dist/ less the sandbox and the dev scripts, and
+  // the files it copies as they are.
+  const image = path.join(dir, 'image');
+  const repo = path.resolve(__dirname, '..', '..');
+  fs.mkdirSync(image);
+  fs.cpSync(path.join(repo, 'dist'), path.join(image, 'dist'), {
+    recursive: true,
+    filter: (src) => !['sandbox', 'scripts', 'test'].some((d) => src === path.join(repo, 'dist', d)),
+  });
+  fs.copyFileSync(path.join(repo, 'package.json'), path.join(image, 'package.json'));
+  for (const kept of ['node_modules', 'init-scripts', 'console', 'bin']) fs.symlinkSync(path.join(repo, kept), path.join(image, kept));
+  const dockerfile = fs.readFileSync(path.join(repo, 'Dockerfile'), 'utf8');
+  expect(dockerfile).toMatch(/rm -rf [^\n]*dist\/sandbox dist\/scripts/);
+
+  const run = await execa(process.execPath, ['dist/main.js'], { cwd: image, env: { PATH: process.env.PATH!, HOME: process.env.HOME!, ...env }, extendEnv: false, reject: false });
+  expect(run.exitCode).toBe(78);
+  expect(run.stderr).toContain('set MAIN_NODE and NODE_<name>');
+  expect(run.stderr).toContain('MAIN_NODE is not set, and this build has no Proxmox sandbox to stand in for a cluster');
+  expectCleanMessage(run.stderr);
+}, 120_000);

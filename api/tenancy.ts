@@ -1,4 +1,4 @@
-import type { Client } from '@temporalio/client';
+import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { isAdoptionOwner, parseSpecMarker, parseTemplateMarker, TEMPLATE_TAG, vmWorkflowId } from '../contract';
 import type { ApiToken } from '../lib/apiTokens';
 import type { MarkerCheck } from '../lib/vm/markerSeal';
@@ -25,9 +25,22 @@ export async function tenantOfVm(
   const recorded = parseSpecMarker(check.fields.spec)?.tenant;
   if (recorded !== undefined) return recorded;
   const startedBy = await startedByOfRun(deps.client, isAdoptionOwner(check.fields.owner) ? vmWorkflowId(vmid) : check.fields.owner, check.fields.run);
-  if (startedBy === undefined) return undefined;
-  // A token no longer listed still names its tenant: a token without `tenant=` was its own.
-  return deps.tokens.find((t) => t.name === startedBy)?.tenant ?? startedBy;
+  return startedBy === undefined ? undefined : tenantOfToken(deps.tokens, startedBy);
+}
+
+/**
+ * The tenant of the token that started a workflow run (for a rebuild's install, its parent
+ * run), undefined when none is recorded: such a run is the admin's to read, as a VM of no
+ * tenant is.
+ */
+export async function tenantOfRun(deps: { client: Client; tokens: readonly ApiToken[] }, d: WorkflowExecutionDescription): Promise<string | undefined> {
+  const startedBy = await startedByOf(deps.client, d, 1);
+  return startedBy === undefined ? undefined : tenantOfToken(deps.tokens, startedBy);
+}
+
+/** A token no longer listed still names its tenant: a token without `tenant=` was its own. */
+export function tenantOfToken(tokens: readonly ApiToken[], name: string): string {
+  return tokens.find((t) => t.name === name)?.tenant ?? name;
 }
 
 async function startedByOfRun(client: Client, workflowId: string, runId: string, hops = 1): Promise<string | undefined> {
@@ -35,7 +48,10 @@ async function startedByOfRun(client: Client, workflowId: string, runId: string,
     .getHandle(workflowId, runId)
     .describe()
     .catch(() => undefined);
-  if (!d) return undefined;
+  return d && startedByOf(client, d, hops);
+}
+
+async function startedByOf(client: Client, d: WorkflowExecutionDescription, hops: number): Promise<string | undefined> {
   const startedBy = d.memo?.[STARTED_BY];
   if (typeof startedBy === 'string') return startedBy;
   const parent = d.parentExecution;

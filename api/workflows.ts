@@ -7,7 +7,8 @@ import { progressQuery, VM_OS, WORKFLOW_TYPES } from '../contract';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/observability/log';
 import { EncryptionCodecError } from '../lib/temporal/codec';
-import { actorOf, holdsRole, requireRole } from './guard';
+import { actorOf, holdsRole, requireRole, tenantScope } from './guard';
+import { tenantOfRun } from './tenancy';
 import { STARTED_BY } from './startedBy';
 import { stepTimeline } from './stepTimeline';
 import { readAllEvents } from './installTimes';
@@ -51,18 +52,31 @@ export function workflowRoutes(client: Client, config: Config, streams: Streams,
     }
   }
 
+  /**
+   * The workflow's description when it is one of ours and the caller's tenant's (tenants,
+   * docs/security.md): another tenant's run answers as one that does not exist, as its VM does.
+   */
+  async function describeVisible(id: string, res: Response): Promise<WorkflowExecutionDescription | undefined> {
+    const d = await describeOwn(id);
+    const scope = tenantScope(res);
+    if (!d || scope === undefined) return d;
+    return (await tenantOfRun({ client, tokens: config.apiTokens }, d)) === scope ? d : undefined;
+  }
+
   router.get('/events', ...limitsFor({ stream: true }, streams.limiter), async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
     // One more watcher of a workflow streamed here already costs Temporal nothing: its
-    // reader exists only because an earlier request passed the same check.
-    if (!streams.readers.known(id) && !(await describeOwn(id))) throw notFound(id);
+    // reader exists only because an earlier request passed the same check (a tenant's
+    // token is checked every time: that request may have been another tenant's).
+    const known = streams.readers.known(id) && tenantScope(res) === undefined;
+    if (!known && !(await describeVisible(id, res))) throw notFound(id);
     openEventStream(res, id, streams.limiter);
     await streamProgress(streams.readers, req, res, client.workflow.getHandle(id), lastEventId(req));
   });
 
   router.get('/', async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
-    const d = await describeOwn(id);
+    const d = await describeVisible(id, res);
     if (!d) throw notFound(id);
     const handle = client.workflow.getHandle(id);
     const status = d.status.name;
@@ -90,7 +104,7 @@ export function workflowRoutes(client: Client, config: Config, streams: Streams,
   // Where the time went: read from the workflow's own progress record when someone asks.
   router.get('/steps', async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
-    const d = await describeOwn(id);
+    const d = await describeVisible(id, res);
     if (!d) throw notFound(id);
     const events = await readAllEvents(client.workflow.getHandle(id, d.runId));
     const vmOs = d.typedSearchAttributes.get(VM_OS);
@@ -99,7 +113,7 @@ export function workflowRoutes(client: Client, config: Config, streams: Streams,
 
   router.post('/cancel', requireRole(config, 'operate'), async (req: Request, res: Response) => {
     const id = String(req.params.workflowId);
-    const d = await describeOwn(id);
+    const d = await describeVisible(id, res);
     if (!d) throw notFound(id);
     // The operate role cancels what its own token started; anything else is the admin's.
     const startedBy = d.memo?.[STARTED_BY];

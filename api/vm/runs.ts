@@ -7,6 +7,8 @@ import { WORKFLOW_TYPES } from '../../contract';
 import { InvalidRequestError } from '../errors';
 import { STARTED_BY } from '../startedBy';
 import { parseVmid, vmidProblem } from './vmid';
+import { tenantScope } from '../guard';
+import { tenantOfToken } from '../tenancy';
 
 /** Runs shown per VM: the latest ones; older ones are in the Temporal UI. */
 const MAX_RUNS = 20;
@@ -15,7 +17,7 @@ const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
 /**
  * `GET /api/vm/:id/runs`: the latest workflows that carry the VM's VmId search attribute
  * (its install, rebuilds, operations), newest first, from one visibility query, with the
- * token that started each. Where a run's history is in the Temporal UI is for the client to
+ * token that started each (for a tenant's token, only its tenant's runs). Where a run's history is in the Temporal UI is for the client to
  * build from `temporalUi` (the UI's port and the namespace): the API does not know the
  * address its users reach the UI at.
  */
@@ -24,12 +26,16 @@ export function vmRunRoutes({ client, config }: { client: Client; config: Config
   router.get('/vm/:id/runs', async (req: Request, res: Response) => {
     const vmid = parseVmid(String(req.params.id));
     if (vmid === undefined) throw new InvalidRequestError(vmidProblem(String(req.params.id)));
+    // A tenant's token sees the runs its tenant's tokens started: a VMID outlives its VMs,
+    // and the runs of another tenant's VM at it (before or now) are not this tenant's to read.
+    const scope = tenantScope(res);
     const runs = [];
     for await (const wf of listWorkflows(client, `VmId = ${vmid}`, MAX_RUNS)) {
       const type = wf.type?.name ?? '';
       if (!OWN_TYPES.has(type) || wf.taskQueue !== config.temporal.taskQueue) continue;
       const decoded = await decodeListedMemo(client, wf);
       const startedBy = 'memo' in decoded ? decoded.memo?.[STARTED_BY] : undefined;
+      if (scope !== undefined && (typeof startedBy !== 'string' || tenantOfToken(config.apiTokens, startedBy) !== scope)) continue;
       runs.push({
         workflowId: wf.execution?.workflowId ?? '',
         runId: wf.execution?.runId ?? '',

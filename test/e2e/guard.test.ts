@@ -174,7 +174,7 @@ describe('roles (API_TOKENS_FILE)', () => {
 
   beforeAll(async () => {
     const { tokens, problems } = parseApiTokens(
-      `read ${READER} grafana\noperate ${OPERATOR} ci\noperate ${OTHER_OPERATOR} ci2\nadmin sha256:${sha256(ADMIN).toString('hex')} alice\n`,
+      `read ${READER} grafana\noperate ${OPERATOR} ci tenant=ci\noperate ${OTHER_OPERATOR} ci2 tenant=ci\nadmin sha256:${sha256(ADMIN).toString('hex')} alice\n`,
       'test',
     );
     expect(problems).toEqual([]);
@@ -247,6 +247,7 @@ describe('roles (API_TOKENS_FILE)', () => {
     });
     expect(started.status).toBe(202);
     const { workflowId } = (await started.json()) as { workflowId: string };
+    // A token of the same tenant (another tenant's is answered 404, security.tenants).
     expect(await as(OTHER_OPERATOR, 'POST', `/workflows/${workflowId}/cancel`)).toEqual({
       status: 403,
       json: { success: false, message: `this needs the admin role: workflow ${workflowId} was not started with token ci2`, role: 'admin' },

@@ -58,6 +58,9 @@ async function as(token: string, method: string, p: string, body?: unknown): Pro
   return { status: res.status, json: text.startsWith('{') || text.startsWith('"') ? JSON.parse(text) : text };
 }
 
+/** The install workflow of each VM installed here. */
+const installOf = new Map<number, string>();
+
 async function install(token: string, name: string): Promise<number> {
   const res = await requestSse(`${h.api}/vm/install`, {
     body: { os: 'debian', version: '12', name },
@@ -65,8 +68,10 @@ async function install(token: string, name: string): Promise<number> {
     timeoutMs: 10 * MINUTES,
   });
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+  const workflowId = String(res.headers['x-workflow-id']);
   const vmid = Number(/^\[\*\] VMID: (\d+)$/m.exec(res.events.map((e) => e.message).join('\n'))?.[1]);
   expect(vmid).toBeGreaterThan(0);
+  installOf.set(vmid, workflowId);
   return vmid;
 }
 
@@ -118,6 +123,22 @@ describe('operate acts on its tenant’s VMs only', () => {
     expect(await listed(BOB)).toContain(vmB);
     expect(await listed(BOB)).not.toContain(vmA);
     expect(await listed(ADMIN)).toEqual(expect.arrayContaining([vmA, vmB]));
+  });
+
+  test("another tenant's install run, its progress and its VM's runs answer as workflows nobody started", async () => {
+    const runOfB = installOf.get(vmB)!;
+    for (const p of [`/workflows/${runOfB}`, `/workflows/${runOfB}/steps`, `/workflows/${runOfB}/events`, `/vm/install/${runOfB}`, `/vm/install/${runOfB}/events`]) {
+      expect([p, await as(ALICE_READ, 'GET', p)]).toEqual([p, { status: 404, json: { success: false, message: `no workflow ${runOfB}` } }]);
+    }
+    expect(await as(ALICE, 'POST', `/workflows/${runOfB}/cancel`)).toEqual({ status: 404, json: { success: false, message: `no workflow ${runOfB}` } });
+    expect(((await as(ALICE_READ, 'GET', `/vm/${vmB}/runs`)).json as { runs: unknown[] }).runs).toEqual([]);
+    // The tenant's own runs, to any of its tokens, and every run to the admin.
+    const runOfA = installOf.get(vmA)!;
+    expect(await as(ALICE_READ, 'GET', `/workflows/${runOfA}`)).toMatchObject({ status: 200, json: { workflowId: runOfA, status: 'COMPLETED' } });
+    expect(await as(ALICE_BOT, 'GET', `/workflows/${runOfA}/steps`)).toMatchObject({ status: 200, json: { workflowId: runOfA } });
+    expect(((await as(ALICE_READ, 'GET', `/vm/${vmA}/runs`)).json as { runs: Array<{ workflowId: string }> }).runs.map((r) => r.workflowId)).toContain(runOfA);
+    expect(await as(ADMIN, 'GET', `/workflows/${runOfB}`)).toMatchObject({ status: 200, json: { workflowId: runOfB } });
+    expect(((await as(ADMIN, 'GET', `/vm/${vmB}/runs`)).json as { runs: Array<{ workflowId: string }> }).runs.map((r) => r.workflowId)).toContain(runOfB);
   });
 
   test('honest callers keep what they had: a tenant’s tokens share its VMs, the admin acts on all', async () => {

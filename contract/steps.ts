@@ -93,6 +93,20 @@ export const operationSteps = {
   adopt: step('adopt', "seals QemuRun's markers into the VM's description", ['adoptVm']),
 } as const;
 
+/** The reconciler's steps (reconcileVms); each removal is a step of its own, `reconcile > remove <vmid>` (reconcileRemoveStep). */
+export const reconcileSteps = {
+  workflow: step('reconcile > workflow', 'an info event naming the workflow id, and whether it is a dry run'),
+  survey: step('reconcile > survey', 'reads every VM, its owner marker and whether its owner run is still going', ['planReconcile']),
+  remove: step('reconcile > remove', 'removes one VM an abandoned install left behind, after checking its marker again', ['destroyOwnedVm']),
+  leases: step('reconcile > leases', 'reads the address leases, and releases by name those whose owner and VM are gone', ['planLeaseRelease', 'releaseLease']),
+  finalizing: step('reconcile > finalizing', 'the final event: what was removed and released'),
+} as const;
+
+/** `reconcile > remove 123`: the removal of one VM, a step of its own. */
+export function reconcileRemoveStep(vmid: number): string {
+  return `${reconcileSteps.remove.wire} ${vmid}`;
+}
+
 /** `VM start > wait for SSH`: an operation's step as its events name it. */
 export function operationStep(operation: string, name: StepDefinition): string {
   return `${operation} > ${name.wire}`;

@@ -1,5 +1,5 @@
 import { isCancellation, log, patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import { VM_OPERATION, type LeaseItem, type ReconcileInput, type ReconcileItem, type ReconcileResult } from '../contract';
+import { reconcileRemoveStep, reconcileSteps, VM_OPERATION, type LeaseItem, type ReconcileInput, type ReconcileItem, type ReconcileResult } from '../contract';
 import { cleanup, survey } from './activityOptions';
 import { describeFailure } from './install';
 import { Progress } from './progress';
@@ -20,18 +20,18 @@ const RELEASE_STALE_LEASES = 'release-stale-leases';
 export async function reconcileVms(input: ReconcileInput = {}): Promise<ReconcileResult> {
   const dryRun = input.dryRun === true;
   const progress = new Progress();
-  progress.emit('reconcile > workflow', 'info', `[*] workflow id: ${workflowInfo().workflowId}${dryRun ? ' (dry run)' : ''}`);
+  progress.emit(reconcileSteps.workflow.wire, 'info', `[*] workflow id: ${workflowInfo().workflowId}${dryRun ? ' (dry run)' : ''}`);
   upsertSearchAttributes([{ key: VM_OPERATION, value: 'reconcile' }]);
 
   try {
-    const plan = await progress.step('reconcile > survey', 'reading every VM, its owner marker and its owner', () => survey.planReconcile());
+    const plan = await progress.step(reconcileSteps.survey.wire, 'reading every VM, its owner marker and its owner', () => survey.planReconcile());
     const doomed = plan.filter((v) => v.action === 'remove');
-    progress.info('reconcile > survey', `${plan.length} VM(s), ${doomed.length} left behind by abandoned installs`);
+    progress.info(reconcileSteps.survey.wire, `${plan.length} VM(s), ${doomed.length} left behind by abandoned installs`);
     if (dryRun) {
-      for (const v of doomed) progress.info('reconcile > survey', `would remove VM ${v.vmid}: ${v.reason}`);
+      for (const v of doomed) progress.info(reconcileSteps.survey.wire, `would remove VM ${v.vmid}: ${v.reason}`);
       const leases = patched(RELEASE_STALE_LEASES) ? await planLeases() : undefined;
-      for (const l of leases?.filter((l) => l.action === 'release') ?? []) progress.info('reconcile > leases', `would release ${l.address} (pool ${l.pool}): ${l.reason}`);
-      progress.emit('reconcile > finalizing', 'info', '[+] dry run: nothing was changed');
+      for (const l of leases?.filter((l) => l.action === 'release') ?? []) progress.info(reconcileSteps.leases.wire, `would release ${l.address} (pool ${l.pool}): ${l.reason}`);
+      progress.emit(reconcileSteps.finalizing.wire, 'info', '[+] dry run: nothing was changed');
       progress.state = 'completed';
       return { dryRun, vms: plan, removed: [], failed: [], ...(leases ? { leases, released: [] } : {}) };
     }
@@ -50,21 +50,21 @@ export async function reconcileVms(input: ReconcileInput = {}): Promise<Reconcil
     const leases = patched(RELEASE_STALE_LEASES) ? await releaseLeases(await planLeases()) : undefined;
     const released = leases?.filter((l) => l.action === 'released').map((l) => l.address);
     progress.emit(
-      'reconcile > finalizing',
+      reconcileSteps.finalizing.wire,
       'info',
       `[+] removed ${removed.length} VM(s)${failed.length ? `, ${failed.length} could not be removed` : ''}${released ? `, released ${released.length} address lease(s)` : ''}`,
     );
     progress.state = 'completed';
     return { dryRun, vms, removed, failed, ...(leases ? { leases, released: released ?? [] } : {}) };
   } catch (err) {
-    progress.emit(progress.current || 'reconcile > workflow', 'error', `[-] ${describeFailure(err)}`);
+    progress.emit(progress.current || reconcileSteps.workflow.wire, 'error', `[-] ${describeFailure(err)}`);
     progress.state = isCancellation(err) ? 'cancelled' : 'failed';
     throw err;
   }
 
   async function planLeases(): Promise<LeaseItem[]> {
-    const leases = await progress.step('reconcile > leases', 'reading the address leases, their owners and their VMs', () => survey.planLeaseRelease());
-    progress.info('reconcile > leases', `${leases.length} lease(s), ${leases.filter((l) => l.action === 'release').length} of owners and VMs that are gone`);
+    const leases = await progress.step(reconcileSteps.leases.wire, 'reading the address leases, their owners and their VMs', () => survey.planLeaseRelease());
+    progress.info(reconcileSteps.leases.wire, `${leases.length} lease(s), ${leases.filter((l) => l.action === 'release').length} of owners and VMs that are gone`);
     return leases;
   }
 
@@ -78,7 +78,7 @@ export async function reconcileVms(input: ReconcileInput = {}): Promise<Reconcil
       }
       try {
         const released = await cleanup.releaseLease({ pool: l.pool, address: l.address, generation: l.generation });
-        if (released.length > 0) progress.info('reconcile > leases', `released ${l.address} (pool ${l.pool}): ${l.reason}`);
+        if (released.length > 0) progress.info(reconcileSteps.leases.wire, `released ${l.address} (pool ${l.pool}): ${l.reason}`);
         out.push(released.length > 0 ? { ...l, action: 'released' } : { ...l, action: 'gone', reason: `${l.reason}; by now the address holds another lease or none` });
       } catch (err) {
         if (isCancellation(err)) throw err;
@@ -90,7 +90,7 @@ export async function reconcileVms(input: ReconcileInput = {}): Promise<Reconcil
 
   /** destroyOwnedVm checks the marker again: a VM re-owned since the survey is left alone. */
   async function removeVm(item: ReconcileItem, owner: string): Promise<ReconcileItem> {
-    const step = `reconcile > remove ${item.vmid}`;
+    const step = reconcileRemoveStep(item.vmid);
     try {
       const removed = await progress.step(step, `removing VM ${item.vmid}: ${item.reason}`, () => cleanup.destroyOwnedVm({ vmid: item.vmid, owner }));
       return removed ? { ...item, action: 'removed' } : { ...item, action: 'gone', reason: `${item.reason}; by now it is gone or carries another owner` };

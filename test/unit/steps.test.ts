@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { installSteps, type StepDefinition } from '../../contract/steps';
+import { installSteps, reconcileRemoveStep, reconcileSteps, type StepDefinition } from '../../contract/steps';
 
 const doc = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'how-an-install-runs.md'), 'utf8');
 
@@ -47,5 +47,20 @@ test("each step's row in the docs names every activity the table says it schedul
     const row = docRows.find((r) => r.wire === s.wire);
     return s.activities.filter((a) => !row?.text.includes(`\`${a}\``)).map((a) => `${s.wire}: ${a}`);
   });
+  expect(missing).toEqual([]);
+});
+
+test("the reconciler's steps keep the names its stream carries, and each names an activity it schedules", () => {
+  expect(Object.values(reconcileSteps).map((s) => s.wire)).toEqual([
+    'reconcile > workflow',
+    'reconcile > survey',
+    'reconcile > remove',
+    'reconcile > leases',
+    'reconcile > finalizing',
+  ]);
+  expect(reconcileRemoveStep(123)).toBe('reconcile > remove 123');
+  // The reconciler's own source schedules what the table says each step runs.
+  const source = fs.readFileSync(path.join(__dirname, '..', '..', 'workflows', 'reconcile.ts'), 'utf8');
+  const missing = (Object.values(reconcileSteps) as StepDefinition[]).flatMap((s) => s.activities.filter((a) => !source.includes(`.${a}(`)));
   expect(missing).toEqual([]);
 });

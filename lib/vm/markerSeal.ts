@@ -56,8 +56,10 @@ export class MarkerSeal {
    * Whether the VM's markers are sealed by this QemuRun for this very VM: the VM `vmid`, and
    * the instance its smbios1 names now. `acceptPending`: markers sealed before the VM's uuid was
    * known (a clone's, PENDING_INSTANCE) count too; only the run that wrote them may ask so.
+   * `acceptLegacy`: markers without the instance count whatever `legacyAccepted` says; only the
+   * reseal pass asks so, to find them.
    */
-  check(vm: SealedVm | undefined, vmid: number, opts: { acceptPending?: boolean } = {}): MarkerCheck {
+  check(vm: SealedVm | undefined, vmid: number, opts: { acceptPending?: boolean; acceptLegacy?: boolean } = {}): MarkerCheck {
     const { owner, fields, seal } = markerFields(vm?.description, vmid);
     const untrusted = (reason: string): MarkerCheck => ({ sealed: false, ...(owner !== undefined ? { owner } : {}), reason });
     if (!fields) return untrusted('its markers name no owner run (written by hand, or before markers were sealed)');
@@ -69,7 +71,7 @@ export class MarkerSeal {
       return untrusted(`its markers do not match their seal (edited, or copied from another VM than ${vmid})`);
     }
     if (fields.instance === undefined) {
-      if (this.legacyAccepted()) return { sealed: true, fields };
+      if (opts.acceptLegacy || this.legacyAccepted()) return { sealed: true, fields };
       return untrusted('its markers were sealed in the form without the VM instance, which this QemuRun refuses since it resealed its VMs (copied from a destroyed VM, or missed by the reseal)');
     }
     if (fields.instance === PENDING_INSTANCE) {

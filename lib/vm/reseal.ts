@@ -34,7 +34,7 @@ export async function resealLegacyMarkers(
     }
     try {
       const conf = await node.config(vm.vmid);
-      const check = seal.check(conf, vm.vmid);
+      const check = seal.check(conf, vm.vmid, { acceptLegacy: true });
       if (!check.sealed || check.fields.instance !== undefined) continue;
       const instance = vmInstanceOf(conf);
       if (instance === undefined) {

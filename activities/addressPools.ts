@@ -52,15 +52,23 @@ export function addressPoolActivities({ config, client }: AddressPoolDeps) {
     return pool as AddressPool;
   };
 
-  /** Who started the owner workflow (its startedBy memo), as the quota counts it; unknown: anonymous. */
+  /**
+   * The tenant the owner workflow installs for, as the quota counts it: the spec in its
+   * `request` memo names it (an install's, and a rebuild's, whose spec keeps the VM's tenant,
+   * scheduled or not); else the tenant of the token that started it (its startedBy memo, mapped
+   * through the tokens file; a token not listed there is its own tenant); unknown: anonymous.
+   */
   const holderOf = async (owner: string): Promise<string> => {
     const memo = await client.workflow
       .getHandle(owner)
       .describe()
       .then((d) => d.memo)
       .catch(() => undefined);
+    const request = memo?.request as { tenant?: unknown } | undefined;
+    if (typeof request?.tenant === 'string') return leaseHolderOf(request.tenant);
     const startedBy = memo?.[STARTED_BY_MEMO];
-    return leaseHolderOf(typeof startedBy === 'string' ? startedBy : undefined);
+    if (typeof startedBy !== 'string') return leaseHolderOf(undefined);
+    return leaseHolderOf(config.apiTokens.find((t) => t.name === startedBy)?.tenant ?? startedBy);
   };
 
   const releaseNamed = (pool: string, lease: Pick<AddressLease, 'address' | 'generation'>) => releaseNamedLease(client, pool, lease);

@@ -68,7 +68,7 @@ export function powerActivities({ config, proxmox }: PowerDeps) {
       const node = proxmox.requireNode(found.node);
       const conf = await node.config(input.vmid);
       requireInstance(input.vmid, conf, input.instance);
-      const check = markerSealFor(config).check(conf.description, input.vmid);
+      const check = markerSealFor(config).check(conf, input.vmid);
       if (!check.sealed || check.fields.owner !== input.owner || (input.run !== undefined && check.fields.run !== input.run)) {
         throw failure('NotOwnedError', `VM ${input.vmid} is no longer owned by ${input.owner}; refusing to stop it`);
       }

@@ -135,7 +135,7 @@ export function reconcileActivities({ config, proxmox, client }: ReconcileDeps) 
           items.push({ vmid: vm.vmid, node: vm.node, action: 'keep', reason: `its config could not be read: ${conf.message.split('\n')[0]}` });
           continue;
         }
-        const markers = seal.check(conf.description, vm.vmid);
+        const markers = seal.check(conf, vm.vmid);
         const owner = markers.sealed ? markers.fields.owner : markers.owner;
         const untrusted = markers.sealed ? undefined : markers.reason;
         const adopted = markers.sealed && (isAdoptionOwner(markers.fields.owner) || markers.fields.adopted !== undefined);

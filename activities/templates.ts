@@ -12,6 +12,7 @@ import {
   installSpecSchema,
   type InstallSpec,
   type OsName,
+  PENDING_INSTANCE,
   specMarkerValue,
   type TemplateChoice,
   type TemplateMarker,
@@ -19,6 +20,7 @@ import {
   checkedInput,
 } from '../contract';
 import { markerSealFor } from '../lib/vm/markerSeal';
+import { vmInstanceOf } from '../lib/proxmox/vmInstance';
 import { readTemplates, templateIsFor, templateRecipe, unconvertedDisks } from '../lib/vm/templates';
 import { cloudinitDriveKey, hardwareOptions, isThisRunsVm, newVmIdentity, sealedForRun } from './vm';
 import { withStorageSlot } from './storageSlots';
@@ -89,7 +91,9 @@ export function templateActivities(deps: TemplateDeps) {
     async cloneVm(input: Parameters<Activities['cloneVm']>[0]): Promise<{ ip: string; node: string }> {
       const { vmid, template } = input;
       const spec = checkedInput(installSpecSchema, input.spec, 'cloneVm');
-      const { run, ip, description } = await newVmIdentity(config, proxmox, 'cloneVm', { vmid, spec, owner: input.owner, ...(input.address ? { address: input.address } : {}) });
+      // qm clone takes no smbios1 and gives the clone a fresh uuid: the markers name it once it is read, below.
+      const identity = { vmid, spec, owner: input.owner, ...(input.address ? { address: input.address } : {}) };
+      const { run, ip, description } = await newVmIdentity(config, proxmox, 'cloneVm', { ...identity, instance: PENDING_INSTANCE });
       const node = proxmox.requireNode(template.node);
       try {
         await withStorageSlot(deps, { node: template.node, storage: template.storage, holder: `${input.owner}/${run}` }, () =>
@@ -106,9 +110,14 @@ export function templateActivities(deps: TemplateDeps) {
         if (!(err instanceof VmidTakenError)) throw err;
         if (!(await isThisRunsVm(config, proxmox, vmid, input.owner, run))) throw failure('VmidTakenError', err.message);
       }
+      // The markers sealed again for the clone's own uuid: until then they put it in no managed set.
+      const instance = vmInstanceOf(await node.config(vmid));
+      if (instance === undefined) throw failure('VmInstanceError', `the clone ${vmid} of template ${template.vmid} has no SMBIOS uuid (smbios1)`);
+      const markers = { instance, owner: input.owner, run, spec: specMarkerValue(spec) };
+      const sealed = installedDescription(markers, markerSealFor(config).seal({ vmid, ...markers }), spec.description);
       // qm clone copies the template's `protection` (qemu-server clone_vm copies every option
       // but a few): the install's VM is its owner's to destroy, not guarded as its template is.
-      await node.setVmOptions(vmid, { ...hardwareOptions(config, spec, input.cpuType, input.address), delete: 'protection' });
+      await node.setVmOptions(vmid, { ...hardwareOptions(config, spec, input.cpuType, input.address), description: sealed, delete: 'protection' });
       return { ip, node: template.node };
     },
 
@@ -131,11 +140,13 @@ export function templateActivities(deps: TemplateDeps) {
       const node = await proxmox.nodeOf(vmid);
       const conf = await node.config(vmid);
       // The config just read answers it: isThisRunsVm would locate the VM and read it again.
-      if (!sealedForRun(config, conf.description, vmid, input.owner, run)) {
+      if (!sealedForRun(config, conf, vmid, input.owner, run)) {
         throw failure('NotManagedError', `VM ${vmid} is not the one this template build created`);
       }
       if (conf.entries.template !== '1') {
-        const markers = { owner: input.owner, run, spec: specMarkerValue(spec), template: templateMarkerValue(input.marker) };
+        const instance = vmInstanceOf(conf);
+        if (instance === undefined) throw failure('VmInstanceError', `VM ${vmid} has no SMBIOS uuid (smbios1): its template markers could not name it`);
+        const markers = { instance, owner: input.owner, run, spec: specMarkerValue(spec), template: templateMarkerValue(input.marker) };
         await node.setVmOptions(vmid, { description: installedDescription(markers, markerSealFor(config).seal({ vmid, ...markers }), spec.description) });
         const cloudinit = cloudinitDriveKey(spec);
         if (conf.disks.some((d) => d.key === cloudinit)) await node.setVmOptions(vmid, { delete: cloudinit });

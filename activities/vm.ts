@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
@@ -14,10 +15,11 @@ import {
   specMarkerValue,
   withoutMarkers,
   type PoolAddress,
+  type MarkerFields,
   workflowInputs,
   checkedInput,
 } from '../contract';
-import { markerSealFor } from '../lib/vm/markerSeal';
+import { markerSealFor, type SealedVm } from '../lib/vm/markerSeal';
 import { readAdminKeys } from '../lib/stateFiles';
 import { portAnswers, vmIp } from '../lib/network';
 import { managedNodeOf, requireInstance, requireManaged } from './managedSet';
@@ -69,9 +71,12 @@ export function extraDriveOptions(spec: InstallSpec, assignStorage: string): Arr
 export function vmActivities({ config, proxmox }: VmDeps) {
   const main = () => proxmox.main();
   const managedNode = (vmid: number, instance?: string) => managedNodeOf(config, proxmox, vmid, undefined, instance);
-  /** Whether the VM's markers are sealed and name this owner (and, when given, this run of it). */
-  const sealedFor = (description: string | undefined, vmid: number, owner: string, run?: string) => {
-    const check = markerSealFor(config).check(description, vmid);
+  /**
+   * Whether the VM's markers are sealed and name this owner (and, when given, this run of it).
+   * A run's own clone whose uuid it had not sealed yet is its own to clean up.
+   */
+  const sealedFor = (conf: SealedVm, vmid: number, owner: string, run?: string) => {
+    const check = markerSealFor(config).check(conf, vmid, { acceptPending: run !== undefined });
     return check.sealed && check.fields.owner === owner && (run === undefined || check.fields.run === run);
   };
 
@@ -93,7 +98,9 @@ export function vmActivities({ config, proxmox }: VmDeps) {
     async createVm(input: { vmid: number; name: string; spec: InstallSpec; cpuType: string; owner: string; address?: PoolAddress }): Promise<{ ip: string; node: string }> {
       const { vmid } = input;
       const spec = checkedInput(installSpecSchema, input.spec, 'createVm');
-      const { run, ip, description } = await newVmIdentity(config, proxmox, 'createVm', { ...input, spec });
+      // QemuRun chooses the VM's SMBIOS uuid, so the markers written with the VM already name it.
+      const instance = crypto.randomUUID();
+      const { run, ip, description } = await newVmIdentity(config, proxmox, 'createVm', { ...input, spec, instance });
       try {
         const { cores, cpu, memory, net0, numa, balloon, machine, bios } = hardwareOptions(config, spec, input.cpuType, input.address);
         // In the seed's order, which the sandbox's call log and the tests read.
@@ -108,6 +115,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
           net0,
           serial0: 'socket',
           description,
+          smbios1: `uuid=${instance}`,
           ...(balloon ? { numa, balloon } : {}),
           // Proxmox refuses a pool that does not exist (403, PermissionDeniedError: not retried).
           ...(spec.pool !== undefined ? { pool: spec.pool } : {}),
@@ -219,12 +227,18 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       const node = await proxmox.nodeOf(input.vmid);
       const conf = await node.config(input.vmid);
       requireInstance(input.vmid, conf, input.instance);
-      const check = markerSealFor(config).check(conf.description, input.vmid);
+      const check = markerSealFor(config).check(conf, input.vmid);
       if (check.sealed && check.fields.owner === input.owner) return;
       if (check.sealed) {
         throw failure('AlreadyManagedError', `VM ${input.vmid} is already managed by QemuRun (qemurun-owner=${check.fields.owner})`);
       }
-      await node.setVmOptions(input.vmid, { description: adoptedDescription(withoutMarkers(conf.description), input, (f) => markerSealFor(config).seal(f), input.vmid) });
+      // The seal names the instance: without a uuid the VM could not be told from a later one at its VMID.
+      const instance = vmInstanceOf(conf);
+      if (instance === undefined) {
+        throw failure('VmInstanceError', `VM ${input.vmid} has no SMBIOS uuid (smbios1), so its markers cannot be bound to it; give it one in Proxmox (qm set ${input.vmid} --smbios1 uuid=$(uuidgen))`);
+      }
+      const seal = (f: MarkerFields) => markerSealFor(config).seal(f);
+      await node.setVmOptions(input.vmid, { description: adoptedDescription(withoutMarkers(conf.description), input, seal, { vmid: input.vmid, instance }) });
     },
 
     /**
@@ -252,7 +266,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
       if (!vm) return false;
       const node = proxmox.requireNode(vm.node);
       const conf = await node.config(input.vmid).catch(() => undefined);
-      if (!conf || !sealedFor(conf.description, input.vmid, input.owner, input.run)) return false;
+      if (!conf || !sealedFor(conf, input.vmid, input.owner, input.run)) return false;
       // Another VM at the VMID since the rebuild inspected it is not the one to destroy.
       if (input.instance !== undefined && vmInstanceOf(conf) !== input.instance) return false;
       // Ours for sure, so a lock a crashed step of this run left behind is no obstacle.
@@ -265,7 +279,8 @@ export function vmActivities({ config, proxmox }: VmDeps) {
 }
 
 /**
- * Who a new VM is and where it answers: the run that creates it (from Temporal, not from the
+ * Who a new VM is and where it answers: the VM instance (the SMBIOS uuid it is created with,
+ * or PENDING_INSTANCE for a clone, whose uuid Proxmox chooses), the run that creates it (from Temporal, not from the
  * input: a later run under the same workflow id, a reset or one started by hand, is not the
  * owner of what this one built), its address, and its description with the sealed owner and
  * spec markers. The address must be free first, whether the VMID was allocated or asked for:
@@ -277,12 +292,12 @@ export async function newVmIdentity(
   config: Config,
   proxmox: ProxmoxCluster,
   activity: string,
-  input: { vmid: number; spec: InstallSpec; owner: string; address?: PoolAddress },
+  input: { vmid: number; spec: InstallSpec; owner: string; address?: PoolAddress; instance: string },
 ): Promise<{ run: string; ip: string; description: string }> {
   const { vmid, spec } = input;
   const run = Context.current().info.workflowExecution?.runId;
   if (!run) throw failure('ConfigError', `${activity} runs for a workflow only: its markers name the run`);
-  const markers = { owner: input.owner, run, spec: specMarkerValue(spec) };
+  const markers = { instance: input.instance, owner: input.owner, run, spec: specMarkerValue(spec) };
   const ip = spec.ip === 'dhcp' ? 'dhcp' : (input.address?.address ?? vmIp(config.gateway, vmid));
   // A VM that exists already (this run's, on a retry, or another's) is Proxmox's create to judge.
   if (ip !== 'dhcp' && !(await proxmox.locateVm(vmid)) && (await portAnswers(ip, config.vmSshPort))) {
@@ -295,12 +310,16 @@ export async function newVmIdentity(
 export async function isThisRunsVm(config: Config, proxmox: ProxmoxCluster, vmid: number, owner: string, run: string): Promise<boolean> {
   const vm = await proxmox.locateVm(vmid);
   const conf = vm ? await proxmox.requireNode(vm.node).config(vmid).catch(() => undefined) : undefined;
-  return conf !== undefined && sealedForRun(config, conf.description, vmid, owner, run);
+  return conf !== undefined && sealedForRun(config, conf, vmid, owner, run);
 }
 
-/** Whether a VM's description carries markers sealed for this run of `owner`. */
-export function sealedForRun(config: Config, description: string | undefined, vmid: number, owner: string, run: string): boolean {
-  const check = markerSealFor(config).check(description, vmid);
+/**
+ * Whether a VM carries markers sealed for this run of `owner`, for its instance or, on a clone
+ * this run made, before its uuid was known (the run ids are Temporal's: no other run's markers
+ * name this one).
+ */
+export function sealedForRun(config: Config, conf: SealedVm, vmid: number, owner: string, run: string): boolean {
+  const check = markerSealFor(config).check(conf, vmid, { acceptPending: true });
   return check.sealed && check.fields.owner === owner && check.fields.run === run;
 }
 

@@ -1,4 +1,4 @@
-import { type InstallInput, type InstallSpec, leaseHolderOf, vmSearchAttributes, type Workflows } from '../contract';
+import { type InstallInput, type InstallSpec, vmSearchAttributes, type Workflows } from '../contract';
 import crypto from 'node:crypto';
 import { Router, Request, Response } from 'express';
 import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
@@ -7,7 +7,7 @@ import { toInstallSpec } from './installRequest';
 import { InvalidRequestError } from './errors';
 import { limitsFor } from './limits';
 import { openEventStream, streamProgress, type Streams } from './sse';
-import { actorOf, requireRole, tenantOf } from './guard';
+import { requireRole, tenantOf } from './guard';
 import { checkLeaseQuota } from './leaseQuota';
 import { startedByMemo } from './startedBy';
 import type { ProxmoxCluster } from '../lib/proxmox';
@@ -100,7 +100,7 @@ export function installRoutes({ config, client, knownNodes, proxmox, streams }: 
     const noBridge = await bridgeProblem(config, proxmox, spec.bridge, spec.node);
     if (noBridge) throw new InvalidRequestError(noBridge);
     const workflowId = workflowIdFor(req);
-    await checkLeaseQuota(config, client, spec.addressPool, leaseHolderOf(actorOf(res)), workflowId);
+    await checkLeaseQuota(config, client, spec.addressPool, tenantOf(res), workflowId);
     let handle;
     try {
       handle = await client.workflow.start<Workflows['installVm']>('installVm', {

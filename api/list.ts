@@ -126,7 +126,7 @@ async function ofTenant(deps: { config: Config; proxmox: ProxmoxCluster; client:
     for (let v = queue.shift(); v !== undefined; v = queue.shift()) {
       const conf = await deps.proxmox.node(v.node)?.config(v.vmid).catch(() => undefined);
       if (!conf) continue;
-      const check = seal.check(conf.description, v.vmid);
+      const check = seal.check(conf, v.vmid);
       // MANAGE_ALL_VMS opens the VMs QemuRun did not install to every operate token: they are listed too.
       if (!check.sealed && deps.config.manageAllVms) keep.add(v);
       else if ((await tenantOfVm({ client: deps.client, tokens: deps.config.apiTokens }, v.vmid, check)) === tenant) keep.add(v);

@@ -11,6 +11,7 @@ import { startApi } from './api';
 import { ensureReconcileSchedule } from './reconcileSchedule';
 import { ensureTemplateSchedules } from './templateSchedules';
 import { bindRebuildScheduleTypes } from './rebuildSchedules';
+import { resealLegacyMarkers } from '../lib/vm/reseal';
 import { reason } from '../lib/startupError';
 import { checkNodeVersions, describeNodeVersions } from '../lib/nodeVersions';
 import type { PveVersion } from '../lib/proxmox/pvesh';
@@ -106,6 +107,11 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     const pushes = opts.worker !== false && opts.api !== false ? new ProgressPushes() : undefined;
     if (opts.worker !== false) {
       worker = await startWorker({ config, temporal, executors, proxmox, workflowBundlePath: opts.workflowBundlePath, metrics, pushes });
+      // Once per DATA_DIR: markers of the form without the VM instance sealed for it. Not fatal:
+      // until a pass reaches every VM, that form stays valid and the next start tries again.
+      await resealLegacyMarkers(config, proxmox, (message) => logger.warn(message)).catch((err: unknown) => {
+        logger.warn(`markers sealed without their VM instance could not be resealed, the next start tries again: ${reason(err).split('\n')[0]}`);
+      });
     }
     // Replicas of the API share one cluster: a node that is down is no reason to take one
     // replica out of a load balancer, so the API alone checks only Temporal.

@@ -59,12 +59,18 @@ export interface ReleaseAddress {
 }
 
 /**
- * The identity a pool's quota counts leases against: the API token that started the
- * workflow (its `startedBy` memo), or `anonymous` without tokens. One function, so that
- * another identity (a tenant) replaces the token's name in one place.
+ * The identity a pool's quota counts leases against: the tenant the install is for (the
+ * installing token's, lib/apiTokens.ts: a token whose line names no `tenant=` is a tenant of
+ * its own, named after it), or `anonymous` without tokens. So tokens that share a tenant share
+ * its quota, as they share its VMs.
  */
-export function leaseHolderOf(startedBy: string | undefined): string {
-  return startedBy === undefined || startedBy === '' ? 'anonymous' : `token:${startedBy}`;
+export function leaseHolderOf(tenant: string | undefined): string {
+  return tenant === undefined || tenant === '' ? 'anonymous' : `tenant:${tenant}`;
+}
+
+/** The holder a lease made before quotas counted by tenant names: the token that started its install. */
+export function tokenLeaseHolderOf(token: string): string {
+  return `token:${token}`;
 }
 
 /** A lease's generation; leases made before generations are generation 0. */

@@ -9,9 +9,10 @@ import type { TemplateMarker } from './templates';
  * rebuild re-creates the VM from. Neither holds a secret.
  *
  * Anyone with `VM.Config.Options` on a VM can write its description, so the markers carry
- * a seal: `qemurun-seal=<key id>:<HMAC>` over the VMID, the owner, the owner's run and the
- * spec (lib/vm/markerSeal.ts computes it; workflow code never does). Destructive decisions
- * (reconcile, rebuild, cleanup) trust only sealed markers.
+ * a seal: `qemurun-seal=<key id>:<HMAC>` over the VMID, the VM instance (its SMBIOS uuid,
+ * `qemurun-instance=`), the owner, the owner's run and the spec (lib/vm/markerSeal.ts
+ * computes it; workflow code never does). Destructive decisions (reconcile, rebuild,
+ * cleanup) trust only sealed markers.
  */
 
 const OWNER = 'qemurun-owner=';
@@ -20,10 +21,23 @@ const SPEC = 'qemurun-spec=';
 const ADOPTED = 'qemurun-adopted=';
 const SEAL = 'qemurun-seal=';
 const TEMPLATE = 'qemurun-template=';
+const INSTANCE = 'qemurun-instance=';
+
+/**
+ * The instance a clone's markers name until the clone's own uuid is known: `qm clone` takes
+ * no smbios1 and writes a fresh uuid, so the install seals the markers again once it read it.
+ * No VM has this uuid, so such markers never put a VM in the managed set.
+ */
+export const PENDING_INSTANCE = 'pending';
 
 /** What a seal covers: every marker a destructive decision reads, and the VM they are about. */
 export interface MarkerFields {
   vmid: number;
+  /**
+   * The VM instance the markers were sealed for: its SMBIOS uuid (lib/proxmox/vmInstance.ts),
+   * or PENDING_INSTANCE. Absent in markers sealed before seals named the instance.
+   */
+  instance?: string;
   owner: string;
   /** The run of `owner` that wrote the markers: a later run under the same id is not the owner. */
   run: string;
@@ -37,6 +51,10 @@ export interface MarkerFields {
 
 /** The text a seal is the HMAC of: one field a line, none of which can hold a newline. */
 export function sealedText(f: MarkerFields): string {
+  // The version tag says which form was sealed, so one form's seal never verifies as the other.
+  if (f.instance !== undefined) {
+    return ['qemurun-markers/2', String(f.vmid), f.instance, f.owner, f.run, f.spec ?? '', f.adopted ?? '', f.template ?? ''].join('\n');
+  }
   // A template's marker is a line more: the text of every seal made before templates stays the same.
   return ['qemurun-markers/1', String(f.vmid), f.owner, f.run, f.spec ?? '', f.adopted ?? '', ...(f.template !== undefined ? [f.template] : [])].join('\n');
 }
@@ -50,9 +68,10 @@ export function markerFields(description: string | undefined, vmid: number): { o
   const spec = markerValue(description, SPEC);
   const adopted = adoptionOf(description);
   const template = markerValue(description, TEMPLATE);
+  const instance = markerValue(description, INSTANCE);
   return {
     owner,
-    fields: { vmid, owner, run, ...(spec !== undefined ? { spec } : {}), ...(adopted !== undefined ? { adopted } : {}), ...(template !== undefined ? { template } : {}) },
+    fields: { vmid, ...(instance !== undefined ? { instance } : {}), owner, run, ...(spec !== undefined ? { spec } : {}), ...(adopted !== undefined ? { adopted } : {}), ...(template !== undefined ? { template } : {}) },
     seal,
   };
 }
@@ -64,9 +83,22 @@ export function markerFields(description: string | undefined, vmid: number): { o
  * (markerLines), so a text holding lines like `qemurun-owner=…` or `qemurun-adopted=…`
  * neither forges a marker nor adds one the seal does not cover.
  */
-export function installedDescription(f: { owner: string; run: string; spec: string; template?: string }, seal: string, text?: string): string {
+export function installedDescription(f: { instance?: string; owner: string; run: string; spec: string; template?: string }, seal: string, text?: string): string {
   const template = f.template !== undefined ? `${TEMPLATE}${f.template}\n` : '';
-  return `${OWNER}${f.owner}\n${RUN}${f.run}\n${SPEC}${f.spec}\n${template}${SEAL}${seal}${text ? `\n${text}` : ''}`;
+  const instance = f.instance !== undefined ? `${INSTANCE}${f.instance}\n` : '';
+  return `${OWNER}${f.owner}\n${RUN}${f.run}\n${instance}${SPEC}${f.spec}\n${template}${SEAL}${seal}${text ? `\n${text}` : ''}`;
+}
+
+/**
+ * A description whose markers, sealed in the form without the instance, are sealed again for
+ * it: the instance line goes just before the seal line (so it is inside the block markerLines
+ * reads), the seal line gets `seal`, every other line stays as written.
+ */
+export function withInstanceSealed(description: string, instance: string, seal: string): string {
+  const lines = description.split('\n');
+  const at = lines.findIndex((l) => l.trim().startsWith(SEAL));
+  if (at < 0) throw new Error('withInstanceSealed: the description has no seal line');
+  return [...lines.slice(0, at), `${INSTANCE}${instance}`, `${SEAL}${seal}`, ...lines.slice(at + 1)].join('\n');
 }
 
 /** A template marker's value as written into a description. */
@@ -96,7 +128,7 @@ export const PROXMOX_DESCRIPTION_MAX = 8192;
  * than Proxmox's characters.
  */
 export function installedDescriptionOverflow(spec: InstallSpec): number {
-  const longest = installedDescription({ owner: 'o'.repeat(255), run: 'r'.repeat(36), spec: specMarkerValue(spec) }, `${'k'.repeat(64)}:${'m'.repeat(43)}`, spec.description);
+  const longest = installedDescription({ instance: 'u'.repeat(36), owner: 'o'.repeat(255), run: 'r'.repeat(36), spec: specMarkerValue(spec) }, `${'k'.repeat(64)}:${'m'.repeat(43)}`, spec.description);
   return Math.max(0, Buffer.byteLength(longest, 'utf8') - PROXMOX_DESCRIPTION_MAX);
 }
 
@@ -161,11 +193,14 @@ export function adoptedDescription(
   description: string | undefined,
   adoption: { owner: string; at: string; workflowId: string; runId: string; by?: string },
   seal?: (f: MarkerFields) => string,
-  vmid?: number,
+  vm?: { vmid: number; instance: string },
 ): string {
   const note = adoptionNote(adoption);
   const kept = (description ?? '').replace(/\s+$/, '');
-  const sealed = seal && vmid !== undefined ? `\n${RUN}${adoption.runId}\n${SEAL}${seal({ vmid, owner: adoption.owner, run: adoption.runId, adopted: note })}` : '';
+  const sealed =
+    seal && vm !== undefined
+      ? `\n${RUN}${adoption.runId}\n${INSTANCE}${vm.instance}\n${SEAL}${seal({ vmid: vm.vmid, instance: vm.instance, owner: adoption.owner, run: adoption.runId, adopted: note })}`
+      : '';
   return `${kept ? `${kept}\n` : ''}${ownerMarker(adoption.owner)}\n${ADOPTED}${note}${sealed}`;
 }
 
@@ -179,7 +214,7 @@ function adoptionNote(adoption: { at: string; workflowId: string; runId: string;
  * spec marker included, so the adoption writes its own instead of adding to them.
  */
 export function withoutMarkers(description: string | undefined): string {
-  const ours = [OWNER, RUN, SPEC, ADOPTED, TEMPLATE, SEAL];
+  const ours = [OWNER, RUN, INSTANCE, SPEC, ADOPTED, TEMPLATE, SEAL];
   return (description ?? '')
     .split('\n')
     .filter((l) => !ours.some((prefix) => l.trim().startsWith(prefix)))

@@ -25,6 +25,7 @@ export const stateFiles = (dataDir: string) => ({
   disabled: path.join(dataDir, 'disabled'),
   adminKeys: path.join(dataDir, 'admin_keys'),
   cpuType: path.join(dataDir, 'cpu-type'),
+  markersResealed: path.join(dataDir, 'markers-resealed'),
 });
 
 /** VMIDs listed as `<vmid>:<name>` lines: the API refuses to control them. */
@@ -61,4 +62,16 @@ export function writeCachedCpuType(dataDir: string, cpuType: string, nodes?: str
   // Two workers detecting the baseline at once each write their own temporary file.
   // Private like every file in DATA_DIR, whatever the directory's own mode.
   writeFileAtomic(file, `${cpuType}\n${nodeLine}`, 0o600);
+}
+
+/**
+ * Whether this service resealed its VMs' markers with their instance (lib/vm/reseal.ts):
+ * from then on markers sealed in the form without one are refused. Written once, never removed.
+ */
+export function markersResealed(dataDir: string): boolean {
+  return fs.existsSync(stateFiles(dataDir).markersResealed);
+}
+
+export function recordMarkersResealed(dataDir: string, note: string): void {
+  writeFileAtomic(stateFiles(dataDir).markersResealed, `${note}\n`, 0o600);
 }

@@ -213,7 +213,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams, logger 
     }
     // Markers without a valid seal (forged, or written before sealing) do not make a VM
     // managed: adopting it replaces them with sealed ones.
-    const marked = markerSealFor(config).check(conf.description, vmid);
+    const marked = markerSealFor(config).check(conf, vmid);
     if (marked.sealed) {
       throw new HttpError(409, `VM ${vmid} is already managed by QemuRun (qemurun-owner=${marked.fields.owner}); there is nothing to adopt`, {
         type: 'AlreadyManagedError' satisfies FailureType,

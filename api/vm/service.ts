@@ -115,7 +115,7 @@ export function vmService({ config, client, proxmox, logger }: VmServiceDeps) {
    * admin's. Unsealed VMs are the managed set's business (409, or MANAGE_ALL_VMS opens them).
    */
   async function hideOtherTenants(vm: VmFacts & { conf?: VmNotes }, scope: string): Promise<void> {
-    const check = markerSealFor(config).check(vm.conf?.description, vm.vmid);
+    const check = markerSealFor(config).check(vm.conf, vm.vmid);
     if (!check.sealed) return;
     const tenant = await tenantOfVm({ client, tokens: config.apiTokens }, vm.vmid, check);
     if (tenant !== scope) throw new HttpError(404, `VM ${vm.vmid} does not exist`);
@@ -123,7 +123,7 @@ export function vmService({ config, client, proxmox, logger }: VmServiceDeps) {
 
   /** A template is changed only by its build and the admin role (403: every reader lists templates anyway). */
   function refuseTemplate(vm: VmFacts & { conf?: VmNotes }): void {
-    if (isTemplateVm(markerSealFor(config).check(vm.conf?.description, vm.vmid), vm.conf?.entries)) {
+    if (isTemplateVm(markerSealFor(config).check(vm.conf, vm.vmid), vm.conf?.entries)) {
       throw new HttpError(403, `VM ${vm.vmid} is a template: only its build workflow and the admin role change it`, { role: 'admin' });
     }
   }

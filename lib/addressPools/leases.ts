@@ -34,7 +34,11 @@ export async function releaseNamedLease(client: Client, pool: string, lease: Pic
   }
 }
 
-/** How many leases of the pool the holder has (leaseHolderOf), leaving out the one `owner` holds already. */
-export function heldBy(leases: readonly AddressLease[], holder: string, owner?: string): number {
-  return leases.filter((l) => l.holder === holder && l.owner !== owner).length;
+/**
+ * How many leases of the pool the holder has (leaseHolderOf, and any other names it held them
+ * under), leaving out the one `owner` holds already.
+ */
+export function heldBy(leases: readonly AddressLease[], holder: string | readonly string[], owner?: string): number {
+  const names = typeof holder === 'string' ? [holder] : holder;
+  return leases.filter((l) => l.holder !== undefined && names.includes(l.holder) && l.owner !== owner).length;
 }

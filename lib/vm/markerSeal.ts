@@ -1,12 +1,17 @@
 import crypto from 'node:crypto';
-import { type InstallSpec, markerFields, type MarkerFields, notManagedMessage, parseSpecMarker, sealedText } from '../../contract';
+import { type InstallSpec, markerFields, type MarkerFields, notManagedMessage, parseSpecMarker, PENDING_INSTANCE, sealedText } from '../../contract';
 import type { Config } from '../config';
 import { resolveEncryptionKeys } from '../temporal/encryptionKeys';
+import { vmInstanceOf } from '../proxmox/vmInstance';
+import type { VmConfig } from '../proxmox/vmConfig';
+import { markersResealed } from '../stateFiles';
 
 /**
  * Seals the markers in a VM's description so that a Proxmox user who can edit the Notes
  * (`VM.Config.Options`) cannot make QemuRun destroy or rebuild a VM: HMAC-SHA256 over the
- * VMID, the owner workflow, its run and the spec, with a key only QemuRun holds.
+ * VMID, the VM instance (its SMBIOS uuid), the owner workflow, its run and the spec, with a
+ * key only QemuRun holds. The instance is what makes markers of a destroyed VM worthless on a
+ * later VM at the same VMID: Proxmox gives every new VM a fresh uuid.
  *
  * The key is derived from each payload-encryption key (HMAC of a fixed label), so there is
  * nothing new to distribute or back up, and it is not the encryption key itself. The seal
@@ -22,12 +27,21 @@ export type MarkerCheck =
   /** `owner`: the owner marker as written, if there is one; `reason` says why it is not trusted. */
   | { sealed: false; owner?: string; reason: string };
 
+/** What a seal is checked against: the VM's config as read (its description and its smbios1). */
+export type SealedVm = { description?: string; entries?: VmConfig['entries'] };
+
 export class MarkerSeal {
   private readonly macKeys: ReadonlyMap<string, Buffer>;
 
+  /**
+   * `legacyAccepted`: whether markers sealed before seals named the instance still count. They
+   * do until this service resealed its VMs with their instance (lib/vm/reseal.ts); after that,
+   * such markers can only have come from elsewhere, a destroyed VM's Notes for one.
+   */
   constructor(
     keys: ReadonlyMap<string, Buffer>,
     private readonly sealWith: string,
+    private readonly legacyAccepted: () => boolean = () => false,
   ) {
     this.macKeys = new Map([...keys].map(([id, key]) => [id, crypto.createHmac('sha256', key).update(LABEL).digest()]));
     if (!this.macKeys.has(sealWith)) throw new Error(`marker seal: key "${sealWith}" is not among the keys`);
@@ -38,9 +52,15 @@ export class MarkerSeal {
     return `${this.sealWith}:${this.mac(this.sealWith, fields)}`;
   }
 
-  /** Whether the description's markers are sealed by this QemuRun for the VM `vmid`. */
-  check(description: string | undefined, vmid: number): MarkerCheck {
-    const { owner, fields, seal } = markerFields(description, vmid);
+  /**
+   * Whether the VM's markers are sealed by this QemuRun for this very VM: the VM `vmid`, and
+   * the instance its smbios1 names now. `acceptPending`: markers sealed before the VM's uuid was
+   * known (a clone's, PENDING_INSTANCE) count too; only the run that wrote them may ask so.
+   * `acceptLegacy`: markers without the instance count whatever `legacyAccepted` says; only the
+   * reseal pass asks so, to find them.
+   */
+  check(vm: SealedVm | undefined, vmid: number, opts: { acceptPending?: boolean; acceptLegacy?: boolean } = {}): MarkerCheck {
+    const { owner, fields, seal } = markerFields(vm?.description, vmid);
     const untrusted = (reason: string): MarkerCheck => ({ sealed: false, ...(owner !== undefined ? { owner } : {}), reason });
     if (!fields) return untrusted('its markers name no owner run (written by hand, or before markers were sealed)');
     const m = seal === undefined ? undefined : SEAL.exec(seal);
@@ -49,6 +69,17 @@ export class MarkerSeal {
     const expected = Buffer.from(this.mac(m[1], fields));
     if (!crypto.timingSafeEqual(expected, Buffer.from(m[2]))) {
       return untrusted(`its markers do not match their seal (edited, or copied from another VM than ${vmid})`);
+    }
+    if (fields.instance === undefined) {
+      if (opts.acceptLegacy || this.legacyAccepted()) return { sealed: true, fields };
+      return untrusted('its markers were sealed in the form without the VM instance, which this QemuRun refuses since it resealed its VMs (copied from a destroyed VM, or missed by the reseal)');
+    }
+    if (fields.instance === PENDING_INSTANCE) {
+      return opts.acceptPending ? { sealed: true, fields } : untrusted('its markers were sealed before its VM instance was known (a clone whose install did not finish)');
+    }
+    const now = vm?.entries ? vmInstanceOf({ entries: vm.entries }) : undefined;
+    if (now !== fields.instance) {
+      return untrusted(`its markers were copied from another VM instance (sealed for SMBIOS uuid ${fields.instance}, this VM's is ${now ?? 'unset'})`);
     }
     return { sealed: true, fields };
   }
@@ -77,10 +108,10 @@ export function unmanagedReason(check: MarkerCheck): string | undefined {
 export function notManagedRefusal(
   config: Pick<Config, 'encryption' | 'dataDir' | 'manageAllVms'>,
   vmid: number,
-  conf: { description?: string; name?: string } | undefined,
+  conf: (SealedVm & { name?: string }) | undefined,
 ): string | undefined {
   if (config.manageAllVms) return undefined;
-  const reason = unmanagedReason(markerSealFor(config).check(conf?.description, vmid));
+  const reason = unmanagedReason(markerSealFor(config).check(conf, vmid));
   return reason === undefined ? undefined : notManagedMessage(vmid, conf?.name, reason);
 }
 
@@ -94,13 +125,16 @@ const seals = new WeakMap<object, MarkerSeal>();
 
 /**
  * The seal of this service's keys (ENCRYPTION_KEYS, ENCRYPTION_KEY_FILE or the key file in
- * DATA_DIR, as the payload codec reads them), made once per configuration.
+ * DATA_DIR, as the payload codec reads them), made once per configuration. Markers of the form
+ * without the instance count until DATA_DIR records the reseal; that record is never removed,
+ * so once seen it is not read again.
  */
 export function markerSealFor(config: Pick<Config, 'encryption' | 'dataDir'>): MarkerSeal {
   let seal = seals.get(config);
   if (!seal) {
     const keys = resolveEncryptionKeys({ ...config.encryption, dataDir: config.dataDir });
-    seal = new MarkerSeal(keys.keys, keys.encryptWith);
+    let resealed = false;
+    seal = new MarkerSeal(keys.keys, keys.encryptWith, () => !(resealed ||= markersResealed(config.dataDir)));
     seals.set(config, seal);
   }
   return seal;

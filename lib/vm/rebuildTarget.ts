@@ -60,7 +60,7 @@ export async function inspectVmForRebuild(
       `${label} is not the VM this rebuild was asked for: its SMBIOS uuid is ${instance ?? 'unset'}, not ${input.instance} (the VMID was reused); refusing to rebuild it`,
     );
   }
-  const markers = markerSealFor(config).check(conf.description, vmid);
+  const markers = markerSealFor(config).check(conf, vmid);
   if (!markers.sealed) {
     const why = markers.owner === undefined ? 'its description has no qemurun-owner marker' : `its qemurun-owner marker is not trusted: ${markers.reason}`;
     throw new RebuildRefusal('NotOwnedError', `${label} was not installed by QemuRun: ${why}; refusing to rebuild it`);

@@ -43,7 +43,7 @@ export async function readTemplates(config: Config, proxmox: ProxmoxCluster, now
     if (!node) continue;
     const conf = await node.config(vm.vmid).catch(() => undefined);
     if (conf?.entries.template !== '1') continue;
-    const check = seal.check(conf.description, vm.vmid);
+    const check = seal.check(conf, vm.vmid);
     const marker = check.sealed ? parseTemplateMarker(check.fields.template) : undefined;
     if (!marker) continue;
     if ((await unconvertedDisks(node, vm.vmid, conf)).length > 0) continue;

@@ -86,6 +86,36 @@ export function agent(v: string): Record<string, string> | undefined {
   return Object.keys(errors).length ? errors : undefined;
 }
 
+/** The keys of qemu-server's `$smbios1_fmt` whose values are base64 (its pattern, anchored as JSONSchema anchors every pattern). */
+const SMBIOS1_BASE64_KEYS = ['version', 'serial', 'manufacturer', 'product', 'sku', 'family'];
+
+/**
+ * `pve-qm-smbios1`: `[uuid=<UUID>][,base64=<1|0>][,family=<b64>]...`, as parse_property_string
+ * and check_object judge it: no default key, an unknown or repeated key ends the parse; then
+ * `uuid` must match `[a-fA-F0-9]{8}(?:-[a-fA-F0-9]{4}){3}-[a-fA-F0-9]{12}` whole, the text
+ * keys base64, `base64` a boolean. qemu-server keeps a uuid it is given (create_vm adds one
+ * only when smbios1 is absent).
+ */
+export function smbios1(v: string): string | Record<string, string> | undefined {
+  const props: Record<string, string> = {};
+  for (const part of v.split(',')) {
+    if (/^\s*$/.test(part)) continue;
+    const m = /^([^=]+)=(.+)$/.exec(part);
+    if (!m) return part.includes('=') ? 'missing key in comma-separated list property' : 'value without key, but schema does not define a default key';
+    const [, k, val] = m;
+    if (props[k] !== undefined) return `duplicate key in comma-separated list property: ${k}`;
+    if (k !== 'uuid' && k !== 'base64' && !SMBIOS1_BASE64_KEYS.includes(k)) return `invalid key in comma-separated list property: ${k}`;
+    props[k] = val;
+  }
+  const errors: Record<string, string> = {};
+  for (const [k, val] of Object.entries(props)) {
+    if (k === 'uuid' && !/^[a-fA-F0-9]{8}(?:-[a-fA-F0-9]{4}){3}-[a-fA-F0-9]{12}$/.test(val)) errors[k] = 'value does not match the regex pattern';
+    else if (k === 'base64' && parseBoolean(val) === undefined) errors[k] = `type check ('boolean') failed - got '${val}'`;
+    else if (SMBIOS1_BASE64_KEYS.includes(k) && !/^[A-Za-z0-9+/]+={0,2}$/.test(val)) errors[k] = 'value does not match the regex pattern';
+  }
+  return Object.keys(errors).length ? errors : undefined;
+}
+
 const NIC_MODELS = ['e1000', 'e1000-82540em', 'e1000-82544gc', 'e1000-82545em', 'e1000e', 'i82551', 'i82557b', 'i82559er', 'ne2k_isa', 'ne2k_pci', 'pcnet', 'rtl8139', 'virtio', 'vmxnet3'];
 
 /** The keys of qemu-server's `$net_fmt` (QemuServer/Network.pm) besides the model aliases. */

@@ -53,7 +53,7 @@ export const VM_OPTIONS: Record<string, Prop> = {
   kvm: bool,
   acpi: bool,
   hotplug: str,
-  smbios1: str,
+  smbios1: { ...str, maxLength: 512, format: f.smbios1 },
   vmgenid: str,
   startup: str,
   ciuser: str,

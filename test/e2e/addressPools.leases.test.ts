@@ -13,8 +13,8 @@ import { staticAddressOf } from '../../lib/vm/address';
  * Address leases come back (real service, Temporal dev server, sandbox): an install
  * terminated through Temporal and a VM destroyed with `qm destroy` behind QemuRun's back give
  * their addresses back at the next reconcile, while a running install's lease (made, its VM
- * not yet) and a living VM's stay; an admin releases one lease by hand; one token fills no
- * pool past its maxLeasesPerHolder; a template build leases its address like an install; and
+ * not yet) and a living VM's stay; an admin releases one lease by hand; one tenant (whichever
+ * of its tokens asks) fills no pool past its maxLeasesPerHolder; a template build leases its address like an install; and
  * a release update recorded in the pool's history, sent again raw after the address was
  * leased anew, leaves the new lease alone.
  */
@@ -22,6 +22,8 @@ import { staticAddressOf } from '../../lib/vm/address';
 let h: Harness;
 const OPERATOR = 'operator-token-0123456789';
 const OTHER = 'operator-two-token-0123456789';
+// A second token of OPERATOR's tenant: the quota is the tenant's, not each token's.
+const SAME_TENANT = 'operator-web-token-0123456789';
 const ADMIN = 'admin-token-0123456789abcdef';
 // `lab` covers GATEWAY's /24 from .100 on: the addresses a build without a lease would take.
 const POOLS = [
@@ -33,7 +35,7 @@ const MINUTES = 60_000;
 beforeAll(async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-leases-'));
   const tokens = path.join(dir, 'tokens');
-  fs.writeFileSync(tokens, `operate ${OPERATOR} ci\noperate ${OTHER} ci2\nadmin ${ADMIN} alice\n`, { mode: 0o600 });
+  fs.writeFileSync(tokens, `operate ${OPERATOR} ci tenant=web\noperate ${SAME_TENANT} ci-b tenant=web\noperate ${OTHER} ci2\nadmin ${ADMIN} alice\n`, { mode: 0o600 });
   h = await startHarness({ ADDRESS_POOLS: JSON.stringify(POOLS), API_TOKENS_FILE: tokens, ANONYMOUS_ACCESS: 'read' });
 }, 5 * MINUTES);
 
@@ -152,27 +154,30 @@ test('an admin releases one lease; operate may not; a lease or pool that is not 
 });
 
 test(
-  'one token gets the leases its pool allows and then a 429 naming the pool and the quota, before any VM is made; another token still gets its own',
+  "one tenant's tokens together get the leases its pool allows and then a 429 naming the pool and the quota, before any VM is made; another tenant still gets its own",
   async () => {
-    const first = await Promise.all([startInstall({ addressPool: 'small' }), startInstall({ addressPool: 'small' })]);
+    const first = await Promise.all([startInstall({ addressPool: 'small' }, OPERATOR), startInstall({ addressPool: 'small' }, SAME_TENANT)]);
     await Promise.all(first.map((i) => pollStatus(i.location, (s) => s.status === 'COMPLETED')));
     const creates = (await h.sandbox.calls()).filter((c) => c.argv[0] === 'qm' && c.argv[1] === 'create').length;
-    const refused = await call(OPERATOR, 'POST', '/vm/install', { os: 'debian', version: '12', addressPool: 'small' }, { Prefer: 'respond-async' });
-    expect(refused).toEqual({
-      status: 429,
-      json: {
-        success: false,
-        message: "addressPool: address pool 'small' allows 2 lease(s) per holder (maxLeasesPerHolder) and token:ci holds 2: destroy a VM of the pool first",
-        pool: 'small',
-        maxLeasesPerHolder: 2,
-      },
-    });
+    for (const token of [OPERATOR, SAME_TENANT]) {
+      const refused = await call(token, 'POST', '/vm/install', { os: 'debian', version: '12', addressPool: 'small' }, { Prefer: 'respond-async' });
+      expect(refused).toEqual({
+        status: 429,
+        json: {
+          success: false,
+          message: "addressPool: address pool 'small' allows 2 lease(s) per holder (maxLeasesPerHolder) and tenant:web holds 2: destroy a VM of the pool first",
+          pool: 'small',
+          maxLeasesPerHolder: 2,
+        },
+      });
+    }
     expect((await h.sandbox.calls()).filter((c) => c.argv[0] === 'qm' && c.argv[1] === 'create')).toHaveLength(creates);
     // The pool named by address is the same pool, and the same quota.
     expect((await call(OPERATOR, 'POST', '/vm/install', { os: 'debian', version: '12', ip: '127.1.0.50' })).status).toBe(429);
     const other = await startInstall({ addressPool: 'small' }, OTHER);
     expect((await pollStatus(other.location, (s) => s.status === 'COMPLETED')).ip).toMatch(/^127\.1\.0\./);
-    expect((await leases('small')).map((l) => l.holder).sort()).toEqual(['token:ci', 'token:ci', 'token:ci2']);
+    // The worker counts by the same holder: the tenant the install's spec names.
+    expect((await leases('small')).map((l) => l.holder).sort()).toEqual(['tenant:ci2', 'tenant:web', 'tenant:web']);
   },
   10 * MINUTES,
 );

@@ -64,13 +64,13 @@ test('an install with tags, description, pool, storage, extra disks, q35 and ovm
 
   const conf = await config();
   expect(conf.entries.tags).toBe('debian;prod;web');
-  expect(conf.description!.split('\n').slice(4).join('\n')).toBe(NOTES);
+  expect(conf.description!.split('\n').slice(5).join('\n')).toBe(NOTES); // owner, run, instance, spec, seal
   expect(conf.disks.find((d) => d.key === 'scsi0')?.volid).toMatch(/^local:/);
   expect(conf.disks.find((d) => d.key === 'scsi30')?.volid).toMatch(/^local:.*cloudinit/); // q35: see expectDisks
   expect(conf.entries.pool).toBeUndefined(); // membership lives in user.cfg, never in the config
   expect((await pvesh('/pools/lab')).members.map((m: { vmid: number }) => m.vmid)).toEqual([VMID]);
 
-  expect(markerSealFor(h.config).check(conf.description, VMID).sealed).toBe(true);
+  expect(markerSealFor(h.config).check(conf, VMID).sealed).toBe(true);
   expect(specOf(conf.description)).toMatchObject({ tags: ['prod', 'web'], pool: 'lab', storage: 'local', description: NOTES });
   expect(specOf(conf.description)).toMatchObject({ disks: [{ sizeGb: 4 }, { sizeGb: 2, storage: 'local-lvm' }], machine: 'q35', bios: 'ovmf' });
   await expectDisks();
@@ -85,10 +85,10 @@ test('a rebuild keeps the tags, the description, the pool, the storage, the disk
   expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
   const conf = await config();
   expect(conf.entries.tags).toBe('debian;prod;web');
-  expect(conf.description!.split('\n').slice(4).join('\n')).toBe(NOTES);
+  expect(conf.description!.split('\n').slice(5).join('\n')).toBe(NOTES); // owner, run, instance, spec, seal
   expect(conf.disks.find((d) => d.key === 'scsi0')?.volid).toMatch(/^local:/);
   expect((await pvesh('/pools/lab')).members.map((m: { vmid: number }) => m.vmid)).toEqual([VMID]);
-  expect(markerSealFor(h.config).check(conf.description, VMID).sealed).toBe(true);
+  expect(markerSealFor(h.config).check(conf, VMID).sealed).toBe(true);
   await expectDisks();
 });
 

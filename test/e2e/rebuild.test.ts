@@ -5,6 +5,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { installedDescription, type InstallSpec, ownerOf, specMarkerValue, specOf, VM_ID, VM_NAME, VM_NODE, VM_OPERATION, VM_OS } from '../../contract';
 import { markerSealFor } from '../../lib/vm/markerSeal';
 import { parseVmConfig } from '../../lib/proxmox/vmConfigText';
+import { vmInstanceOf } from '../../lib/proxmox/vmInstance';
 import { stateFiles } from '../../lib/stateFiles';
 import { vmProcess } from '../../sandbox/state/runtime';
 import { vmRebuild } from '../../workflows';
@@ -183,7 +184,8 @@ describe('rebuild through the API', () => {
     const run = /^qemurun-run=(.*)$/m.exec(desc)![1];
     const { cores, ...rest } = specOf(desc)!;
     // The spec marker as earlier versions wrote it, sealed then: the seal covers it as written.
-    const markers = { owner, run, spec: Buffer.from(JSON.stringify({ ...rest, cpu: cores })).toString('base64url') };
+    const instance = vmInstanceOf(parseVmConfig((await h.sandbox.readConfig(VMID))!))!;
+    const markers = { instance, owner, run, spec: Buffer.from(JSON.stringify({ ...rest, cpu: cores })).toString('base64url') };
     await qm(['set', String(VMID), '--description', installedDescription(markers, markerSealFor(h.config).seal({ vmid: VMID, ...markers }))]);
 
     const res = await requestSse(`${h.api}/vm/${VMID}/rebuild`, { body: {} });
@@ -264,9 +266,9 @@ describe('refusals destroy nothing', () => {
   });
 
   onceInCliMode('a VM with a sealed owner marker but no spec marker is refused: there is nothing to rebuild it from', async () => {
-    const markers = { vmid: 151, owner: 'install-by-hand', run: 'r1' };
-    const description = `qemurun-owner=${markers.owner}\nqemurun-run=${markers.run}\nqemurun-seal=${markerSealFor(h.config).seal(markers)}`;
-    await qm(['create', '151', '--name', 'half', '--description', description]);
+    const markers = { vmid: 151, instance: crypto.randomUUID(), owner: 'install-by-hand', run: 'r1' };
+    const description = `qemurun-owner=${markers.owner}\nqemurun-run=${markers.run}\nqemurun-instance=${markers.instance}\nqemurun-seal=${markerSealFor(h.config).seal(markers)}`;
+    await qm(['create', '151', '--name', 'half', '--description', description, '--smbios1', `uuid=${markers.instance}`]);
     const res = await post('/vm/151/rebuild', {});
     expect(res.status).toBe(409);
     expect(res.json.message).toMatch(/no readable qemurun-spec marker/);
@@ -310,8 +312,9 @@ describe('refusals destroy nothing', () => {
     const desc = parseVmConfig((await h.sandbox.readConfig(VMID))!).description!;
     const owner = ownerOf(desc)!;
     const run = /^qemurun-run=(.*)$/m.exec(desc)![1];
+    const instance = vmInstanceOf(parseVmConfig((await h.sandbox.readConfig(VMID))!))!;
     const sealedWith = (spec: InstallSpec) => {
-      const markers = { owner, run, spec: specMarkerValue(spec) };
+      const markers = { instance, owner, run, spec: specMarkerValue(spec) };
       return installedDescription(markers, markerSealFor(h.config).seal({ vmid: VMID, ...markers }));
     };
     const spec = specOf(desc)!;

@@ -96,9 +96,9 @@ test('a terminated install: its half-built VM is removed; completed, foreign and
   await qm(['create', '150', '--name', 'foreign']);
   await qm(['create', '152', '--name', 'adopted']);
   expect((await apiCall(h.api, 'POST', '/vm/152/adopt')).status).toBe(200);
-  const lost = { vmid: 151, owner: `install-${crypto.randomUUID()}`, run: crypto.randomUUID() };
-  const lostMarkers = `qemurun-owner=${lost.owner}\nqemurun-run=${lost.run}\nqemurun-seal=${markerSealFor(h.config).seal(lost)}`;
-  await qm(['create', '151', '--name', 'lost', '--description', lostMarkers]);
+  const lost = { vmid: 151, instance: crypto.randomUUID(), owner: `install-${crypto.randomUUID()}`, run: crypto.randomUUID() };
+  const lostMarkers = `qemurun-owner=${lost.owner}\nqemurun-run=${lost.run}\nqemurun-instance=${lost.instance}\nqemurun-seal=${markerSealFor(h.config).seal(lost)}`;
+  await qm(['create', '151', '--name', 'lost', '--description', lostMarkers, '--smbios1', `uuid=${lost.instance}`]);
 
   // An install stopped for good after qm create: its first `qm start` hangs, and the
   // workflow is terminated meanwhile, which runs no compensation.

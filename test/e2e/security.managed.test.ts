@@ -157,7 +157,7 @@ describe('adoption', () => {
     expect(res.json.owner).toBe(owner);
     expect(adoptionOf(text)).toMatch(/^\d{4}-\d\d-\d\dT\S+ workflow=vm-151 run=\S+ by=127\.0\.0\.1$/);
     // Sealed, like an install's markers: the reconciler tells it from a line typed into the Notes.
-    expect(markerSealFor(h.config).check(text, 151)).toMatchObject({ sealed: true, fields: { owner } });
+    expect(markerSealFor(h.config).check(parseVmConfig((await h.sandbox.readConfig(151))!), 151)).toMatchObject({ sealed: true, fields: { owner } });
     // the only change: the description
     const changes = await mutatingSince(h, n);
     expect(changes.map((c) => c.argv.slice(0, 4))).toEqual([['qm', 'set', '151', '--description']]);
@@ -248,7 +248,7 @@ describe('an owner line written into a foreign VM\'s Notes (qm set --description
     const text = (await description(155))!;
     expect(text.split('\n')[0]).toBe('team B database');
     expect(text).not.toMatch(/installVm-155|A{43}/);
-    expect(markerSealFor(h.config).check(text, 155)).toMatchObject({ sealed: true, fields: { owner: res.json.owner } });
+    expect(markerSealFor(h.config).check(parseVmConfig((await h.sandbox.readConfig(155))!), 155)).toMatchObject({ sealed: true, fields: { owner: res.json.owner } });
     expect(await apiCall(h.api, 'POST', '/vm/155/set/cpu', { cpu: 3 })).toEqual({ status: 200, json: 'ok' });
     expect(await h.sandbox.readConfig(155)).toMatch(/^cores: 3$/m);
   });

@@ -141,7 +141,7 @@ test(
     // Each clone gets its own cloud-init drive, on the bus its machine type needs.
     expect(conf.disks.map((d) => d.key)).toEqual(['scsi0']);
     expect(conf.disks[0].volid).toMatch(/base-\d+-disk-0/);
-    const check = markerSealFor(h.config).check(conf.description, firstTemplate);
+    const check = markerSealFor(h.config).check(conf, firstTemplate);
     expect(check.sealed).toBe(true);
     const marker = check.sealed ? parseTemplateMarker(check.fields.template) : undefined;
     expect(marker).toMatchObject({ os: 'debian', version: '12', storage: h.config.storage });
@@ -203,7 +203,7 @@ test(
     // On LVM-thin a linked clone is a thin snapshot of the base volume, named as any disk of the VM.
     expect(conf.disks.find((d) => d.key === 'scsi0')?.volid).toBe(`local-lvm:vm-${vm.vmid}-disk-0`);
     expect(conf.entries.ide2).toMatch(new RegExp(`^local-lvm:vm-${vm.vmid}-cloudinit`));
-    expect(markerSealFor(h.config).check(conf.description, vm.vmid)).toMatchObject({ sealed: true, fields: { owner: expect.stringMatching(/^install-/) } });
+    expect(markerSealFor(h.config).check(conf, vm.vmid)).toMatchObject({ sealed: true, fields: { owner: expect.stringMatching(/^install-/) } });
     // The guest answers with the caller's key and its own host identity.
     expect(await runInGuest(vm.ip, h.config.vmSshPort, vm.user, h.key.privateKey, 'test -s /var/lib/qemurun/init-done')).toBe(0);
 

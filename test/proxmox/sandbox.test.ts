@@ -76,6 +76,24 @@ describe('qm create', () => {
     expect(genid(c)).toMatch(/^[0-9a-f]{8}-/);
   });
 
+  test("smbios1 is checked as qemu-server's pve-qm-smbios1 format checks it, before anything is created", async () => {
+    const usage = 'qm create <vmid> [OPTIONS]';
+    const cases: Array<[string, string[]]> = [
+      ['uuid=not-a-uuid', ['smbios1: invalid format - format error', 'smbios1.uuid: value does not match the regex pattern']],
+      ['uuid=00000000-1111-2222-3333-4444444444445', ['smbios1: invalid format - format error', 'smbios1.uuid: value does not match the regex pattern']],
+      ['uuid=00000000-1111-2222-3333-444444444444,colour=red', ['smbios1: invalid format - invalid key in comma-separated list property: colour']],
+      ['00000000-1111-2222-3333-444444444444', ['smbios1: invalid format - value without key, but schema does not define a default key']],
+      ['family=not base64', ['smbios1: invalid format - format error', 'smbios1.family: value does not match the regex pattern']],
+    ];
+    for (const [smbios1, lines] of cases) {
+      const create = await qm('pve1', 'create', '209', ...CREATE, '--smbios1', smbios1);
+      expect([create.exitCode, create.stderr]).toEqual([255, ['400 Parameter verification failed.', ...lines, usage].join('\n')]);
+    }
+    expect(await t.cluster.readConfig(209)).toBeUndefined();
+    expect((await qm('pve1', 'create', '209', ...CREATE, '--smbios1', 'uuid=AAAAAAAA-1111-2222-3333-444444444444,base64=1,family=UUVNVQ==')).exitCode).toBe(0);
+    expect(await t.cluster.readConfig(209)).toMatch(/^smbios1: uuid=AAAAAAAA-1111-2222-3333-444444444444,base64=1,family=UUVNVQ==$/m);
+  });
+
   test('parameter errors are schema errors with the usage line', async () => {
     const bad = await qm('pve1', 'create', '99', '--name', 'bad_name');
     expect(bad.exitCode).not.toBe(0);

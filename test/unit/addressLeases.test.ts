@@ -29,7 +29,7 @@ test('maxLeasesPerHolder: a whole number of at least 1, or absent for no limit',
   expect(problems).toEqual([expect.stringMatching(/^ADDRESS_POOLS: 0\.maxLeasesPerHolder: /)]);
 });
 
-test('the quota counts by the token that started the workflow, or one anonymous holder', () => {
-  expect(leaseHolderOf('ci')).toBe('token:ci');
+test('the quota counts by the tenant the install is for, or one anonymous holder', () => {
+  expect(leaseHolderOf('web')).toBe('tenant:web');
   expect(leaseHolderOf(undefined)).toBe('anonymous');
 });

@@ -90,24 +90,25 @@ describe("the operator's description beside the sealed markers", () => {
   const seal = new MarkerSeal(new Map([['k1', crypto.randomBytes(32)]]), 'k1');
   const forged = ['qemurun-owner=install-evil', 'qemurun-run=run-evil', 'qemurun-adopted=2020 workflow=x run=y', 'qemurun-seal=k1:AAAA'].join('\n');
   const spec: InstallSpec = { os: 'debian', version: '12', vmid: 120, cores: 2, ramMb: 1024, diskGb: 20, user: 'debian', tags: ['web'], pool: 'lab', storage: 'local-lvm', description: `notes\n${forged}` };
-  const markers = { owner: 'install-1', run: 'run-1', spec: specMarkerValue(spec) };
+  const markers = { instance: '6f1c1f0e-9a57-4d5e-8f00-000000000120', owner: 'install-1', run: 'run-1', spec: specMarkerValue(spec) };
   const description = installedDescription(markers, seal.seal({ vmid: 120, ...markers }), spec.description);
+  const vm = (text: string) => ({ description: text, entries: { smbios1: `uuid=${markers.instance}` } });
 
   test('comes after the seal line; marker-like lines in it neither forge nor break the markers', () => {
-    expect(description.split('\n').slice(4)).toEqual(['notes', ...forged.split('\n')]);
-    const check = seal.check(description, 120);
+    expect(description.split('\n').slice(5)).toEqual(['notes', ...forged.split('\n')]);
+    const check = seal.check(vm(description), 120);
     expect(check).toEqual({ sealed: true, fields: { vmid: 120, ...markers } });
     expect(specOf(description)).toEqual(spec);
   });
 
   test('the spec marker keeps tags, pool, storage and the description, which a rebuild re-creates the VM from', () => {
-    expect(sealedSpec(seal.check(description, 120))).toEqual(spec);
+    expect(sealedSpec(seal.check(vm(description), 120))).toEqual(spec);
   });
 
   test('markers written before (no text after the seal) read as they did', () => {
     const old = installedDescription(markers, seal.seal({ vmid: 120, ...markers }));
-    expect(old).toBe(description.split('\n').slice(0, 4).join('\n'));
-    expect(seal.check(old, 120).sealed).toBe(true);
+    expect(old).toBe(description.split('\n').slice(0, 5).join('\n'));
+    expect(seal.check(vm(old), 120).sealed).toBe(true);
   });
 });
 

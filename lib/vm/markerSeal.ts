@@ -78,8 +78,12 @@ export class MarkerSeal {
       return opts.acceptPending ? { sealed: true, fields } : untrusted('its markers were sealed before its VM instance was known (a clone whose install did not finish)');
     }
     const now = vm?.entries ? vmInstanceOf({ entries: vm.entries }) : undefined;
+    if (now === undefined) {
+      // smbios1 deleted by hand: nothing tells this VM from a later one at its VMID.
+      return untrusted(`its markers are sealed for SMBIOS uuid ${fields.instance}, and this VM has none (smbios1 was removed)`);
+    }
     if (now !== fields.instance) {
-      return untrusted(`its markers were copied from another VM instance (sealed for SMBIOS uuid ${fields.instance}, this VM's is ${now ?? 'unset'})`);
+      return untrusted(`its markers were copied from another VM instance (sealed for SMBIOS uuid ${fields.instance}, this VM's is ${now})`);
     }
     return { sealed: true, fields };
   }

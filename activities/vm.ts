@@ -223,7 +223,7 @@ export function vmActivities({ config, proxmox }: VmDeps) {
      * (a retry) is done; a VM whose markers are sealed already is refused, its owner left as
      * it is. Markers without a valid seal (forged, or from before sealing) are replaced.
      */
-    async adoptVm(input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string; instance?: string }): Promise<void> {
+    async adoptVm(input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string; tenant?: string; instance?: string }): Promise<void> {
       const node = await proxmox.nodeOf(input.vmid);
       const conf = await node.config(input.vmid);
       requireInstance(input.vmid, conf, input.instance);

@@ -1,5 +1,5 @@
 import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
-import { isAdoptionOwner, parseSpecMarker, parseTemplateMarker, TEMPLATE_TAG, vmWorkflowId } from '../contract';
+import { adoptedTenant, isAdoptionOwner, parseSpecMarker, parseTemplateMarker, TEMPLATE_TAG, vmWorkflowId } from '../contract';
 import type { ApiToken } from '../lib/apiTokens';
 import type { MarkerCheck } from '../lib/vm/markerSeal';
 import { STARTED_BY } from './startedBy';
@@ -22,7 +22,7 @@ export async function tenantOfVm(
   check: MarkerCheck,
 ): Promise<string | undefined> {
   if (!check.sealed) return undefined;
-  const recorded = parseSpecMarker(check.fields.spec)?.tenant;
+  const recorded = parseSpecMarker(check.fields.spec)?.tenant ?? adoptedTenant(check.fields.adopted);
   if (recorded !== undefined) return recorded;
   const startedBy = await startedByOfRun(deps.client, isAdoptionOwner(check.fields.owner) ? vmWorkflowId(vmid) : check.fields.owner, check.fields.run);
   return startedBy === undefined ? undefined : tenantOfToken(deps.tokens, startedBy);

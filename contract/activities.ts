@@ -125,7 +125,7 @@ export interface Activities {
   setMemory: (input: { vmid: number; memoryMb: number; instance?: string }) => Promise<void>;
   diskSize: (input: { vmid: number; disk: string; instance?: string }) => Promise<number>;
   growDisk: (input: { vmid: number; disk: string; sizeBytes: number; instance?: string }) => Promise<void>;
-  adoptVm: (input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string; instance?: string }) => Promise<void>;
+  adoptVm: (input: { vmid: number; owner: string; at: string; workflowId: string; runId: string; by?: string; tenant?: string; instance?: string }) => Promise<void>;
 
   // What only the product's own VMs go through: checked against the owner marker.
   /** `run`: only when the sealed markers name this run of `owner`. */

@@ -402,6 +402,10 @@ const vmRef = z.object({
   issuedAt: z.number().int().positive().optional(),
   issuedFor: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$/, 'issuedFor must be a workflow id').optional(),
 });
+
+/** A tenant's name, as the tokens file writes it (`tenant=<name>`). */
+export const tenantName = z.string().regex(/^[A-Za-z0-9._@-]{1,64}$/, 'tenant must be 1 to 64 letters, digits, ".", "_", "@" or "-"');
+
 export const workflowInputs = {
   vmRef: vmRef.strict(),
   guestRef: vmRef.extend({ ip: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, 'ip must be an IPv4 address').optional(), user: field.user }).strict(),
@@ -410,7 +414,7 @@ export const workflowInputs = {
   setDisk: vmRef.extend({ disk: field.disk, incrementGb: int('incrementGb', LIMITS.diskIncrementGb), maxDiskGb: z.number().int().positive().optional() }).strict(),
   migrate: vmRef.extend({ from: field.node, target: field.node }).strict(),
   // `by` is the adopting client's address, recorded in the VM's description.
-  adopt: vmRef.extend({ by: z.string().regex(/^[0-9A-Fa-f.:]{1,45}$/, 'by must be an IP address').optional() }).strict(),
+  adopt: vmRef.extend({ by: z.string().regex(/^[0-9A-Fa-f.:]{1,45}$/, 'by must be an IP address').optional(), tenant: tenantName.optional() }).strict(),
   rebuild: vmRef.extend({ spec: installSpecSchema.optional(), passwd: field.passwd.optional() }).strict(),
   install: installInputSchema,
   buildTemplate: z

@@ -191,7 +191,7 @@ export function adoptionOwner(vmid: number, runId: string): string {
  */
 export function adoptedDescription(
   description: string | undefined,
-  adoption: { owner: string; at: string; workflowId: string; runId: string; by?: string },
+  adoption: { owner: string; at: string; workflowId: string; runId: string; by?: string; tenant?: string },
   seal?: (f: MarkerFields) => string,
   vm?: { vmid: number; instance: string },
 ): string {
@@ -204,8 +204,13 @@ export function adoptedDescription(
   return `${kept ? `${kept}\n` : ''}${ownerMarker(adoption.owner)}\n${ADOPTED}${note}${sealed}`;
 }
 
-function adoptionNote(adoption: { at: string; workflowId: string; runId: string; by?: string }): string {
-  return `${adoption.at} workflow=${adoption.workflowId} run=${adoption.runId}${adoption.by ? ` by=${adoption.by}` : ''}`;
+function adoptionNote(adoption: { at: string; workflowId: string; runId: string; by?: string; tenant?: string }): string {
+  return `${adoption.at} workflow=${adoption.workflowId} run=${adoption.runId}${adoption.by ? ` by=${adoption.by}` : ''}${adoption.tenant ? ` tenant=${adoption.tenant}` : ''}`;
+}
+
+/** The tenant an adoption note names (`tenant=`), sealed with it; undefined when it names none. */
+export function adoptedTenant(note: string | undefined): string | undefined {
+  return note === undefined ? undefined : /(?:^| )tenant=([A-Za-z0-9._@-]{1,64})(?: |$)/.exec(note)?.[1];
 }
 
 /**

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { field, int, LIMITS, proxmoxTags, versionOfOs } from './inputs';
+import { field, int, LIMITS, proxmoxTags, tenantName, versionOfOs } from './inputs';
 import { keyLines } from './openSshKey';
 import { DEFAULT_USER, type InstallSpec } from './types';
 
@@ -171,8 +171,8 @@ export const diskBody = z
   })
   .strict();
 
-/** Adoption takes no options: an empty body or `{}`. */
-export const adoptBody = z.object({}).strict();
+/** `adopt`: the tenant the VM is adopted for; none: the adopting admin token's. */
+export const adoptBody = z.object({ tenant: tenantName.optional() }).strict();
 
 /** `set/node`: the node to migrate to; the API looks it up among the cluster's nodes. */
 export const nodeBody = z.object({ node: z.string({ error: 'node must be the name of a cluster node' }).min(1, 'node must be the name of a cluster node') }).strict();

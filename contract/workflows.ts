@@ -98,7 +98,7 @@ export interface Workflows {
   vmSetMemory: (input: VmRef & { memoryMb: number }) => Promise<VmOperationResult>;
   vmSetDisk: (input: VmRef & { disk: string; incrementGb: number; maxDiskGb?: number }) => Promise<VmOperationResult>;
   vmMigrate: (input: VmRef & { from: string; target: string }) => Promise<VmOperationResult>;
-  vmAdopt: (input: VmRef & { by?: string }) => Promise<VmOperationResult>;
+  vmAdopt: (input: VmRef & { by?: string; tenant?: string }) => Promise<VmOperationResult>;
   vmRebuild: (input: RebuildInput) => Promise<RebuildResult>;
   scheduledRebuild: (input: RebuildInput) => Promise<ScheduledRebuildResult>;
   reconcileVms: (input?: ReconcileInput) => Promise<ReconcileResult>;

@@ -170,7 +170,7 @@ export async function vmMigrate(input: VmRef & { from: string; target: string })
  * the owner marker and a dated note, and this run stays in history (with the client that
  * asked, `by`). From then on the VM's operations work as for an installed one.
  */
-export async function vmAdopt(input: VmRef & { by?: string }): Promise<VmOperationResult> {
+export async function vmAdopt(input: VmRef & { by?: string; tenant?: string }): Promise<VmOperationResult> {
   checkedWorkflowInput(workflowInputs.adopt, input);
   requireIssued(input, { instance: 'required' });
   return operation('VM adopt', input.vmid, async (step) => {
@@ -178,7 +178,8 @@ export async function vmAdopt(input: VmRef & { by?: string }): Promise<VmOperati
     const owner = adoptionOwner(input.vmid, runId);
     const at = new Date().toISOString();
     await step(operationSteps.adopt, `recording VM ${input.vmid} as managed by QemuRun`, () =>
-      proxmox.adoptVm({ vmid: input.vmid, owner, at, workflowId, runId, by: input.by, ...instanceOf(input) }),
+      // The tenant only when given: the activity input of an adoption without one stays what it was.
+      proxmox.adoptVm({ vmid: input.vmid, owner, at, workflowId, runId, by: input.by, ...(input.tenant !== undefined ? { tenant: input.tenant } : {}), ...instanceOf(input) }),
     );
     return { done: `VM adopted into the managed set (qemurun-owner=${owner})` };
   });

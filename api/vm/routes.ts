@@ -199,7 +199,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams, logger 
   router.post('/vm/:id/adopt', requireRole(config, 'admin'), async (req: Request, res: Response) => {
     const vmid = vmidOf(req);
     vms.refuseDisabled(vmid);
-    parseInput(adoptBody, req.body);
+    const { tenant } = parseInput(adoptBody, req.body);
     const range = config.adoptVmidRange;
     if (vmid < range.start || vmid > range.end) {
       throw new HttpError(400, `VM ${vmid} is outside ADOPT_VMID_RANGE (${range.start}-${range.end}) and cannot be adopted`);
@@ -221,7 +221,7 @@ export function vmRoutes({ config, client, proxmox, knownNodes, streams, logger 
     }
     const h = await vms.start(vm, {
       workflow: 'vmAdopt',
-      args: [{ vmid, by: clientIp(req) }],
+      args: [{ vmid, by: clientIp(req), ...(tenant !== undefined ? { tenant } : {}) }],
       operation: 'adopt',
       summary: `adopt VM ${vmid}${conf.name ? ` (${conf.name})` : ''} on ${vm.node} into the managed set`,
       // The description records the address; the memo, which token it was.

@@ -141,6 +141,19 @@ describe('operate acts on its tenant’s VMs only', () => {
     expect(((await as(ADMIN, 'GET', `/vm/${vmB}/runs`)).json as { runs: Array<{ workflowId: string }> }).runs.map((r) => r.workflowId)).toContain(runOfB);
   });
 
+  test('an admin adopts a VM for a tenant: its tokens see and act on it, others get 404', async () => {
+    const VMID = 252;
+    expect((await qm(['create', String(VMID), '--name', 'made-by-hand', '--memory', '512'])).exitCode).toBe(0);
+    expect(await as(ADMIN, 'POST', `/vm/${VMID}/adopt`, { tenant: 'no such/tenant' })).toMatchObject({ status: 400, json: { message: expect.stringMatching(/tenant/) } });
+    expect(await as(ALICE, 'POST', `/vm/${VMID}/adopt`, { tenant: 'team-a' })).toMatchObject({ status: 403 });
+    expect(await as(ADMIN, 'POST', `/vm/${VMID}/adopt`, { tenant: 'team-a' })).toMatchObject({ status: 200 });
+    expect(parseVmConfig((await h.sandbox.readConfig(VMID))!).description).toMatch(/^qemurun-adopted=.* tenant=team-a$/m);
+    expect(await listed(ALICE_READ)).toContain(VMID);
+    expect(await listed(BOB)).not.toContain(VMID);
+    expect(await as(ALICE_BOT, 'POST', `/vm/${VMID}/set/memory`, { memory: 1024 })).toEqual({ status: 200, json: 'ok' });
+    expect(await as(BOB, 'POST', `/vm/${VMID}/set/memory`, { memory: 768 })).toEqual({ status: 404, json: { success: false, message: `VM ${VMID} does not exist` } });
+  });
+
   test('honest callers keep what they had: a tenant’s tokens share its VMs, the admin acts on all', async () => {
     expect(await as(ALICE_BOT, 'POST', `/vm/${vmA}/stop`)).toEqual({ status: 200, json: 'ok' });
     expect(await as(ALICE, 'POST', `/vm/${vmA}/set/cpu`, { cpu: 2 })).toEqual({ status: 200, json: 'ok' });

@@ -161,7 +161,8 @@ describe('creating and reading VMs', () => {
     const { digest } = data<{ digest: string }>(await call('GET', '/nodes/pve1/qemu/151/config'));
     expect((await call('PUT', '/nodes/pve1/qemu/151/config', { name: 'first', digest })).status).toBe(200);
     const stale = await call('PUT', '/nodes/pve1/qemu/151/config', { name: 'second', digest });
-    expect([stale.status, stale.statusMessage]).toEqual([500, 'detected modified configuration - file changed by other user? Try again.']);
+    expect([stale.status, stale.statusMessage]).toEqual([500, 'checksum mismatch (file change by other user?)']);
+    expect((await qm('pve1', 'config', '151')).stdout).toMatch(/^name: first$/m);
   });
 
   test("tags and description as qemu-server checks and stores them: pve-tag's rule, 8192 characters, Proxmox's texts", async () => {

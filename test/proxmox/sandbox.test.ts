@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
@@ -139,6 +140,20 @@ describe('qm create', () => {
 });
 
 describe('qm set / qm config', () => {
+  test('--digest: a change made against another config is refused as update_vm and resize_vm refuse it', async () => {
+    await qm('pve1', 'create', '211', ...CREATE, '--scsi0', 'local-lvm:1');
+    const sha1 = async () => createHash('sha1').update((await t.cluster.readConfig(211))!).digest('hex');
+    const seen = await sha1();
+    expect((await qm('pve1', 'set', '211', '--name', 'first', '--digest', seen)).exitCode).toBe(0);
+    const stale = await qm('pve1', 'set', '211', '--name', 'second', '--digest', seen);
+    expect([stale.exitCode, stale.stderr]).toEqual([255, 'checksum mismatch (file change by other user?)']);
+    const resize = await qm('pve1', 'resize', '211', 'scsi0', '+1G', '--digest', seen);
+    // resize_vm runs as a task the CLI does not wait on for its exit code.
+    expect([resize.exitCode, resize.stderr]).toEqual([0, 'checksum mismatch (file change by other user?)']);
+    expect((await t.cluster.readConfig(211))!).toMatch(/^name: first$/m);
+    expect((await qm('pve1', 'resize', '211', 'scsi0', '+1G', '--digest', await sha1())).exitCode).toBe(0);
+  });
+
   test('round trip in the real file format: sshkeys URI-escaped, cipassword sha256-crypt, tags normalised', async () => {
     await qm('pve1', 'create', '210', ...CREATE);
     const key = makeKeyPair(t.tmp, 'k210', 'user@host');

@@ -355,11 +355,7 @@ export const qemuRoutes: Route[] = [
         checkBridgeAccess(r, p);
         checkSshKeys(p);
         if (keys.length === 0 && deleted.length === 0) throw new ApiError(500, 'no options specified\n');
-        if (p.digest !== undefined) {
-          // assert_if_modified: the change was made against this very config.
-          const current = (vmConfigView(r.ctx(), p.node, Number(p.vmid)) as { digest: string }).digest;
-          if (current !== p.digest) throw new ApiError(500, 'detected modified configuration - file changed by other user? Try again.\n');
-        }
+        // --digest is checked by update_vm once it holds the config (updateVm; in the task for POST).
         const params = Object.fromEntries(Object.entries(p).filter(([k]) => !['node', 'background_delay'].includes(k)));
         if (method === 'PUT') {
           // update_vm: synchronous, answers null.

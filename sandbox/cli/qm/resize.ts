@@ -6,7 +6,7 @@ import { DISK_SIZE } from '../formats';
 import { allocatedSize, getVolume, saveVolume } from '../../state/volumes';
 import { growVolume, keepsContents, volumeFile } from '../../state/volumeData';
 import { storageFor } from '../storage';
-import { checkLock, formatSize, isCdrom, loadVm, parseDrive, printDrive, withVmLock, writeVm } from './vm';
+import { assertDigest, checkLock, formatSize, isCdrom, loadVm, parseDrive, printDrive, withVmLock, writeVm } from './vm';
 
 export const RESIZE_DEF: CommandDef = {
   name: 'qm disk resize',
@@ -52,6 +52,7 @@ export function qmResize(ctx: Ctx, argv: string[]): number {
 export function resizeDisk(ctx: Ctx, p: Params): void {
   const vmid = Number(p.vmid);
   withVmLock(ctx, vmid, () => {
+    assertDigest(ctx, vmid, p.digest);
     const conf = loadVm(ctx, vmid);
     if (p.skiplock !== '1') checkLock(conf);
     const value = conf.props[p.disk];

@@ -6,7 +6,7 @@ import { nodePveVersion } from '../../state/model';
 import { freeVolume, type Volume } from '../../state/volumes';
 import { applyVmOptions, deleteVmOptions } from './apply';
 import { sshkeysFromFile, validateSshKeys } from './sshkeys';
-import { checkLock, loadVm, withVmLock, writeVm } from './vm';
+import { assertDigest, checkLock, loadVm, withVmLock, writeVm } from './vm';
 
 export const SET_DEF: CommandDef = {
   name: 'qm set',
@@ -39,6 +39,7 @@ export function qmSet(ctx: Ctx, argv: string[]): number {
 export function updateVm(ctx: Ctx, validated: Params): number {
   const params = { ...validated };
   const vmid = Number(params.vmid);
+  const digest = params.digest;
   delete params.vmid;
   delete params.digest;
 
@@ -52,6 +53,7 @@ export function updateVm(ctx: Ctx, validated: Params): number {
   if (!del && Object.keys(params).length === 0) throw new CliError('no options specified');
 
   return withVmLock(ctx, vmid, () => {
+    assertDigest(ctx, vmid, digest);
     const conf = loadVm(ctx, vmid);
     if (!skiplock) checkLock(conf);
     ctx.out(`update VM ${vmid}: ${logged.join(' ')}`);

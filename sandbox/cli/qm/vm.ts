@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { CliError } from '../errors';
 import type { Ctx } from '../context';
@@ -18,6 +19,17 @@ export function loadVm(ctx: Ctx, vmid: number): VmConf {
   const raw = readIfExists(ctx.paths.conf(ctx.node, vmid));
   if (raw === undefined) throw new CliError(`Configuration file '${ctx.paths.confDisplay(ctx.node, vmid)}' does not exist`);
   return parseConf(raw);
+}
+
+/**
+ * `--digest`: the change was meant for this very config (update_vm's and resize_vm's check,
+ * before the lock's): the SHA1 of the config file, as `pvesh get .../config` reports it.
+ */
+export function assertDigest(ctx: Ctx, vmid: number, digest: string | undefined): void {
+  if (!digest) return;
+  const raw = readIfExists(ctx.paths.conf(ctx.node, vmid));
+  if (raw === undefined) return; // load_config fails next, with its own message
+  if (createHash('sha1').update(raw).digest('hex') !== digest) throw new CliError('checksum mismatch (file change by other user?)');
 }
 
 export function writeVm(ctx: Ctx, vmid: number, conf: VmConf, node = ctx.node): void {

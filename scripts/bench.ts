@@ -91,7 +91,7 @@ function sandboxCalls(service: BenchService, from: number, to: number) {
  * cache and the worker's first workflow, so it is reported but left out of the median.
  */
 async function benchSingleInstalls(service: BenchService, client: import('@temporalio/client').Client, url: string, report: Report, rounds: number): Promise<void> {
-  const runs: Array<{ seconds: number; overhead: number; ok: boolean; historyEvents: number; workflowTasks: number; activities: number }> = [];
+  const runs: Array<{ seconds: number; overhead: number; preparation: number; ok: boolean; historyEvents: number; workflowTasks: number; activities: number }> = [];
   for (let i = 0; i <= rounds; i++) {
     console.log(`single install ${i === 0 ? '(warm-up)' : `${i}/${rounds}`} ...`);
     const s0 = Date.now();
@@ -99,14 +99,18 @@ async function benchSingleInstalls(service: BenchService, client: import('@tempo
     const calls = sandboxCalls(service, s0, Date.now());
     const spans = await activitySpans(client, run.workflowId).catch(() => []);
     const guest = spans.filter((sp) => GUEST_ACTIVITIES.includes(sp.name)).reduce((sum, sp) => sum + sp.end - sp.start, 0) / 1000;
-    const figures = { seconds: run.seconds, overhead: run.seconds - calls.startup - calls.run - guest, ok: run.ok, historyEvents: run.historyEvents, workflowTasks: run.workflowTasks, activities: spans.length };
-    console.log(`  ${figures.seconds.toFixed(2)} s, overhead ${figures.overhead.toFixed(2)} s, ${figures.historyEvents} history events, ${figures.workflowTasks} workflow tasks, ${figures.activities} activities${run.ok ? '' : ' (FAILED)'}`);
+    // The preparation: from its first activity's scheduling to the VMID's (what runs before the VM exists).
+    const scheduled = (name: string) => spans.find((sp) => sp.name === name)?.scheduled ?? NaN;
+    const preparation = (scheduled('allocateVmid') - scheduled('checkStorage')) / 1000;
+    const figures = { seconds: run.seconds, overhead: run.seconds - calls.startup - calls.run - guest, preparation, ok: run.ok, historyEvents: run.historyEvents, workflowTasks: run.workflowTasks, activities: spans.length };
+    console.log(`  ${figures.seconds.toFixed(2)} s, overhead ${figures.overhead.toFixed(2)} s, preparation ${preparation.toFixed(2)} s, ${figures.historyEvents} history events, ${figures.workflowTasks} workflow tasks, ${figures.activities} activities${run.ok ? '' : ' (FAILED)'}`);
     if (i > 0) runs.push(figures);
   }
   const list = (f: (r: (typeof runs)[number]) => number, digits: number) => runs.map((r) => f(r).toFixed(digits)).join(', ');
   const failed = runs.filter((r) => !r.ok).length;
   report.add(`single install, debian 12, migrated to pve2, ${rounds} rounds`, '—', '—', `median ${percentile(runs.map((r) => r.seconds), 50).toFixed(2)} s (${list((r) => r.seconds, 2)} s)${failed ? ` (${failed} FAILED)` : ''}`);
   report.add('  QemuRun + Temporal overhead', '≤ 2 s', '—', `median ${percentile(runs.map((r) => r.overhead), 50).toFixed(2)} s (${list((r) => r.overhead, 2)} s)`);
+  report.add('  preparation: checkStorage scheduled → allocateVmid scheduled', '—', '—', `median ${percentile(runs.map((r) => r.preparation), 50).toFixed(2)} s (${list((r) => r.preparation, 2)} s)`);
   report.add('  history events per install', '—', '—', list((r) => r.historyEvents, 0));
   report.add('  workflow tasks per install', '—', '—', list((r) => r.workflowTasks, 0));
   report.add('  activities per install', '—', '—', list((r) => r.activities, 0));

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { StreamEvent } from '../../cli/events';
 import { ProgressModel } from '../../cli/render/model';
+import { sideBySideSteps } from '../../contract/steps';
 import { CONSOLE_DIR } from '../../api/console';
 import { stepTimeline } from '../../api/stepTimeline';
 import { stepMedians } from '../../api/installTimes';
@@ -19,7 +20,8 @@ interface PageModel {
   lastId: number;
 }
 /** The page's own module, as the browser runs it (jest compiles its ES module syntax). */
-const { apply, emptyModel, sshLine } = jest.requireActual<{
+const { apply, emptyModel, sshLine, SIDE_BY_SIDE } = jest.requireActual<{
+  SIDE_BY_SIDE: string[][][];
   apply(model: PageModel, e: StreamEvent, now: number): void;
   emptyModel(): PageModel;
   sshLine(model: PageModel): string | undefined;

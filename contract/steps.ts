@@ -52,6 +52,19 @@ export const installSteps = {
   finalizing: step('VM initialization > finalizing', 'the final success event, with the VM'),
 } as const;
 
+/**
+ * The install's steps that run side by side, as groups of branches: a branch's steps run
+ * in turn, beside every other branch of its group, so their events interleave, each step
+ * with its own start and end. A static install's address check, reported under `wait for
+ * SSH`, runs beside the cloud-init wait of `init script`. The CLI and the console, which
+ * import no service code, keep copies of it by wire name to read each event under its own
+ * step (cli/render/model.ts, console/js/progress.js; test/unit/steps.test.ts holds them to it).
+ */
+export const sideBySideSteps: ReadonlyArray<ReadonlyArray<ReadonlyArray<StepDefinition>>> = [
+  [[installSteps.storage], [installSteps.cpuBaseline], [installSteps.template, installSteps.download, installSteps.stageImage], [installSteps.serviceKey]],
+  [[installSteps.waitForSsh], [installSteps.initScript]],
+];
+
 /** A template build's own steps (buildTemplate), besides the install's it shares. */
 export const templateSteps = {
   recipe: step('preparation > recipe', 'reads the recipe and storage the template is built with', ['templateRecipe']),

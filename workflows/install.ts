@@ -13,7 +13,7 @@ import {
   workflowInputs,
   installSteps,
 } from '../contract';
-import { deprecatePatch, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
+import { deprecatePatch, patched, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
 import { Progress } from './progress';
 import { checkedWorkflowInput } from './checkInput';
 import { cleanup, guest, proxmox, transfer } from './activityOptions';
@@ -31,6 +31,19 @@ const ACTIVITIES_NAMED_FOR_OPERATIONS = 'activities-named-for-operations';
 const GUEST_ADDRESS = 'guest-address';
 const WAIT_FOR_CLOUD_INIT = 'wait-for-cloud-init';
 const REBOOT_WHEN_REQUIRED = 'reboot-when-required';
+
+/**
+ * The preparation steps (storage check, CPU baseline, template lookup then the image,
+ * service key) run side by side: none needs another's answer, and in turn each cost an
+ * activity task, a workflow task and its wall time. Runs recorded before ran them in turn.
+ */
+const PREPARATION_SIDE_BY_SIDE = 'preparation-side-by-side';
+/**
+ * A static install asks the guest agent for its address beside the cloud-init wait
+ * instead of before it: the answer only says whether the agent agrees, and the wait needs
+ * none of it. Runs recorded before asked first.
+ */
+const ADDRESS_CHECK_BESIDE_CLOUD_INIT = 'address-check-beside-cloud-init';
 
 type Template = Extract<TemplateChoice, { vmid: number }>;
 
@@ -55,26 +68,37 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   // The install's storage, named only when given: a spec without one asks what it asked before.
   const onStorage = spec.storage !== undefined ? { storage: spec.storage } : {};
   try {
-    await step(installSteps.storage.wire, 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb, ...onStorage }));
-    const cpuType = await step(installSteps.cpuBaseline.wire, 'detecting cluster CPU baseline', () =>
-      proxmox.clusterCpuType({ os: spec.os, version: spec.version }),
-    );
+    const checkStorage = () => step(installSteps.storage.wire, 'checking storage pool', () => proxmox.checkStorage({ diskGb: spec.diskGb, ...onStorage }));
+    const detectCpuType = () => step(installSteps.cpuBaseline.wire, 'detecting cluster CPU baseline', () => proxmox.clusterCpuType({ os: spec.os, version: spec.version }));
     // The fast path: a clone of the current template skips the image and the slow part of the init script.
-    deprecatePatch(INSTALL_FROM_TEMPLATE);
-    const template = await chooseTemplate();
-    let imagePath: string | undefined;
-    if (!template) {
+    const templateOrImage = async (): Promise<{ template?: Template; imagePath?: string }> => {
+      deprecatePatch(INSTALL_FROM_TEMPLATE);
+      const template = await progress.attributed(installSteps.template.wire, chooseTemplate);
+      if (template) return { template };
       const image = await step(installSteps.download.wire, `fetching ${spec.os} ${spec.version} cloud image`, () =>
         transfer.downloadImage({ os: spec.os, version: spec.version }),
       );
-      imagePath = await step(installSteps.stageImage.wire, 'placing the image on the main node', () =>
+      const imagePath = await step(installSteps.stageImage.wire, 'placing the image on the main node', () =>
         transfer.stageImage({ path: image.path, sha: image.sha, os: spec.os, version: spec.version }),
       );
+      return { imagePath };
+    };
+    const readServiceKey = () =>
+      step(installSteps.serviceKey.wire, 'reading the main node SSH key', () => {
+        deprecatePatch(ACTIVITIES_NAMED_FOR_OPERATIONS);
+        return proxmox.servicePublicKey();
+      });
+    let cpuType: string, template: Template | undefined, imagePath: string | undefined, serviceKey: string;
+    if (patched(PREPARATION_SIDE_BY_SIDE)) {
+      // The image branch goes third: the only one whose activities stream output, it starts
+      // its steps after the others have started theirs, so the output lands under its step.
+      [, cpuType, { template, imagePath }, serviceKey] = await progress.sideBySide([checkStorage, detectCpuType, templateOrImage, readServiceKey]);
+    } else {
+      await checkStorage();
+      cpuType = await detectCpuType();
+      ({ template, imagePath } = await templateOrImage());
+      serviceKey = await readServiceKey();
     }
-    const serviceKey = await step(installSteps.serviceKey.wire, 'reading the main node SSH key', () => {
-      deprecatePatch(ACTIVITIES_NAMED_FOR_OPERATIONS);
-      return proxmox.servicePublicKey();
-    });
 
     const creation = template ? installSteps.cloneVm.wire : installSteps.createVm.wire;
     const vm = await step(creation, template ? `cloning template ${template.name}` : 'creating VM', () => makeVm(creation, cpuType, template));
@@ -132,17 +156,22 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     // Undefined in histories from before host keys were pinned.
     const hostKey = pinned?.hostKey;
     if (pinned) progress.info(installSteps.waitForSsh.wire, `host key ${pinned.fingerprint} (${pinned.source === 'guest agent' ? 'reported by the guest agent' : 'trusted on first use: the guest agent did not answer'})`);
-    if (!dhcp) {
-      // One question, answered or not: a static install never fails because the agent is silent.
-      const read = await guest.readGuestAddress({ vmid: vm.vmid, node });
-      progress.info(
-        installSteps.waitForSsh.wire,
-        read.ip === undefined ? `the guest agent reports no address (${read.reason ?? 'no answer'})` : read.ip === ip ? `the guest agent reports ${read.ip}, as configured` : `the guest agent reports ${read.ip}, not the configured ${ip}`,
-      );
-    }
+    // One question, answered or not: a static install never fails because the agent is silent.
+    const checkAddress = () =>
+      progress.attributed(installSteps.waitForSsh.wire, async () => {
+        const read = await guest.readGuestAddress({ vmid: vm.vmid, node });
+        progress.info(
+          installSteps.waitForSsh.wire,
+          read.ip === undefined ? `the guest agent reports no address (${read.reason ?? 'no answer'})` : read.ip === ip ? `the guest agent reports ${read.ip}, as configured` : `the guest agent reports ${read.ip}, not the configured ${ip}`,
+        );
+      });
+    const checkBesideCloudInit = !dhcp && patched(ADDRESS_CHECK_BESIDE_CLOUD_INIT);
+    if (!dhcp && !checkBesideCloudInit) await checkAddress();
     const ran = await step(installSteps.initScript.wire, `running the ${spec.os} ${spec.version} init script`, async () => {
       deprecatePatch(WAIT_FOR_CLOUD_INIT);
-      await guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
+      const waitForCloudInit = () => guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
+      if (checkBesideCloudInit) await progress.sideBySide([waitForCloudInit, checkAddress]);
+      else await waitForCloudInit();
       return await guest.runInitScript({
         ip,
         user: spec.user,

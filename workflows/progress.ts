@@ -1,4 +1,4 @@
-import { proxySinks, setHandler } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, proxySinks, setHandler } from '@temporalio/workflow';
 import { type EventStatus, outputSignal, type ProgressEvent, progressQuery, type QemuRunSinks, type RunState } from '../contract';
 
 /**
@@ -18,6 +18,8 @@ export class Progress {
   current = '';
   /** Set by a workflow once its VM has a VMID and an address. */
   vm?: { vmid: number; ip: string };
+  /** The step each failure came out of, for steps run side by side (see sideBySide). */
+  private readonly failedIn = new WeakMap<object, string>();
 
   constructor() {
     setHandler(progressQuery, (after) => ({
@@ -61,9 +63,57 @@ export class Progress {
     this.current = name;
     const t0 = Date.now();
     this.info(name, doing);
-    const value = await fn();
+    const value = await this.attributed(name, fn);
     this.emit(name, 'success', `[+] ${doing} done (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
     return value;
+  }
+
+  /** Runs `fn`, a failure of which is the failure of step `name` (the innermost step that says so). */
+  async attributed<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (typeof err === 'object' && err !== null && !this.failedIn.has(err)) this.failedIn.set(err, name);
+      throw err;
+    }
+  }
+
+  /**
+   * Runs branches of steps side by side (each branch's own steps in turn) and returns what
+   * each returned. Every step still reports its start and its end; their events interleave.
+   * On the first failure the other branches are cancelled and awaited, so none of their
+   * activities still runs when the compensations do, and the failed step becomes the
+   * current one: the error event and the cleanup's lines name it, whichever step started
+   * last. A cancellation of the workflow reaches every branch.
+   *
+   * Command output (the output signal) goes to the current step, the one started last: a
+   * caller gives output-streaming activities to one branch only, started after the others.
+   */
+  async sideBySide<T extends readonly unknown[]>(branches: { readonly [K in keyof T]: () => Promise<T[K]> }): Promise<T> {
+    const scope = new CancellationScope();
+    let failed: { err: unknown; step: string } | undefined;
+    const settled = await scope.run(() =>
+      Promise.allSettled(
+        (branches as ReadonlyArray<() => Promise<unknown>>).map(async (branch) => {
+          try {
+            return await branch();
+          } catch (err) {
+            if (failed === undefined && !isCancellation(err)) {
+              failed = { err, step: (typeof err === 'object' && err !== null ? this.failedIn.get(err) : undefined) ?? this.current };
+              scope.cancel();
+            }
+            throw err;
+          }
+        }),
+      ),
+    );
+    if (failed !== undefined) {
+      this.current = failed.step;
+      throw failed.err;
+    }
+    const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (rejected) throw rejected.reason;
+    return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
   }
 
   /**

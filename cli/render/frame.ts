@@ -35,7 +35,7 @@ export function bar(percent: number, width = BAR_WIDTH): string {
   return `${'█'.repeat(filled)}${'░'.repeat(width - filled)} ${percent.toFixed(0).padStart(3)}%`;
 }
 
-/** One step's line: a spinner and the time so far while it runs, a mark and its time after. */
+/** One step's line: a spinner and the time so far while it runs, a mark and its time after (none when it was stopped). */
 function stepLine(step: StepView, o: Pick<FrameOptions, 'width' | 'colors' | 'spinner' | 'now'>): string {
   const c = o.colors;
   const time =
@@ -48,6 +48,8 @@ function stepLine(step: StepView, o: Pick<FrameOptions, 'width' | 'colors' | 'sp
   const [name, rest] = [text.slice(0, step.name.length), text.slice(step.name.length)];
   if (step.state === 'running') return `${c.cyan(o.spinner)} ${name}${c.dim(rest)}`;
   if (step.state === 'failed') return `${c.red('✖')} ${c.red(name)}${c.dim(rest)}`;
+  // Cancelled when a step beside it failed.
+  if (step.state === 'stopped') return `${c.yellow('■')} ${c.dim(text)}`;
   return `${c.green('✔')} ${name}${c.dim(rest)}`;
 }
 

@@ -1,14 +1,16 @@
 import type { StreamEvent } from '../events';
 
 /**
- * What an operation's events mean to a person watching: the steps in order (running, done
- * or failed, with their elapsed time), a percentage where the step reports one (image
+ * What an operation's events mean to a person watching: the steps in the order they started
+ * (running, done, failed, or stopped when a step beside them failed, with their elapsed
+ * time); steps that run side by side (contract/steps.ts) are running together, each event
+ * read under its own step, a percentage where the step reports one (image
  * download and copy, disk import, migration), the last lines of command output (the init
  * script's), and the closing summary. Pure: every renderer (terminal, plain, tests) reads
  * the same model.
  */
 
-export type StepState = 'running' | 'done' | 'failed';
+export type StepState = 'running' | 'done' | 'failed' | 'stopped';
 
 export interface StepView {
   name: string;
@@ -34,6 +36,24 @@ export interface Summary {
 }
 
 const OUTPUT_KEPT = 50;
+
+/**
+ * The install's steps that run side by side, by their wire names: a copy of
+ * `sideBySideSteps` in contract/steps.ts (test/unit/steps.test.ts holds the two equal).
+ * Groups of branches: a branch's steps run in turn, beside every other branch of its group.
+ */
+export const SIDE_BY_SIDE: ReadonlyArray<ReadonlyArray<readonly string[]>> = [
+  [['preparation > storage'], ['preparation > CPU baseline'], ['preparation > template', 'OS preparation > download', 'OS preparation > stage image'], ['SSH preparation > main node key']],
+  [['VM initialization > wait for SSH'], ['VM initialization > init script']],
+];
+
+/** Whether steps `a` and `b` may run at the same time: in other branches of one group. */
+function runSideBySide(a: string, b: string): boolean {
+  return SIDE_BY_SIDE.some((group) => {
+    const [ia, ib] = [a, b].map((name) => group.findIndex((branch) => branch.includes(name)));
+    return ia >= 0 && ib >= 0 && ia !== ib;
+  });
+}
 
 const DONE = /^\[\+\] .* done \((\d+(?:\.\d+)?)s\)$/;
 const PERCENT = /(\d{1,3}(?:\.\d+)?)%\)?(?:\s|$)/g;
@@ -70,15 +90,17 @@ export class ProgressModel {
       return;
     }
     if (e.status === 'error') {
-      const step = this.current(e.step) ?? this.open(e.step, now);
+      const step = this.runningNamed(e.step) ?? this.current(e.step) ?? this.open(e.step, now);
       step.state = 'failed';
       step.error = unmarked(e.message);
       this.failure = e;
+      // The steps beside it were cancelled with it.
+      for (const other of this.running) other.state = 'stopped';
       return;
     }
     if (e.step.endsWith('> finalizing') && (e.status === 'success' || e.status === 'info')) {
       // The run is over: a step still open has ended.
-      this.end(this.steps.at(-1));
+      for (const step of this.running) this.end(step);
       const fact = FACT.exec(e.message);
       if (fact) this.summary.facts.push([fact[1], fact[2]]);
       else {
@@ -88,19 +110,20 @@ export class ProgressModel {
       }
       return;
     }
-    const latest = this.steps.at(-1);
-    if (latest?.name !== e.step) {
-      // A step's first event is its `[*] <doing>`; a relayed or late event opens it too.
-      const step = this.open(e.step, now);
-      if (e.message.startsWith('[*] ')) step.opening = unmarked(e.message);
-      else if (!this.finished(step, e)) this.output(step, e.message);
+    const running = this.runningNamed(e.step);
+    if (running) {
+      if (!this.finished(running, e)) this.output(running, e.message);
       return;
     }
-    if (latest.state !== 'running') {
-      latest.details.push(unmarked(e.message));
+    const ended = this.endedNamed(e.step);
+    if (ended) {
+      ended.details.push(unmarked(e.message));
       return;
     }
-    if (!this.finished(latest, e)) this.output(latest, e.message);
+    // A step's first event is its `[*] <doing>`; a relayed or late event opens it too.
+    const step = this.open(e.step, now);
+    if (e.message.startsWith('[*] ')) step.opening = unmarked(e.message);
+    else if (!this.finished(step, e)) this.output(step, e.message);
   }
 
   get running(): StepView[] {
@@ -118,10 +141,26 @@ export class ProgressModel {
     return latest?.name === name ? latest : undefined;
   }
 
+  private runningNamed(name: string): StepView | undefined {
+    return [...this.steps].reverse().find((s) => s.name === name && s.state === 'running');
+  }
+
+  /**
+   * The ended step a notice belongs to (`VMID 120, IP ..., name ...` after `qm create`):
+   * the last step of that name, when every step started since runs beside it. A step of
+   * that name after others (the SSH wait after the reboot) is a new one.
+   */
+  private endedNamed(name: string): StepView | undefined {
+    const at = this.steps.map((s) => s.name).lastIndexOf(name);
+    if (at < 0 || !this.steps.slice(at + 1).every((s) => runSideBySide(s.name, name))) return undefined;
+    return this.steps[at];
+  }
+
   private open(name: string, now: number): StepView {
-    // A new step means the one before has ended even if its `done` never came (a rebuild
-    // relays its install's events as they are, and a step can end without one).
-    this.end(this.steps.at(-1));
+    // A new step means the ones before have ended even if their `done` never came (a
+    // rebuild relays its install's events as they are, and a step can end without one),
+    // unless they run beside it.
+    for (const step of this.running) if (!runSideBySide(step.name, name)) this.end(step);
     const step: StepView = { name, state: 'running', seenAt: now, output: [], details: [] };
     this.steps.push(step);
     return step;

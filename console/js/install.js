@@ -201,7 +201,7 @@ function render(main, workflowId, model) {
     h(
       'li',
       { className: `step ${s.state}`, 'data-step': s.name },
-      h('span', { className: 'mark' }, s.state === 'done' ? '✓' : s.state === 'failed' ? '✗' : '…'),
+      h('span', { className: 'mark' }, s.state === 'done' ? '✓' : s.state === 'failed' ? '✗' : s.state === 'stopped' ? '■' : '…'),
       h('span', { className: 'name' }, s.name),
       h('span', { className: 'time' }, s.state === 'done' ? (s.elapsedSec !== undefined ? `${s.elapsedSec}s` : s.endedAt ? duration(s.endedAt - s.seenAt) : '') : s.state === 'running' ? duration(now - s.seenAt) : ''),
       s.error ? h('div', { className: 'error' }, s.error) : null,

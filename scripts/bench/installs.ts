@@ -2,6 +2,9 @@ import type { Client } from '@temporalio/client';
 import { progressQuery } from '../../contract';
 import { watch, type WatchedStream } from './sseClient';
 import { spansOf } from './history';
+import { temporal } from '@temporalio/proto';
+
+const EventType = temporal.api.enums.v1.EventType;
 
 export interface InstallRun {
   workflowId: string;
@@ -12,6 +15,8 @@ export interface InstallRun {
   /** Per event of the install's own stream: arrival at the client minus recording in the workflow (ms). */
   latenciesMs: number[];
   historyEvents: number;
+  /** Workflow tasks the run took (completed ones, as the history records them). */
+  workflowTasks: number;
   /** Per activity: from its scheduling to its start, as the history records them (ms). */
   scheduleToStartMs: number[];
   /** The messages of the install's own stream, in order (which path ran, what failed). */
@@ -117,6 +122,7 @@ export async function installBatch(opts: {
       seconds,
       latenciesMs,
       historyEvents: history?.events?.length ?? 0,
+      workflowTasks: (history?.events ?? []).filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED).length,
       scheduleToStartMs: history ? spansOf(history).map((a) => a.start - a.scheduled) : [],
       messages: own.arrivals.map((e) => e.message),
     };

@@ -9,11 +9,12 @@ import { TerminalRenderer } from '../../cli/render/terminal';
 import { JsonRenderer, PlainRenderer } from '../../cli/render/plain';
 import { Screen } from '../support/screen';
 import { installSteps } from '../../contract/steps';
-import { imageInstallStepNames } from '../support/installSteps';
+import { imageInstallStepNames, imageInstallStepNamesInTurn } from '../support/installSteps';
 
 /**
  * The CLI's views of an operation, from a recorded event sequence: a real install's
- * stream (ubuntu 24.04 migrated to pve2, on the sandbox), captured with `qemurun --json`.
+ * stream (ubuntu 24.04 migrated to pve2, `--reboot always`, on the sandbox), captured with
+ * `qemurun --json`; `install-events-in-turn.ndjson` is one from before the preparation ran side by side.
  */
 
 const recorded: StreamEvent[] = fs
@@ -23,6 +24,40 @@ const recorded: StreamEvent[] = fs
   .map((l) => JSON.parse(l) as StreamEvent);
 
 const STEPS = imageInstallStepNames;
+
+/** The order a side-by-side install's events come in: steps start together and end as each finishes. */
+const S = installSteps;
+const ev = (step: { wire: string }, status: StreamEvent['status'], message: string): Omit<StreamEvent, 'id'> => ({ step: step.wire, status, message });
+const interleaved: StreamEvent[] = [
+  ev(S.workflow, 'info', '[*] workflow id: install-side'),
+  ev(S.storage, 'processing', '[*] checking storage pool'),
+  ev(S.cpuBaseline, 'processing', '[*] detecting cluster CPU baseline'),
+  ev(S.serviceKey, 'processing', '[*] reading the main node SSH key'),
+  ev(S.cpuBaseline, 'success', '[+] detecting cluster CPU baseline done (0.05s)'),
+  ev(S.download, 'processing', '[*] fetching debian 12 cloud image'),
+  ev(S.download, 'processing', '[*] downloading: 40%'),
+  ev(S.storage, 'success', '[+] checking storage pool done (0.10s)'),
+  ev(S.serviceKey, 'success', '[+] reading the main node SSH key done (0.11s)'),
+  ev(S.download, 'processing', '[*] downloading: 100%'),
+  ev(S.download, 'success', '[+] fetching debian 12 cloud image done (0.30s)'),
+  ev(S.stageImage, 'processing', '[*] placing the image on the main node'),
+  ev(S.stageImage, 'success', '[+] placing the image on the main node done (0.01s)'),
+  ev(S.createVm, 'processing', '[*] creating VM'),
+  ev(S.createVm, 'success', '[+] creating VM done (0.20s)'),
+  ev(S.createVm, 'processing', '[*] VMID 120, IP 10.0.0.120, name web-120'),
+  ev(S.waitForSsh, 'processing', '[*] waiting for SSH on 10.0.0.120'),
+  ev(S.waitForSsh, 'success', '[+] waiting for SSH on 10.0.0.120 done (1.00s)'),
+  ev(S.waitForSsh, 'processing', '[*] host key SHA256:abc (reported by the guest agent)'),
+  ev(S.initScript, 'processing', '[*] running the debian 12 init script'),
+  ev(S.waitForSsh, 'processing', '[*] the guest agent reports 10.0.0.120, as configured'),
+  ev(S.initScript, 'processing', 'setting the timezone'),
+  ev(S.initScript, 'success', '[+] running the debian 12 init script done (2.00s)'),
+  ev(S.reboot, 'processing', '[*] no reboot needed: nothing new'),
+  ev(S.finalizing, 'success', '[+] VM installation completed in 4.00s'),
+  ev(S.finalizing, 'success', '[*] VMID: 120'),
+  ev(S.finalizing, 'success', '[*] IP: 10.0.0.120'),
+  ev(S.finalizing, 'success', '[*] User: debian'),
+].map((e, i) => ({ ...e, id: i + 1 }));
 
 const upTo = (pred: (e: StreamEvent) => boolean) => recorded.slice(0, recorded.findIndex(pred) + 1);
 const plain = pc.createColors(false);
@@ -55,6 +90,55 @@ describe('the progress model', () => {
     expect(model.outcome(true)).toBe('success');
   });
 
+  it('reads an install recorded before the preparation ran side by side as it always did', () => {
+    const inTurn = fs
+      .readFileSync(path.join(__dirname, '..', 'fixtures', 'cli', 'install-events-in-turn.ndjson'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as StreamEvent);
+    const model = new ProgressModel();
+    for (const e of inTurn) model.apply(e);
+    expect(model.steps.map((s) => s.name)).toEqual(imageInstallStepNamesInTurn);
+    expect(model.steps.every((s) => s.state === 'done' && s.elapsedSec !== undefined)).toBe(true);
+    expect(model.outcome(true)).toBe('success');
+  });
+
+  it('reads steps that run side by side each under its own name, ended by its own `done`', () => {
+    const model = new ProgressModel();
+    for (const e of interleaved.slice(0, 7)) model.apply(e);
+    expect(model.running.map((s) => s.name)).toEqual([S.storage.wire, S.serviceKey.wire, S.download.wire]);
+    expect(model.running[2].percent).toBe(40);
+    for (const e of interleaved.slice(7)) model.apply(e);
+    expect(model.steps.map((s) => [s.name, s.state, s.elapsedSec])).toEqual([
+      [S.storage.wire, 'done', 0.1],
+      [S.cpuBaseline.wire, 'done', 0.05],
+      [S.serviceKey.wire, 'done', 0.11],
+      [S.download.wire, 'done', 0.3],
+      [S.stageImage.wire, 'done', 0.01],
+      [S.createVm.wire, 'done', 0.2],
+      [S.waitForSsh.wire, 'done', 1],
+      [S.initScript.wire, 'done', 2],
+      [S.reboot.wire, 'done', undefined],
+    ]);
+    // The address check's line, which came while the init script ran, is the SSH wait's.
+    expect(model.steps[6].details).toEqual(['host key SHA256:abc (reported by the guest agent)', 'the guest agent reports 10.0.0.120, as configured']);
+    expect(model.steps[7].output).toEqual(['setting the timezone']);
+    expect(model.outcome(true)).toBe('success');
+  });
+
+  it('marks the steps beside a failed one stopped, not done', () => {
+    const model = new ProgressModel();
+    for (const e of interleaved.slice(0, 7)) model.apply(e);
+    model.apply({ id: 8, step: S.storage.wire, status: 'error', message: "[-] storage 'local-lvm' does not exist" });
+    expect(model.steps.map((s) => [s.name, s.state])).toEqual([
+      [S.storage.wire, 'failed'],
+      [S.cpuBaseline.wire, 'done'],
+      [S.serviceKey.wire, 'stopped'],
+      [S.download.wire, 'stopped'],
+    ]);
+    expect(model.failure?.step).toBe(S.storage.wire);
+  });
+
   it('keeps a percentage for the step that reports one, and no percentage lines in its output', () => {
     const model = new ProgressModel();
     for (const e of upTo((e) => /\(50\.\d+%\)/.test(e.message))) model.apply(e);
@@ -76,7 +160,7 @@ describe('the progress model', () => {
       '  │ tuning sysctl (/etc/sysctl.d/90-qemurun.conf)',
       '  │ adding a 2G swap file',
       '  │ enabling qemu-guest-agent',
-      '  │ [+] init script finished in 2s',
+      expect.stringMatching(/^ {2}│ \[\+\] init script finished in \d+s$/),
     ]);
   });
 
@@ -119,7 +203,8 @@ describe('the terminal view', () => {
       expect.stringMatching(/^[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] VM creation > import disk {2}[\d.]+s$/),
       expect.stringMatching(/^ {2}█{15}░{15} {2}50%$/),
       expect.stringMatching(/^ {2}│ importing disk '\/var\/lib\/qemurun\/images\/ubuntu-24\.04\/.*…$/),
-      expect.stringMatching(/^ {2}│ Formatting /),
+      // qm importdisk's next line (the sandbox's storage says what it allocated).
+      expect.stringMatching(/^ {2}│ +Logical volume "vm-\d+-disk-0" created\.$/),
     ]);
     expect(mid.every((l) => l.length < 100)).toBe(true);
 
@@ -159,6 +244,50 @@ describe('the terminal view', () => {
     ]);
     screen.dispose();
   });
+  it('prints steps run side by side one line each, in the order they started, once each has ended', async () => {
+    const screen = new Screen(100, 40, true);
+    const out = fakeTty(screen);
+    const view = new TerminalRenderer(out, 4, plain);
+    for (const e of interleaved.slice(0, 7)) view.event(e);
+    await drawn(screen, out);
+    // Storage still runs: the CPU baseline, done, waits under it; the three running ones are live.
+    expect(screen.lines().filter((l) => !l.startsWith('workflow'))).toEqual([
+      expect.stringMatching(new RegExp(`^[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] ${S.storage.wire} {2}[\\d.]+s$`)),
+      expect.stringMatching(new RegExp(`^[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] ${S.serviceKey.wire} {2}[\\d.]+s$`)),
+      expect.stringMatching(new RegExp(`^[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] ${S.download.wire} {2}[\\d.]+s$`)),
+      expect.stringMatching(/^ {2}█{12}░{18} {2}40%$/),
+    ]);
+    for (const e of interleaved.slice(7)) view.event(e);
+    view.finish(true);
+    await drawn(screen, out);
+    const lines = screen.lines();
+    expect(lines.filter((l) => l.startsWith('✔ ') && !l.includes('completed')).map((l) => l.replace(/ {2}[\d.]+s$/, '').slice(2))).toEqual([
+      S.storage, S.cpuBaseline, S.serviceKey, S.download, S.stageImage, S.createVm, S.waitForSsh, S.initScript, S.reboot,
+    ].map((s) => s.wire));
+    const ssh = lines.findIndex((l) => l.startsWith(`✔ ${S.waitForSsh.wire}`));
+    expect(lines.slice(ssh + 1, ssh + 3)).toEqual(['  · host key SHA256:abc (reported by the guest agent)', '  · the guest agent reports 10.0.0.120, as configured']);
+    screen.dispose();
+  });
+
+  it('shows the steps beside a failed one as stopped', async () => {
+    const screen = new Screen(100, 40, true);
+    const out = fakeTty(screen);
+    const view = new TerminalRenderer(out, 4, plain);
+    for (const e of interleaved.slice(1, 7)) view.event(e);
+    view.event({ id: 8, step: S.storage.wire, status: 'error', message: "[-] storage 'local-lvm' does not exist" });
+    view.finish(true);
+    await drawn(screen, out);
+    expect(screen.lines()).toEqual([
+      `✖ ${S.storage.wire}`,
+      "  storage 'local-lvm' does not exist",
+      `✔ ${S.cpuBaseline.wire}  0.05s`,
+      `■ ${S.serviceKey.wire}`,
+      `■ ${S.download.wire}`,
+      `✖ failed at ${S.storage.wire}`,
+    ]);
+    screen.dispose();
+  });
+
   it("keeps a step's decision on screen when the step ends without running anything (no reboot needed)", async () => {
     const screen = new Screen(100, 40, true);
     const out = fakeTty(screen);

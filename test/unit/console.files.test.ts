@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { StreamEvent } from '../../cli/events';
 import { ProgressModel } from '../../cli/render/model';
+import { sideBySideSteps } from '../../contract/steps';
 import { CONSOLE_DIR } from '../../api/console';
 import { stepTimeline } from '../../api/stepTimeline';
 import { stepMedians } from '../../api/installTimes';
@@ -19,17 +20,19 @@ interface PageModel {
   lastId: number;
 }
 /** The page's own module, as the browser runs it (jest compiles its ES module syntax). */
-const { apply, emptyModel, sshLine } = jest.requireActual<{
+const { apply, emptyModel, sshLine, SIDE_BY_SIDE } = jest.requireActual<{
+  SIDE_BY_SIDE: string[][][];
   apply(model: PageModel, e: StreamEvent, now: number): void;
   emptyModel(): PageModel;
   sshLine(model: PageModel): string | undefined;
 }>(path.join(CONSOLE_DIR, 'js', 'progress.js'));
 
-const recorded: StreamEvent[] = fs
-  .readFileSync(path.join(__dirname, '..', 'fixtures', 'cli', 'install-events.ndjson'), 'utf8')
-  .trim()
-  .split('\n')
-  .map((l) => JSON.parse(l) as StreamEvent);
+const recording = (name: string): StreamEvent[] =>
+  fs
+    .readFileSync(path.join(__dirname, '..', 'fixtures', 'cli', name), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as StreamEvent);
 
 test("every script, style and module import of the page resolves to a file of the console's folder", () => {
   const missing: string[] = [];
@@ -56,7 +59,8 @@ test('the production image ships the console next to dist/, where the API looks 
   expect(path.relative(REPO_ROOT, CONSOLE_DIR)).toBe('console');
 });
 
-test("the page's step list reads a recorded install as the CLI does", () => {
+test.each(['install-events.ndjson', 'install-events-in-turn.ndjson'])("the page's step list reads a recorded install as the CLI does (%s)", (file) => {
+  const recorded = recording(file);
   const cli = new ProgressModel();
   const page = emptyModel();
   recorded.forEach((e, i) => {
@@ -69,6 +73,26 @@ test("the page's step list reads a recorded install as the CLI does", () => {
   expect(page.lastId).toBe(recorded.length);
   const fact = (k: string) => cli.summary.facts.find(([name]) => name === k)![1];
   expect(sshLine(page)).toBe(`ssh ${fact('User')}@${fact('IP')}`);
+});
+
+test("the page's copy of the steps that run side by side is the contract's, and a failure beside others stops them as the CLI does", () => {
+  expect(SIDE_BY_SIDE).toEqual(sideBySideSteps.map((group) => group.map((branch) => branch.map((s) => s.wire))));
+  const events = recording('install-events.ndjson');
+  const upToDownload = events.slice(0, events.findIndex((e) => e.step === 'OS preparation > download') + 1);
+  const failed: StreamEvent = { step: 'preparation > storage', status: 'error', message: "[-] storage 'local-lvm' does not exist" };
+  // The storage check still running beside the download, as the recording has it up to there, fails.
+  const running = upToDownload.filter((e) => e.step === 'preparation > storage' && e.status === 'success');
+  const stream = [...upToDownload.filter((e) => !running.includes(e)), failed];
+  const cli = new ProgressModel();
+  const page = emptyModel();
+  stream.forEach((e, i) => {
+    cli.apply(e, i);
+    apply(page, { ...e, id: i + 1 }, i);
+  });
+  const view = (steps: Array<{ name: string; state: string }>) => steps.map((s) => [s.name, s.state]);
+  expect(view(page.steps)).toEqual(view(cli.steps));
+  expect(view(cli.steps)).toContainEqual(['preparation > storage', 'failed']);
+  expect(view(cli.steps)).toContainEqual(['OS preparation > download', 'stopped']);
 });
 
 test("a step's span runs from its first event to its last; an error marks it", () => {

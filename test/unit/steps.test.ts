@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { installSteps, reconcileRemoveStep, reconcileSteps, type StepDefinition } from '../../contract/steps';
+import { installSteps, reconcileRemoveStep, reconcileSteps, sideBySideSteps, type StepDefinition } from '../../contract/steps';
+import { SIDE_BY_SIDE } from '../../cli/render/model';
 
 const doc = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'how-an-install-runs.md'), 'utf8');
 
@@ -63,4 +64,8 @@ test("the reconciler's steps keep the names its stream carries, and each names a
   const source = fs.readFileSync(path.join(__dirname, '..', '..', 'workflows', 'reconcile.ts'), 'utf8');
   const missing = (Object.values(reconcileSteps) as StepDefinition[]).flatMap((s) => s.activities.filter((a) => !source.includes(`.${a}(`)));
   expect(missing).toEqual([]);
+});
+
+test("the CLI's copy of the steps that run side by side is the contract's (it imports no service code)", () => {
+  expect(SIDE_BY_SIDE).toEqual(sideBySideSteps.map((group) => group.map((branch) => branch.map((s) => s.wire))));
 });

@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, CancelledFailure, WorkflowFailedError } from '@temporalio/client';
 import { installVm } from '../../workflows/install';
-import { type InstallInput, type InstallSpec, progressQuery, VM_NODE } from '../../contract';
+import { type Activities, type InstallInput, type InstallSpec, progressQuery, VM_NODE } from '../../contract';
 import { StorageError } from '../../lib/proxmox/errors';
 import { FakeCluster, untilCancelled } from './support/fakeCluster';
 import { describeWorkflows, startWorkflowTestEnv, type WorkflowTestEnv } from './support/testEnv';
@@ -15,6 +15,41 @@ const input = (over: Partial<InstallSpec> = {}): InstallInput => ({
 let t: WorkflowTestEnv;
 let n = 0;
 const id = () => `install-test-${++n}`;
+
+/** The preparation steps, which run side by side: no one of them needs another's answer. */
+const PREPARATION: Array<keyof Activities> = ['checkStorage', 'clusterCpuType', 'findTemplate', 'downloadImage', 'stageImage', 'servicePublicKey'];
+
+/**
+ * An activity that goes on only once every one of `others` has been called too: steps
+ * run in turn never get past it (it fails for good after 10 s of real time instead).
+ */
+function meeting<T>(cluster: FakeCluster, others: Array<keyof Activities>, then: () => Promise<T>): () => Promise<T> {
+  return async () => {
+    const until = Date.now() + 10_000;
+    while (!others.every((a) => cluster.sequence().includes(a))) {
+      if (Date.now() > until) throw ApplicationFailure.nonRetryable(`still waiting for ${others.filter((a) => !cluster.sequence().includes(a)).join(', ')}: the steps ran in turn`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return then();
+  };
+}
+
+/** `untilCancelled`, noting in `cancelled` that the workflow did cancel it. */
+function hangs(name: string, cancelled: string[]): () => Promise<never> {
+  return async () => {
+    try {
+      return await untilCancelled();
+    } catch (err) {
+      cancelled.push(name);
+      throw err;
+    }
+  };
+}
+
+/** Waits (real time, bounded by the test's timeout) until `check` holds. */
+async function until(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((r) => setTimeout(r, 20));
+}
 
 /** The ApplicationFailure an activity (or the workflow itself) failed the run with. */
 function rootCause(err: unknown): ApplicationFailure | undefined {
@@ -40,10 +75,15 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     });
 
     expect(result).toMatchObject({ vmid: 120, name: 'web-120', node: 'pve1', user: 'admin', ip: '10.10.0.120' });
-    expect(cluster.sequence()).toEqual([
-      'checkStorage', 'clusterCpuType', 'findTemplate', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
-      'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'readGuestAddress', 'waitForCloudInit', 'runInitScript', 'rebootVm', 'waitForSsh',
-    ]);
+    // The preparation runs side by side (in whichever order the worker starts them), the
+    // image after the template lookup; the address check beside the cloud-init wait.
+    const sequence = cluster.sequence();
+    expect([...sequence.slice(0, PREPARATION.length)].sort()).toEqual([...PREPARATION].sort());
+    expect(sequence.indexOf('findTemplate')).toBeLessThan(sequence.indexOf('downloadImage'));
+    expect(sequence.indexOf('downloadImage')).toBeLessThan(sequence.indexOf('stageImage'));
+    expect(sequence.slice(PREPARATION.length, -5)).toEqual(['allocateVmid', 'createVm', 'importDisk', 'configureVm', 'startVm', 'waitForSsh']);
+    expect([...sequence.slice(-5, -3)].sort()).toEqual(['readGuestAddress', 'waitForCloudInit']);
+    expect(sequence.slice(-3)).toEqual(['runInitScript', 'rebootVm', 'waitForSsh']);
     expect(cluster.inputs('createVm')[0]).toMatchObject({ vmid: 120, name: 'web-120', owner: workflowId, cpuType: 'x86-64-v2-AES' });
     // A static install asks the agent once, only to compare.
     expect(cluster.inputs('readGuestAddress')).toEqual([{ vmid: 120, node: 'pve1' }]);
@@ -51,6 +91,131 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     expect(cluster.vms.get(120)).toMatchObject({ owner: workflowId, status: 'running' });
     expect(page.state).toBe('completed');
     expect(page.events.slice(-3).map((e) => e.message)).toEqual(['[*] VMID: 120', '[*] IP: 10.10.0.120', '[*] User: admin']);
+  });
+
+  test('the preparation steps run side by side, as does the address check beside the cloud-init wait, each step with its start and its end', async () => {
+    const cluster = new FakeCluster();
+    const plain = cluster.plain();
+    const besides = ['checkStorage', 'clusterCpuType', 'downloadImage', 'servicePublicKey'] as const;
+    // Each waits for the other three: in turn, none would get past the first.
+    const acts = cluster.activities({
+      checkStorage: meeting(cluster, [...besides], () => plain.checkStorage({ diskGb: 20 })),
+      clusterCpuType: meeting(cluster, [...besides], () => plain.clusterCpuType({ os: 'debian', version: '12' })),
+      downloadImage: meeting(cluster, [...besides], () => plain.downloadImage({ os: 'debian', version: '12' })),
+      servicePublicKey: meeting(cluster, [...besides], () => plain.servicePublicKey()),
+      waitForCloudInit: meeting(cluster, ['readGuestAddress', 'waitForCloudInit'], async () => undefined),
+    });
+    const events = await t.withActivities(acts, async () => {
+      const handle = await t.env.client.workflow.start(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input({ name: 'web' })] });
+      await handle.result();
+      return (await handle.query(progressQuery, 0)).events;
+    });
+
+    const lines = events.map((e) => `${e.step}: ${e.message}`);
+    const startAndEnd = (step: string, doing: string) => [`${step}: [*] ${doing}`, expect.stringMatching(new RegExp(`^${step}: \\[\\+\\] ${doing} done \\(\\d+\\.\\d\\ds\\)$`))];
+    for (const [step, doing] of [
+      ['preparation > storage', 'checking storage pool'],
+      ['preparation > CPU baseline', 'detecting cluster CPU baseline'],
+      ['OS preparation > download', 'fetching debian 12 cloud image'],
+      ['OS preparation > stage image', 'placing the image on the main node'],
+      ['SSH preparation > main node key', 'reading the main node SSH key'],
+    ]) {
+      const [start, end] = startAndEnd(step, doing);
+      expect(lines.filter((l) => l.startsWith(`${step}: `))).toEqual(expect.arrayContaining([start, end]));
+      expect(lines.indexOf(start)).toBeLessThan(lines.findIndex((l) => end.asymmetricMatch(l)));
+    }
+    // Side by side: every preparation step started before the first one ended.
+    const firstEnd = lines.findIndex((l) => l.includes('[+] '));
+    for (const step of ['preparation > storage', 'preparation > CPU baseline', 'SSH preparation > main node key']) {
+      expect(lines.findIndex((l) => l.startsWith(`${step}: [*] `))).toBeLessThan(firstEnd);
+    }
+    expect(lines).toContain('VM initialization > wait for SSH: [*] the guest agent reports 10.10.0.120, as configured');
+    expect(events.slice(-4).map((e) => e.message)).toEqual([expect.stringMatching(/^\[\+\] VM installation completed in/), '[*] VMID: 120', '[*] IP: 10.10.0.120', '[*] User: admin']);
+  });
+
+  test('a preparation step that fails cancels the steps beside it, is the step the error names, and ends the install once', async () => {
+    const cluster = new FakeCluster();
+    const cancelled: string[] = [];
+    const acts = cluster.activities({
+      downloadImage: hangs('downloadImage', cancelled),
+      servicePublicKey: hangs('servicePublicKey', cancelled),
+      // Fails once the others are under way, so there is something to cancel.
+      checkStorage: meeting(cluster, ['downloadImage', 'servicePublicKey'], async () => {
+        throw new StorageError({ command: 'pvesm status', node: 'pve1', exitCode: 255, stderr: "storage 'local-lvm' does not exist" });
+      }),
+    });
+    const { err, page } = await t.withActivities(acts, async () => {
+      const handle = await t.env.client.workflow.start(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input()] });
+      const err = await handle.result().catch((e: unknown) => e);
+      await until(() => cancelled.length === 2);
+      return { err, page: await handle.query(progressQuery, 0) };
+    });
+
+    expect(rootCause(err)?.type).toBe('StorageError');
+    expect(cancelled.sort()).toEqual(['downloadImage', 'servicePublicKey']);
+    // No VM was made: nothing to remove.
+    expect(cluster.sequence()).not.toContain('createVm');
+    expect(cluster.sequence()).not.toContain('destroyOwnedVm');
+    expect(page.state).toBe('failed');
+    const errors = page.events.filter((e) => e.status === 'error');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ step: 'preparation > storage' });
+    expect(errors[0].message).toContain("storage 'local-lvm' does not exist");
+    expect(page.events.at(-1)).toBe(errors.at(-1));
+  });
+
+  test('a failure beside the address check removes the VM once, and the check is cancelled', async () => {
+    const cluster = new FakeCluster();
+    const plain = cluster.plain();
+    const cancelled: string[] = [];
+    let reads = 0;
+    const acts = cluster.activities({
+      async readGuestAddress(req) {
+        // The first read (the static check) hangs until cancelled.
+        if (++reads === 1) return hangs('readGuestAddress', cancelled)();
+        return plain.readGuestAddress(req);
+      },
+      waitForCloudInit: meeting(cluster, ['readGuestAddress'], async () => {
+        throw ApplicationFailure.nonRetryable('cloud-init crashed', 'GuestError');
+      }),
+    });
+    const workflowId = id();
+    const { err, page, run } = await t.withActivities(acts, async () => {
+      const handle = await t.env.client.workflow.start(installVm, { workflowId, taskQueue: t.taskQueue, args: [input()] });
+      const err = await handle.result().catch((e: unknown) => e);
+      await until(() => cancelled.length === 1);
+      return { err, page: await handle.query(progressQuery, 0), run: handle.firstExecutionRunId };
+    });
+
+    expect(rootCause(err)?.message).toBe('cloud-init crashed');
+    expect(cancelled).toEqual(['readGuestAddress']);
+    expect(cluster.inputs('destroyOwnedVm')).toEqual([{ vmid: 120, owner: workflowId, run }]);
+    expect(cluster.vms.size).toBe(0);
+    expect(cluster.sequence()).not.toContain('runInitScript');
+    const errors = page.events.filter((e) => e.status === 'error');
+    expect(errors).toEqual([expect.objectContaining({ step: 'VM initialization > init script', message: '[-] cloud-init crashed' })]);
+    expect(page.events.filter((e) => e.message === '[*] removing VM 120')).toEqual([expect.objectContaining({ step: 'VM initialization > init script' })]);
+  });
+
+  test('an install cancelled during the preparation cancels every step under way and has nothing to remove', async () => {
+    const cluster = new FakeCluster();
+    const cancelled: string[] = [];
+    const acts = cluster.activities({ checkStorage: hangs('checkStorage', cancelled), downloadImage: hangs('downloadImage', cancelled) });
+    const { err, page } = await t.withActivities(acts, async () => {
+      const handle = await t.env.client.workflow.start(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input()] });
+      await cluster.called('checkStorage');
+      await cluster.called('downloadImage');
+      await handle.cancel();
+      const err = await handle.result().catch((e: unknown) => e);
+      await until(() => cancelled.length === 2);
+      return { err, page: await handle.query(progressQuery, 0) };
+    });
+
+    expect((err as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    expect(cancelled.sort()).toEqual(['checkStorage', 'downloadImage']);
+    expect(cluster.sequence()).not.toContain('createVm');
+    expect(page.state).toBe('cancelled');
+    expect(page.events.filter((e) => e.status === 'error')).toEqual([expect.objectContaining({ message: '[-] install cancelled' })]);
   });
 
   test('the image path reboots when the guest says it must or the spec says "always", not otherwise, and its events say which', async () => {
@@ -88,9 +253,9 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
       return { result: await handle.result(), page: await handle.query(progressQuery, 0) };
     });
     expect(result).toMatchObject({ vmid: 120, ip: '10.20.0.120' });
-    expect(cluster.sequence()).toEqual([
-      'checkStorage', 'clusterCpuType', 'findTemplate', 'downloadImage', 'stageImage', 'servicePublicKey', 'allocateVmid', 'createVm',
-      'importDisk', 'configureVm', 'startVm', 'readGuestAddress', 'waitForSsh', 'waitForCloudInit', 'runInitScript', 'rebootVm', 'waitForSsh',
+    // After the preparation (side by side): the address before SSH, which needs it.
+    expect(cluster.sequence().slice(PREPARATION.length)).toEqual([
+      'allocateVmid', 'createVm', 'importDisk', 'configureVm', 'startVm', 'readGuestAddress', 'waitForSsh', 'waitForCloudInit', 'runInitScript', 'rebootVm', 'waitForSsh',
     ]);
     expect(cluster.inputs('readGuestAddress')).toEqual([{ vmid: 120, wait: true, node: 'pve1' }]);
     expect(cluster.inputs('configureVm')[0]).toMatchObject({ ip: 'dhcp' });

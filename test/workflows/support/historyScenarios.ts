@@ -59,6 +59,18 @@ function streamingImport(t: WorkflowTestEnv, cluster: FakeCluster): Partial<Acti
   };
 }
 
+/** downloadImage as the real one streams its progress: a signal to its own workflow. */
+function streamingDownload(t: WorkflowTestEnv, cluster: FakeCluster): Partial<Activities> {
+  const plain = cluster.plain();
+  return {
+    async downloadImage(input) {
+      const wf = Context.current().info.workflowExecution!;
+      await t.env.client.workflow.getHandle(wf.workflowId, wf.runId).signal(outputSignal, { lines: [{ status: 'processing', message: '[*] downloading: 100%' }] });
+      return plain.downloadImage(input);
+    },
+  };
+}
+
 /** relayProgress as the real one does: the child's events, signalled to the parent. */
 function relaying(t: WorkflowTestEnv): Partial<Activities> {
   return {
@@ -214,6 +226,30 @@ export const historyScenarios: HistoryScenario[] = [
       const cluster = new FakeCluster();
       cluster.add({ vmid: 110, owner: 'template-debian-12', status: 'stopped', name: 'tpl-debian-12-110', template: { os: 'debian', version: '12', storage: 'local-lvm', recipe: 'recipe-1', builtAt: '2026-12-01T03:30:00.000Z' } });
       return runToEnd(t, cluster.activities(), installVm, 'install-fixture-template', [installInput({ name: 'web' })]);
+    },
+  },
+  {
+    // The preparation side by side (patch preparation-side-by-side), the download streaming
+    // its output meanwhile; the static address check beside the cloud-init wait.
+    name: 'installVm-side-by-side',
+    run: (t) => {
+      const cluster = new FakeCluster();
+      return runToEnd(t, cluster.activities({ ...streamingImport(t, cluster), ...streamingDownload(t, cluster) }), installVm, 'install-fixture-side-by-side', [installInput({ name: 'web', node: 'pve2' })]);
+    },
+  },
+  {
+    // A preparation step failing for good while the download beside it runs: the download is cancelled.
+    name: 'installVm-side-by-side-failed',
+    run: (t) => {
+      const cluster = new FakeCluster();
+      const acts = cluster.activities({
+        downloadImage: untilCancelled,
+        async checkStorage() {
+          await cluster.called('downloadImage');
+          throw new StorageError({ command: 'pvesm status', node: 'pve1', exitCode: 255, stderr: "storage 'local-lvm' does not exist" });
+        },
+      });
+      return runToEnd(t, acts, installVm, 'install-fixture-side-by-side-failed', [installInput()]);
     },
   },
   {

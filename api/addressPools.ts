@@ -1,10 +1,11 @@
-import { Router, Request, Response } from 'express';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { type AddressLease, type AddressPool, ipToNumber, isIpv4, poolSize } from '../contract';
 import { readLeases, releaseNamedLease } from '../lib/addressPools/leases';
 import { HttpError, InvalidRequestError } from './errors';
-import { requireRole } from './guard';
+import * as answers from './openapi/responses';
+import { err } from './openapi/answer';
+import { defineRoutes } from './route';
 
 export interface AddressPoolRouteDeps {
   config: Config;
@@ -25,49 +26,69 @@ export interface AddressPoolEntry {
   leases: AddressLease[];
 }
 
-/** `GET /address-pools`: ADDRESS_POOLS with each pool's leases, from its workflow. */
-export function addressPoolRoutes({ config, client }: AddressPoolRouteDeps): Router {
-  const router = Router();
-  router.get('/address-pools', async (_req: Request, res: Response) => {
-    const pools = config.addressPools as readonly AddressPool[];
-    const leases = await readLeases(client, pools).catch((err: Error) => err);
-    if (leases instanceof Error) throw new HttpError(502, `could not read the address pools' leases: ${leases.message}`);
-    const entries = pools.map((p): AddressPoolEntry => {
-      const held = [...(leases.get(p.name) ?? [])].sort((a, b) => ipToNumber(a.address) - ipToNumber(b.address));
-      const size = poolSize(p);
-      return {
-        name: p.name,
-        cidr: p.cidr,
-        gateway: p.gateway,
-        ...(p.bridge !== undefined ? { bridge: p.bridge } : {}),
-        ...(p.vlan !== undefined ? { vlan: p.vlan } : {}),
-        reserved: [...(p.reserved ?? [])],
-        size,
-        used: held.length,
-        free: size - held.length,
-        leases: held,
-      };
-    });
-    res.json({ count: entries.length, pools: entries });
-  });
-
-  /**
-   * An admin gives one address back: a lease the reconciler keeps (its owner still runs, a
-   * node could not be read) or that an operator knows better about. Released by name, so
-   * a lease made between the read and the release stays.
-   */
-  router.delete('/address-pools/:pool/leases/:address', requireRole(config, 'admin'), async (req: Request, res: Response) => {
-    const { pool: name, address } = req.params as { pool: string; address: string };
-    const pool = (config.addressPools as readonly AddressPool[]).find((p) => p.name === name);
-    if (!pool) throw new HttpError(404, `no address pool named '${name}' (ADDRESS_POOLS names ${config.addressPools.map((p) => p.name).join(', ') || 'none'})`);
-    if (!isIpv4(address)) throw new InvalidRequestError('address: must be an IPv4 address like 192.0.2.10');
-    const leases = await readLeases(client, [pool]).catch((err: Error) => err);
-    if (leases instanceof Error) throw new HttpError(502, `could not read address pool '${name}''s leases: ${leases.message}`);
-    const lease = leases.get(name)?.find((l) => l.address === address);
-    if (!lease) throw new HttpError(404, `address pool '${name}' has no lease of ${address}`);
-    const released = await releaseNamedLease(client, name, lease);
-    if (released.length === 0) throw new HttpError(404, `address pool '${name}' has no lease of ${address} any more`);
-    res.json({ success: true, pool: name, released: released[0] });
-  });
-  return router;
-}
+/**
+ * `GET /address-pools`: ADDRESS_POOLS with each pool's leases, from its workflow.
+ * `DELETE /address-pools/:pool/leases/:address`: an admin gives one address back: a lease
+ * the reconciler keeps (its owner still runs, a node could not be read) or that an operator
+ * knows better about. Released by name, so a lease made between the read and the release stays.
+ */
+export const addressPoolRoutes = defineRoutes({
+  stage: 'api',
+  at: '/api',
+  setup: (deps: AddressPoolRouteDeps) => deps,
+  routes: [
+    {
+      method: 'GET',
+      path: '/address-pools',
+      summary: 'Address pools and their leases',
+      answers: { 200: { description: 'ADDRESS_POOLS, each with its leases (none configured: an empty list)', json: answers.addressPools }, 502: err("the pools' leases could not be read from Temporal") },
+      handle: async ({ config, client }, _req, res) => {
+        const pools = config.addressPools as readonly AddressPool[];
+        const leases = await readLeases(client, pools).catch((err: Error) => err);
+        if (leases instanceof Error) throw new HttpError(502, `could not read the address pools' leases: ${leases.message}`);
+        const entries = pools.map((p): AddressPoolEntry => {
+          const held = [...(leases.get(p.name) ?? [])].sort((a, b) => ipToNumber(a.address) - ipToNumber(b.address));
+          const size = poolSize(p);
+          return {
+            name: p.name,
+            cidr: p.cidr,
+            gateway: p.gateway,
+            ...(p.bridge !== undefined ? { bridge: p.bridge } : {}),
+            ...(p.vlan !== undefined ? { vlan: p.vlan } : {}),
+            reserved: [...(p.reserved ?? [])],
+            size,
+            used: held.length,
+            free: size - held.length,
+            leases: held,
+          };
+        });
+        res.json({ count: entries.length, pools: entries });
+      },
+    },
+    {
+      method: 'DELETE',
+      path: '/address-pools/:pool/leases/:address',
+      summary: 'Release one address lease (the VM, if one still uses the address, is not touched)',
+      role: 'admin',
+      answers: {
+        200: { description: 'the lease released', json: answers.leaseReleased },
+        400: err('not an IPv4 address'),
+        404: err('no such pool, or no lease of that address in it'),
+        502: err("the pool's leases could not be read from Temporal"),
+      },
+      handle: async ({ config, client }, req, res) => {
+        const { pool: name, address } = req.params as { pool: string; address: string };
+        const pool = (config.addressPools as readonly AddressPool[]).find((p) => p.name === name);
+        if (!pool) throw new HttpError(404, `no address pool named '${name}' (ADDRESS_POOLS names ${config.addressPools.map((p) => p.name).join(', ') || 'none'})`);
+        if (!isIpv4(address)) throw new InvalidRequestError('address: must be an IPv4 address like 192.0.2.10');
+        const leases = await readLeases(client, [pool]).catch((err: Error) => err);
+        if (leases instanceof Error) throw new HttpError(502, `could not read address pool '${name}''s leases: ${leases.message}`);
+        const lease = leases.get(name)?.find((l) => l.address === address);
+        if (!lease) throw new HttpError(404, `address pool '${name}' has no lease of ${address}`);
+        const released = await releaseNamedLease(client, name, lease);
+        if (released.length === 0) throw new HttpError(404, `address pool '${name}' has no lease of ${address} any more`);
+        res.json({ success: true, pool: name, released: released[0] });
+      },
+    },
+  ],
+});

@@ -4,31 +4,19 @@ import type { Config } from '../lib/config';
 import type { PayloadCodec } from '@temporalio/common';
 import { cors, diagnosticsReaders, principalOf, readAccess, requireRole } from './guard';
 import { hasBody, isMutating, refuseCrossSite } from './crossSite';
-import { codecRouter } from './codec';
-import { installRoutes } from './install';
-import { initScriptRoutes } from './initScripts';
-import { workflowRoutes } from './workflows';
 import { requestTimeout, sseLimiter, verifyJsonBody } from './limits';
 import { checkResumePoint } from './sse';
 import { errorMiddleware, HttpError, InvalidRequestError } from './errors';
-import { vmRoutes } from './vm/routes';
-import { listRoutes } from './list';
-import { addressPoolRoutes } from './addressPools';
-import { templateRoutes } from './templates';
-import { clusterRoutes } from './cluster';
-import { rebuildRoutes } from './rebuild';
-import { scheduleRoutes } from './schedules/routes';
-import { reconcileRoutes } from './reconcile';
-import { healthRoutes } from './health';
 import type { ReadinessReport } from '../lib/readiness';
 import type { Metrics } from '../lib/observability/metrics';
 import { createLogger, type Logger } from '../lib/observability/log';
-import { httpMetrics, metricsRoute } from './metrics';
-import { openApiRoute } from './openapi/route';
-import { whoamiRoutes } from './whoami';
-import { vmRunRoutes } from './vm/runs';
-import { installTimeRoutes } from './installTimes';
+import { httpMetrics } from './metrics';
+import { openApiDocument } from './openapi/document';
 import { consoleFiles } from './console';
+import { ROUTE_GROUPS, type RouteContext } from './routes';
+import type { Stage } from './route';
+import { mountGroup, type MountOptions } from './mountRoutes';
+import { noteRegisteredRoutes, type RegisteredRoute } from './routeTable';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import type { ProgressPushes } from '../lib/progressPushes';
 import { ProgressReaders, type ReaderTiming } from './progressReader';
@@ -90,49 +78,40 @@ export function createApp(deps: AppDeps): express.Express {
     },
   });
   const streams: Streams = { readers: new ProgressReaders(deps.client.workflow, deps.readerTiming, deps.pushes), limiter: sse };
-  if (deps.metrics) {
-    deps.metrics.countOpenStreams(() => sse.openTotal());
-    // Counts and timings, no VM data; still none of a stranger's business (PUBLIC_DIAGNOSTICS opens it).
-    app.get('/metrics', (req, res, next) => {
-      if (mayReadDiagnostics(req, res)) return next();
-      next(new HttpError(403, 'metrics are served to DIAGNOSTICS_IPS, ALLOW_IPS and token holders (PUBLIC_DIAGNOSTICS=true serves everyone)'));
-    }, metricsRoute(deps.metrics));
-  }
-  // Before the API's CORS and body limit: the Temporal UI (another origin, e.g.
-  // localhost:8233) posts whole history pages here.
-  if (deps.codec) {
-    // History for display (secrets redacted): a read, but only from ALLOW_IPS, as before.
-    app.use(codecRouter(deps.codec, { authorize: requireRole(deps.config, 'read'), allowedOrigins: deps.config.codecUiOrigins, logger: deps.logger }));
-  }
+  if (deps.metrics) deps.metrics.countOpenStreams(() => sse.openTotal());
+
+  // Every route comes from the table (api/routes.ts), each group mounted at its stage below.
+  const context: RouteContext = {
+    ...deps,
+    streams,
+    logger: deps.logger ?? createLogger({ level: 'warn', pretty: false }),
+    errorLogger: deps.logger,
+    mayReadDiagnostics,
+    openApiDocument,
+  };
+  const registered: RegisteredRoute[] = [];
+  const mounting: MountOptions = { guard: (role) => requireRole(deps.config, role), limiter: sse, registered };
+  const mountStage = (stage: Stage, parent: express.Router, parentPath: string) => {
+    for (const group of ROUTE_GROUPS) if (group.stage === stage) mountGroup(parent, parentPath, group, context, mounting);
+  };
+  noteRegisteredRoutes(app, registered);
+
+  // Before the API's CORS and body limit: /metrics, and the codec server, which the Temporal
+  // UI (another origin, e.g. localhost:8233) posts whole history pages to.
+  mountStage('early', app, '');
   app.use(cors(deps.config, deps.corsSubnets));
   app.use(refuseCrossSite(deps.config.allowOrigins));
   app.use(checkResumePoint);
   app.use(requireJsonBody);
   app.use(express.json({ limit: '64kb', verify: verifyJsonBody }));
 
-  const logger = deps.logger ?? createLogger({ level: 'warn', pretty: false });
   const api = express.Router();
-  api.use(healthRoutes(deps.readiness, mayReadDiagnostics));
-  api.get('/openapi.json', openApiRoute());
+  mountStage('open', api, '/api');
   // Everything after this needs a token when ANONYMOUS_ACCESS=none; a wrong token is 401 anywhere.
   api.use(readAccess(deps.config));
-  api.use(whoamiRoutes(deps.config));
-  api.use(installRoutes({ ...deps, streams }));
-  api.use(listRoutes(deps));
-  api.use(addressPoolRoutes(deps));
-  api.use(templateRoutes(deps));
-  api.use(vmRoutes({ ...deps, streams, logger }));
-  api.use(vmRunRoutes(deps));
-  api.use(installTimeRoutes(deps));
-  api.use(clusterRoutes(deps));
-  api.use(rebuildRoutes({ ...deps, streams, logger }));
-  api.use(scheduleRoutes(deps));
-  api.use(reconcileRoutes(deps));
-  const workflows = workflowRoutes(deps.client, deps.config, streams, logger);
-  api.use('/workflows/:workflowId', workflows);
-  api.use('/vm/install/:workflowId', workflows);
+  mountStage('api', api, '/api');
   app.use('/api', api);
-  app.use(initScriptRoutes());
+  mountStage('late', app, '');
   // Last before the 404: only a request no route took costs a look in the console's folder.
   app.use(consoleFiles());
 

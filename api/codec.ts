@@ -4,6 +4,10 @@ import { errorMiddleware, HttpError, InvalidRequestError } from './errors';
 import type { Logger } from '../lib/observability/log';
 import { verifyJsonBody } from './limits';
 import { displayCodec } from '../lib/temporal/displayCodec';
+import { z } from 'zod';
+import { err } from './openapi/answer';
+import { defineRoutes } from './route';
+import { routerFor } from './mountRoutes';
 
 /**
  * The codec server: lets the Temporal Web UI and `temporal --codec-endpoint <base>/codec`
@@ -123,19 +127,71 @@ function handler(codec: PayloadCodec, op: 'encode' | 'decode'): RequestHandler {
 /** The largest body /codec/decode takes: 256 KiB, twice the largest payload the service writes in base64. */
 export const CODEC_BODY_LIMIT = 256 * 1024;
 
+const codecPayloads = z.object({ payloads: z.array(z.object({ metadata: z.record(z.string(), z.string()).optional(), data: z.string().optional() })) });
+
+export interface CodecRouteDeps {
+  /** Without it there is no /codec. */
+  codec?: PayloadCodec;
+  /** `codecUiOrigins`: the Temporal UI's origins, e.g. http://127.0.0.1:8233 and http://localhost:8233. */
+  config: { readonly codecUiOrigins: readonly string[] };
+  /** Largest request body, in bytes (default CODEC_BODY_LIMIT). */
+  codecBodyLimit?: number;
+  /** Where unexpected failures are logged; default stderr. */
+  errorLogger?: Logger;
+}
+
+/**
+ * `/codec/decode` and `/codec/encode`. Mounted before the API's CORS and body limit: the
+ * Temporal UI (another origin, e.g. localhost:8233) posts whole history pages here. Their
+ * `role`: the guard of the server that mounts them (the app's: requireRole, `read`).
+ */
+export const codecRoutes = defineRoutes({
+  stage: 'early',
+  at: '/',
+  when: (deps: CodecRouteDeps) => deps.codec !== undefined,
+  setup: (deps: CodecRouteDeps) => ({
+    ...deps,
+    // Its own parser and limit, mounted before the app-wide JSON parser: the UI asks for one
+    // event's payloads at a time, and the largest the service writes (an install input with
+    // 64 KiB of userData) is over the API's 64 KiB once encrypted and in base64.
+    json: express.json({ limit: deps.codecBodyLimit ?? CODEC_BODY_LIMIT, verify: verifyJsonBody }),
+    decode: handler(displayCodec(deps.codec!), 'decode'),
+  }),
+  around: {
+    before: (router, s) => router.use('/codec', corsFor(s.config.codecUiOrigins)),
+    // Mounted apart from the API (and before its parser), so it answers its own errors the API's way.
+    after: (router, s) => router.use('/codec', errorMiddleware(s.errorLogger)),
+  },
+  routes: [
+    {
+      method: 'POST',
+      path: '/codec/decode',
+      summary: "Decode history payloads for the Temporal UI (secrets redacted): Temporal's remote codec protocol",
+      // History for display (secrets redacted): a read, but only from ALLOW_IPS, as before.
+      role: 'read',
+      body: codecPayloads,
+      answers: { 200: { description: 'the decoded payloads', json: codecPayloads }, 400: err('not a list of payloads') },
+      use: ({ json }) => [json],
+      handle: ({ decode }, req, res, next) => decode(req, res, next),
+    },
+    {
+      method: 'POST',
+      path: '/codec/encode',
+      summary: 'Refused: the codec endpoint only decodes',
+      role: 'read',
+      answers: { 403: err('always') },
+      handle: () => {
+        throw new HttpError(403, 'the codec endpoint only decodes, for display; start or change work through the API');
+      },
+    },
+  ],
+});
+
+/** The codec routes alone, for a server of their own (`authorize` is their guard). */
 export function codecRouter(codec: PayloadCodec, opts: CodecRouterOptions): express.Router {
-  const router = express.Router();
-  // Its own parser and limit, mounted before the app-wide JSON parser: the UI asks for one
-  // event's payloads at a time, and the largest the service writes (an install input with
-  // 64 KiB of userData) is over the API's 64 KiB once encrypted and in base64.
-  const json = express.json({ limit: opts.bodyLimit ?? CODEC_BODY_LIMIT, verify: verifyJsonBody });
-  const display = displayCodec(codec);
-  router.use('/codec', corsFor(opts.allowedOrigins));
-  router.post('/codec/decode', opts.authorize, json, handler(display, 'decode'));
-  router.post('/codec/encode', opts.authorize, () => {
-    throw new HttpError(403, 'the codec endpoint only decodes, for display; start or change work through the API');
-  });
-  // Mounted apart from the API (and before its parser), so it answers its own errors the API's way.
-  router.use('/codec', errorMiddleware(opts.logger));
-  return router;
+  return routerFor(
+    codecRoutes,
+    { codec, config: { codecUiOrigins: opts.allowedOrigins }, codecBodyLimit: opts.bodyLimit, errorLogger: opts.logger },
+    { guard: () => opts.authorize },
+  );
 }

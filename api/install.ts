@@ -1,13 +1,12 @@
-import { type InstallInput, type InstallSpec, vmSearchAttributes, type Workflows } from '../contract';
+import { installBodySchema, type InstallInput, type InstallSpec, vmSearchAttributes, type Workflows } from '../contract';
 import crypto from 'node:crypto';
-import { Router, Request, Response } from 'express';
+import type { Request } from 'express';
 import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { toInstallSpec } from './installRequest';
 import { InvalidRequestError } from './errors';
-import { limitsFor } from './limits';
 import { openEventStream, streamProgress, type Streams } from './sse';
-import { requireRole, tenantOf } from './guard';
+import { tenantOf } from './guard';
 import { checkLeaseQuota } from './leaseQuota';
 import { startedByMemo } from './startedBy';
 import type { ProxmoxCluster } from '../lib/proxmox';
@@ -15,6 +14,9 @@ import { diskTooBig } from '../lib/vm/diskSpace';
 import { disksProblem, poolProblem, storageProblem } from '../lib/vm/placement';
 import { checkSameRequest } from './idempotency';
 import { prefersAsync } from './prefer';
+import * as answers from './openapi/responses';
+import { err, stream } from './openapi/answer';
+import { defineRoutes } from './route';
 
 export interface InstallRouteDeps {
   streams: Streams;
@@ -84,55 +86,78 @@ function workflowIdFor(req: Request): string {
   return `install-key-${crypto.createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
 }
 
-export function installRoutes({ config, client, knownNodes, proxmox, streams }: InstallRouteDeps): Router {
-  const router = Router();
-  const guard = requireRole(config, 'operate');
-
-  router.post('/vm/install', ...limitsFor({ stream: { unless: prefersAsync } }, streams.limiter), guard, async (req: Request, res: Response) => {
-    const { spec, secrets } = toInstallSpec(req.body, config, knownNodes, tenantOf(res));
-    // No main node: the worker's MAIN_NODE decides where the VM is created (one source, even
-    // when this API is configured with another).
-    const input: InstallInput = { spec, secrets };
-    const noRoom = spec.storage === undefined ? await diskProblem(config, proxmox, spec.diskGb) : undefined;
-    if (noRoom) throw new InvalidRequestError(noRoom);
-    const misplaced = await placementProblem(config, proxmox, spec);
-    if (misplaced) throw new InvalidRequestError(misplaced);
-    const noBridge = await bridgeProblem(config, proxmox, spec.bridge, spec.node);
-    if (noBridge) throw new InvalidRequestError(noBridge);
-    const workflowId = workflowIdFor(req);
-    await checkLeaseQuota(config, client, spec.addressPool, tenantOf(res), workflowId);
-    let handle;
-    try {
-      handle = await client.workflow.start<Workflows['installVm']>('installVm', {
-        taskQueue: config.temporal.taskQueue,
-        workflowId,
-        args: [input],
-        workflowIdConflictPolicy: 'USE_EXISTING',
-        // A finished install under the same Idempotency-Key is attached to, not repeated.
-        workflowIdReusePolicy: 'REJECT_DUPLICATE',
-        typedSearchAttributes: vmSearchAttributes('install', spec),
-        memo: { request: spec, ...startedByMemo(res) },
-        staticSummary: `install ${spec.os} ${spec.version}${spec.name ? ` "${spec.name}"` : ''}${spec.vmid ? ` as VM ${spec.vmid}` : ''}${spec.node ? ` on ${spec.node}` : ''}`,
-      });
-    } catch (err) {
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-      handle = client.workflow.getHandle(workflowId);
-    }
-    const key = req.get('Idempotency-Key');
-    // Another body under the same key: IdempotencyKeyReused, a 422 naming the key.
-    if (key) await checkSameRequest(client, key, workflowId, input);
-    if (prefersAsync(req)) {
-      // Automation polls the status resource instead of holding a stream (and a stream slot).
-      const location = `${req.baseUrl}/vm/install/${encodeURIComponent(workflowId)}`;
-      res
-        .status(202)
-        .set({ Location: location, 'Preference-Applied': 'respond-async', 'X-Workflow-Id': workflowId })
-        .json({ success: true, workflowId, status: location });
-      return;
-    }
-    openEventStream(res, workflowId, streams.limiter);
-    await streamProgress(streams.readers, req, res, handle, 0);
-  });
-
-  return router;
-}
+export const installRoutes = defineRoutes({
+  stage: 'api',
+  at: '/api',
+  setup: (deps: InstallRouteDeps) => deps,
+  routes: [
+    {
+      method: 'POST',
+      path: '/vm/install',
+      summary: 'Install a VM from an official cloud image',
+      role: 'operate',
+      body: installBodySchema,
+      headers: ['Idempotency-Key', 'Prefer'],
+      answers: {
+        200: stream('the install, step by step, until `event: close`'),
+        202: {
+          description: 'with `Prefer: respond-async`: started; poll `Location`',
+          json: answers.installAccepted,
+          headers: { Location: 'the status resource', 'Preference-Applied': '`respond-async`', 'X-Workflow-Id': 'the workflow id' },
+        },
+        400: err('a field is invalid (named in the message), or `version` is not one of the OS; nothing was started'),
+        422: err('the Idempotency-Key was used with another request, or by an install this deployment cannot decode'),
+        429: err(
+          "this client already holds SSE_MAX_PER_CLIENT streams, or the token holds the leases its address pool allows (`maxLeasesPerHolder`, named in the message with the pool); nothing was started",
+        ),
+        503: err('the server holds SSE_MAX_TOTAL streams'),
+      },
+      limits: { stream: { unless: prefersAsync } },
+      handle: async ({ config, client, knownNodes, proxmox, streams }, req, res) => {
+        const { spec, secrets } = toInstallSpec(req.body, config, knownNodes, tenantOf(res));
+        // No main node: the worker's MAIN_NODE decides where the VM is created (one source, even
+        // when this API is configured with another).
+        const input: InstallInput = { spec, secrets };
+        const noRoom = spec.storage === undefined ? await diskProblem(config, proxmox, spec.diskGb) : undefined;
+        if (noRoom) throw new InvalidRequestError(noRoom);
+        const misplaced = await placementProblem(config, proxmox, spec);
+        if (misplaced) throw new InvalidRequestError(misplaced);
+        const noBridge = await bridgeProblem(config, proxmox, spec.bridge, spec.node);
+        if (noBridge) throw new InvalidRequestError(noBridge);
+        const workflowId = workflowIdFor(req);
+        await checkLeaseQuota(config, client, spec.addressPool, tenantOf(res), workflowId);
+        let handle;
+        try {
+          handle = await client.workflow.start<Workflows['installVm']>('installVm', {
+            taskQueue: config.temporal.taskQueue,
+            workflowId,
+            args: [input],
+            workflowIdConflictPolicy: 'USE_EXISTING',
+            // A finished install under the same Idempotency-Key is attached to, not repeated.
+            workflowIdReusePolicy: 'REJECT_DUPLICATE',
+            typedSearchAttributes: vmSearchAttributes('install', spec),
+            memo: { request: spec, ...startedByMemo(res) },
+            staticSummary: `install ${spec.os} ${spec.version}${spec.name ? ` "${spec.name}"` : ''}${spec.vmid ? ` as VM ${spec.vmid}` : ''}${spec.node ? ` on ${spec.node}` : ''}`,
+          });
+        } catch (err) {
+          if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+          handle = client.workflow.getHandle(workflowId);
+        }
+        const key = req.get('Idempotency-Key');
+        // Another body under the same key: IdempotencyKeyReused, a 422 naming the key.
+        if (key) await checkSameRequest(client, key, workflowId, input);
+        if (prefersAsync(req)) {
+          // Automation polls the status resource instead of holding a stream (and a stream slot).
+          const location = `${req.baseUrl}/vm/install/${encodeURIComponent(workflowId)}`;
+          res
+            .status(202)
+            .set({ Location: location, 'Preference-Applied': 'respond-async', 'X-Workflow-Id': workflowId })
+            .json({ success: true, workflowId, status: location });
+          return;
+        }
+        openEventStream(res, workflowId, streams.limiter);
+        await streamProgress(streams.readers, req, res, handle, 0);
+      },
+    },
+  ],
+});

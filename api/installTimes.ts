@@ -1,10 +1,13 @@
-import { Router, type Request, type Response } from 'express';
+import { z } from 'zod';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { OS_VERSIONS, progressQuery, type ProgressEvent } from '../contract';
 import { listWorkflows } from '../lib/temporal/workflowListing';
 import { InvalidRequestError } from './errors';
 import { stepTimeline, type StepSpan } from './stepTimeline';
+import * as answers from './openapi/responses';
+import { err } from './openapi/answer';
+import { defineRoutes } from './route';
 
 /** Every progress event of an operation, page after page of its progress query. */
 export async function readAllEvents(handle: WorkflowHandle): Promise<ProgressEvent[]> {
@@ -48,23 +51,37 @@ const MAX_LAST = 20;
  * completed installs of an OS version went, step by step, template installs beside image
  * installs. One visibility query and one progress read per install, made only when asked.
  */
-export function installTimeRoutes({ client, config }: { client: Client; config: Config }): Router {
-  const router = Router();
-  router.get('/installs/step-medians', async (req: Request, res: Response) => {
-    const { os, version, last } = req.query;
-    const versions: readonly string[] | undefined = typeof os === 'string' && Object.hasOwn(OS_VERSIONS, os) ? OS_VERSIONS[os as keyof typeof OS_VERSIONS] : undefined;
-    if (!versions) throw new InvalidRequestError(`os: must be one of ${Object.keys(OS_VERSIONS).join(', ')}`);
-    if (typeof version !== 'string' || !versions.includes(version)) throw new InvalidRequestError(`version: must be one of ${os as string}'s: ${versions.join(', ')}`);
-    const n = last === undefined ? 10 : typeof last === 'string' && /^\d{1,2}$/.test(last) ? Number(last) : NaN;
-    if (!(n >= 1 && n <= MAX_LAST)) throw new InvalidRequestError(`last: must be a whole number from 1 to ${MAX_LAST}`);
-    const query = `WorkflowType = 'installVm' AND VmOs = '${os as string}-${version}' AND ExecutionStatus = 'Completed' AND TaskQueue = '${config.temporal.taskQueue.replace(/['\\]/g, '\\$&')}'`;
-    const installs: StepSpan[][] = [];
-    for await (const wf of listWorkflows(client, query, n)) {
-      const events = await readAllEvents(client.workflow.getHandle(wf.execution?.workflowId ?? '', wf.execution?.runId ?? undefined)).catch(() => undefined);
-      if (events) installs.push(stepTimeline(events, true));
-      if (installs.length >= n) break;
-    }
-    res.json({ success: true, os, version, ...stepMedians(installs) });
-  });
-  return router;
-}
+export const installTimeRoutes = defineRoutes({
+  stage: 'api',
+  at: '/api',
+  setup: (deps: { client: Client; config: Config }) => deps,
+  routes: [
+    {
+      method: 'GET',
+      path: '/installs/step-medians',
+      summary: 'The median time of each step over the last completed installs of an OS version, template installs beside image installs',
+      query: {
+        os: { schema: z.enum(['debian', 'ubuntu', 'rockylinux']), description: 'the OS' },
+        version: { schema: z.string(), description: 'one of its versions' },
+        last: { schema: z.string().regex(/^\d{1,2}$/), description: 'how many installs, 1 to 20 (default 10)' },
+      },
+      answers: { 200: { description: 'the medians per source', json: answers.stepMedians }, 400: err('os, version or last is not valid (named)') },
+      handle: async ({ client, config }, req, res) => {
+        const { os, version, last } = req.query;
+        const versions: readonly string[] | undefined = typeof os === 'string' && Object.hasOwn(OS_VERSIONS, os) ? OS_VERSIONS[os as keyof typeof OS_VERSIONS] : undefined;
+        if (!versions) throw new InvalidRequestError(`os: must be one of ${Object.keys(OS_VERSIONS).join(', ')}`);
+        if (typeof version !== 'string' || !versions.includes(version)) throw new InvalidRequestError(`version: must be one of ${os as string}'s: ${versions.join(', ')}`);
+        const n = last === undefined ? 10 : typeof last === 'string' && /^\d{1,2}$/.test(last) ? Number(last) : NaN;
+        if (!(n >= 1 && n <= MAX_LAST)) throw new InvalidRequestError(`last: must be a whole number from 1 to ${MAX_LAST}`);
+        const query = `WorkflowType = 'installVm' AND VmOs = '${os as string}-${version}' AND ExecutionStatus = 'Completed' AND TaskQueue = '${config.temporal.taskQueue.replace(/['\\]/g, '\\$&')}'`;
+        const installs: StepSpan[][] = [];
+        for await (const wf of listWorkflows(client, query, n)) {
+          const events = await readAllEvents(client.workflow.getHandle(wf.execution?.workflowId ?? '', wf.execution?.runId ?? undefined)).catch(() => undefined);
+          if (events) installs.push(stepTimeline(events, true));
+          if (installs.length >= n) break;
+        }
+        res.json({ success: true, os, version, ...stepMedians(installs) });
+      },
+    },
+  ],
+});

@@ -1,4 +1,4 @@
-import { Router, Request, Response } from 'express';
+import { z } from 'zod';
 import type { Config } from '../lib/config';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import type { NodeResource, VmResource } from '../lib/proxmox/pvesh';
@@ -11,6 +11,9 @@ import { HttpError, InvalidRequestError } from './errors';
 import { tenantScope } from './guard';
 import { tenantOfVm } from './tenancy';
 import { markerSealFor } from '../lib/vm/markerSeal';
+import * as answers from './openapi/responses';
+import { err } from './openapi/answer';
+import { defineRoutes } from './route';
 
 /**
  * `GET /vm/list`: the seed's body, from ONE `pvesh get /cluster/resources` (VMs and nodes
@@ -136,36 +139,44 @@ async function ofTenant(deps: { config: Config; proxmox: ProxmoxCluster; client:
   return vms.filter((v) => keep.has(v));
 }
 
-export function listRoutes({ config, proxmox, client }: ListRouteDeps): Router {
-  const router = Router();
-
-  router.get('/vm/list', async (req: Request, res: Response) => {
-    const disable = req.query.disable;
-    if (disable !== undefined && disable !== '0' && disable !== '1') {
-      throw new InvalidRequestError('disable: must be 0 (running VMs) or 1 (stopped VMs)');
-    }
-    const result = await proxmox.main().resources({ timeoutMs: 60_000 }).catch((err: Error) => err);
-    if (result instanceof Error) {
-      throw new HttpError(502, `could not read the cluster: ${result.message}`);
-    }
-    // One query per address pool, not one config read per VM: the leases say who has what.
-    const leases = await readLeases(client, config.addressPools).catch((err: Error) => err);
-    if (leases instanceof Error) throw new HttpError(502, `could not read the address pools' leases: ${leases.message}`);
-    const byVmid = new Map<number, { ip: string; address_pool: string }>();
-    for (const [pool, held] of leases) for (const l of held) if (l.vmid !== undefined) byVmid.set(l.vmid, { ip: l.address, address_pool: pool });
-    // A token of the read or operate role lists its tenant's VMs only; admin, every VM.
-    const scope = tenantScope(res);
-    const vms = scope === undefined ? result.vm : await ofTenant({ config, proxmox, client }, result.vm, scope);
-    res.json(
-      vmList(vms, result.node, {
-        disabled: readDisabledVmids(config.dataDir),
-        filter: disable === '0' ? 'running' : disable === '1' ? 'stopped' : undefined,
-        // Without pools the entries stay the seed's: their address is the formula's anyway.
-        addressOf: (vmid) =>
-          config.addressPools.length === 0 ? {} : (byVmid.get(vmid) ?? (vmid <= LIMITS.installVmid.max ? { ip: vmIp(config.gateway, vmid) } : {})),
-      }),
-    );
-  });
-
-  return router;
-}
+export const listRoutes = defineRoutes({
+  stage: 'api',
+  at: '/api',
+  setup: (deps: ListRouteDeps) => deps,
+  routes: [
+    {
+      method: 'GET',
+      path: '/vm/list',
+      summary: 'VMs and node allocation',
+      query: { disable: { schema: z.enum(['0', '1']), description: '`0` running VMs only, `1` stopped VMs only' } },
+      answers: { 200: { description: 'the VMs', json: answers.vmList }, 400: err('`disable` is not 0 or 1'), 502: err('the cluster could not be read') },
+      handle: async ({ config, proxmox, client }, req, res) => {
+        const disable = req.query.disable;
+        if (disable !== undefined && disable !== '0' && disable !== '1') {
+          throw new InvalidRequestError('disable: must be 0 (running VMs) or 1 (stopped VMs)');
+        }
+        const result = await proxmox.main().resources({ timeoutMs: 60_000 }).catch((err: Error) => err);
+        if (result instanceof Error) {
+          throw new HttpError(502, `could not read the cluster: ${result.message}`);
+        }
+        // One query per address pool, not one config read per VM: the leases say who has what.
+        const leases = await readLeases(client, config.addressPools).catch((err: Error) => err);
+        if (leases instanceof Error) throw new HttpError(502, `could not read the address pools' leases: ${leases.message}`);
+        const byVmid = new Map<number, { ip: string; address_pool: string }>();
+        for (const [pool, held] of leases) for (const l of held) if (l.vmid !== undefined) byVmid.set(l.vmid, { ip: l.address, address_pool: pool });
+        // A token of the read or operate role lists its tenant's VMs only; admin, every VM.
+        const scope = tenantScope(res);
+        const vms = scope === undefined ? result.vm : await ofTenant({ config, proxmox, client }, result.vm, scope);
+        res.json(
+          vmList(vms, result.node, {
+            disabled: readDisabledVmids(config.dataDir),
+            filter: disable === '0' ? 'running' : disable === '1' ? 'stopped' : undefined,
+            // Without pools the entries stay the seed's: their address is the formula's anyway.
+            addressOf: (vmid) =>
+              config.addressPools.length === 0 ? {} : (byVmid.get(vmid) ?? (vmid <= LIMITS.installVmid.max ? { ip: vmIp(config.gateway, vmid) } : {})),
+          }),
+        );
+      },
+    },
+  ],
+});

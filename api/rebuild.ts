@@ -1,18 +1,18 @@
 import { rebuildBodySchema, vmName } from '../contract';
-import { Router, Request, Response } from 'express';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/observability/log';
 import type { ProxmoxCluster } from '../lib/proxmox';
 import { openEventStream, streamProgress, type Streams } from './sse';
-import { requireRole, tenantScope } from './guard';
+import { tenantScope } from './guard';
 import { vmService } from './vm/service';
 import { startedByMemo } from './startedBy';
 import { startVmOperation } from './vm/operation';
 import { checkRebuildTarget } from './rebuildCheck';
 import { parseVmid, vmidProblem } from './vm/vmid';
 import { InvalidRequestError, parseInput } from './errors';
-import { limitsFor } from './limits';
+import { err, NO_SUCH_VM, stream } from './openapi/answer';
+import { defineRoutes } from './route';
 
 export interface RebuildRouteDeps {
   streams: Streams;
@@ -28,35 +28,44 @@ export interface RebuildRouteDeps {
  * the product did not install 409; another operation running on the VM gets 409 naming it.
  * In all of these nothing is started and nothing is touched.
  */
-export function rebuildRoutes({ config, client, proxmox, streams, logger }: RebuildRouteDeps): Router {
-  const router = Router();
-  const vms = vmService({ config, client, proxmox, logger });
-
-  router.post('/vm/:id/rebuild', ...limitsFor({ stream: true }, streams.limiter), requireRole(config, 'operate'), async (req: Request, res: Response) => {
-    const vmid = parseVmid(String(req.params.id));
-    if (vmid === undefined) throw new InvalidRequestError(vmidProblem(String(req.params.id)));
-    const body = parseInput(rebuildBodySchema, req.body);
-    await vms.changeable(vmid, tenantScope(res));
-    const target = await checkRebuildTarget({ config, proxmox, client }, { vmid });
-    // As for every command on an existing VM: one that cannot be told from a later VM at its VMID gets no command.
-    if (target.exists) vms.requireInstance({ vmid, instance: target.instance });
-    const name = vmName(target.spec.name, vmid);
-    const handle = await startVmOperation({
-      client,
-      taskQueue: config.temporal.taskQueue,
-      workflow: 'vmRebuild',
-      args: [{ vmid, passwd: body.passwd }],
-      vmid,
-      node: target.spec.node ?? target.mainNode,
-      operation: 'rebuild',
-      summary: `rebuild VM ${vmid} (${name}): ${target.spec.os} ${target.spec.version}`,
-      memo: startedByMemo(res),
-      logger,
-      instance: target.exists ? target.instance : undefined,
-    });
-    openEventStream(res, handle.workflowId, streams.limiter);
-    await streamProgress(streams.readers, req, res, handle, 0);
-  });
-
-  return router;
-}
+export const rebuildRoutes = defineRoutes({
+  stage: 'api',
+  at: '/api',
+  setup: (deps: RebuildRouteDeps) => ({ ...deps, vms: vmService(deps) }),
+  routes: [
+    {
+      method: 'POST',
+      path: '/vm/:id/rebuild',
+      summary: 'Re-create a VM from the spec it records',
+      role: 'operate',
+      body: rebuildBodySchema,
+      answers: { 200: stream('the rebuild, until `event: close`'), 400: err('the body is invalid'), 404: err(NO_SUCH_VM), 409: err('not in the managed set, or it records no spec') },
+      limits: { stream: true },
+      handle: async ({ config, client, proxmox, streams, logger, vms }, req, res) => {
+        const vmid = parseVmid(String(req.params.id));
+        if (vmid === undefined) throw new InvalidRequestError(vmidProblem(String(req.params.id)));
+        const body = parseInput(rebuildBodySchema, req.body);
+        await vms.changeable(vmid, tenantScope(res));
+        const target = await checkRebuildTarget({ config, proxmox, client }, { vmid });
+        // As for every command on an existing VM: one that cannot be told from a later VM at its VMID gets no command.
+        if (target.exists) vms.requireInstance({ vmid, instance: target.instance });
+        const name = vmName(target.spec.name, vmid);
+        const handle = await startVmOperation({
+          client,
+          taskQueue: config.temporal.taskQueue,
+          workflow: 'vmRebuild',
+          args: [{ vmid, passwd: body.passwd }],
+          vmid,
+          node: target.spec.node ?? target.mainNode,
+          operation: 'rebuild',
+          summary: `rebuild VM ${vmid} (${name}): ${target.spec.os} ${target.spec.version}`,
+          memo: startedByMemo(res),
+          logger,
+          instance: target.exists ? target.instance : undefined,
+        });
+        openEventStream(res, handle.workflowId, streams.limiter);
+        await streamProgress(streams.readers, req, res, handle, 0);
+      },
+    },
+  ],
+});

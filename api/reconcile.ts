@@ -1,11 +1,12 @@
 import crypto from 'node:crypto';
-import { Router, Request, Response } from 'express';
+import type { Response } from 'express';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { VM_OPERATION, failureOf, type Workflows } from '../contract';
-import { requireRole } from './guard';
 import { HttpError } from './errors';
-import { limitsFor } from './limits';
+import * as answers from './openapi/responses';
+import { err } from './openapi/answer';
+import { defineRoutes } from './route';
 
 export interface ReconcileRouteDeps {
   config: Config;
@@ -29,8 +30,7 @@ interface Run {
  * preview younger than RECONCILE_PREVIEW_MAX_AGE seconds is answered again (with `Age`)
  * instead of starting another; a POST starts afresh and drops the kept preview.
  */
-export function reconcileRoutes({ config, client }: ReconcileRouteDeps): Router {
-  const router = Router();
+function reconciler({ config, client }: ReconcileRouteDeps) {
   let running: Run | undefined;
   let kept: { run: Run; result: ReconcileResult; at: number } | undefined;
 
@@ -76,18 +76,51 @@ export function reconcileRoutes({ config, client }: ReconcileRouteDeps): Router 
     res.json({ success: true, workflowId: run.workflowId, ...result });
   }
 
-  // A survey reads every VM's config, and a run also destroys what it found: minutes on a big cluster.
-  router.get('/reconcile', ...limitsFor({ long: true }), async (_req: Request, res: Response) => {
-    const ageMs = kept ? Date.now() - kept.at : Infinity;
-    if (kept && ageMs < config.reconcilePreviewMaxAgeSec * 1000) {
-      await answer(res, kept.run, Math.floor(ageMs / 1000));
-      return;
-    }
-    await answer(res, preview());
-  });
-  router.post('/reconcile', ...limitsFor({ long: true }), requireRole(config, 'admin'), async (_req: Request, res: Response) => {
-    kept = undefined;
-    await answer(res, start(false));
-  });
-  return router;
+  return {
+    /** A GET: the kept preview while it is young enough, else the one running or a new one. */
+    async dryRun(res: Response) {
+      const ageMs = kept ? Date.now() - kept.at : Infinity;
+      if (kept && ageMs < config.reconcilePreviewMaxAgeSec * 1000) {
+        await answer(res, kept.run, Math.floor(ageMs / 1000));
+        return;
+      }
+      await answer(res, preview());
+    },
+    /** A POST: starts afresh, and drops the kept preview. */
+    async run(res: Response) {
+      kept = undefined;
+      await answer(res, start(false));
+    },
+  };
 }
+
+export const reconcileRoutes = defineRoutes({
+  stage: 'api',
+  at: '/api',
+  setup: reconciler,
+  // A survey reads every VM's config, and a run also destroys what it found: minutes on a big cluster.
+  routes: [
+    {
+      method: 'GET',
+      path: '/reconcile',
+      summary:
+        'Dry run of the reconciler: what it would remove, VM by VM; changes nothing. Requests share one run: those arriving ' +
+        'while one runs wait for it, and one younger than RECONCILE_PREVIEW_MAX_AGE seconds is answered again',
+      answers: {
+        200: { description: 'the plan', json: answers.reconcileAnswer, headers: { Age: 'seconds since a shared run finished, when it is answered again' } },
+        502: err('the survey could not read the cluster'),
+      },
+      limits: { long: true },
+      handle: (r, _req, res) => r.dryRun(res),
+    },
+    {
+      method: 'POST',
+      path: '/reconcile',
+      summary: 'Remove the VMs that closed or vanished installs left behind',
+      role: 'admin',
+      answers: { 200: { description: 'what was done', json: answers.reconcileAnswer }, 502: err('the survey could not read the cluster; nothing was removed') },
+      limits: { long: true },
+      handle: (r, _req, res) => r.run(res),
+    },
+  ],
+});

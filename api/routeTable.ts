@@ -7,45 +7,22 @@ export interface RegisteredRoute {
   path: string;
 }
 
-interface Layer {
-  rawPath?: string | string[] | RegExp;
-  route?: { path: string; methods: Record<string, boolean>; stack: Layer[] };
-  handle?: { stack?: Layer[] };
+/** Where the app keeps them: its `locals`, Express's place for what lives as long as the app. */
+const ROUTES = 'registeredRoutes';
+
+/** Kept by createApp (api/app.ts), filled as it mounts each route of the table (api/routes.ts). */
+export function noteRegisteredRoutes(app: Express, routes: readonly RegisteredRoute[]): void {
+  app.locals[ROUTES] = routes;
 }
 
 /**
- * Every route the app serves, walked out of express's router (routers mounted with
- * `use(path, router)` included): what the route-labelled metrics and the OpenAPI
- * document's completeness test both need.
- *
- * Not public API: Express 5 has no way to list its routes, so this reads the `router`
- * package's layer stack (`app.router.stack`, each layer's `route` or mounted `handle`).
- * Registering every route through a table of our own instead would duplicate what the
- * route files say. An Express whose layers look different yields no routes, which the
- * OpenAPI completeness test (test/e2e/openapi.test.ts) reports.
+ * Every route the app serves, in the order Express tries them: what the route-labelled
+ * metrics and the OpenAPI document's completeness test both need. Recorded when the routes
+ * were mounted from their declarations, not read back from Express, which has no public
+ * way to list them.
  */
 export function registeredRoutes(app: Express): RegisteredRoute[] {
-  const routes: RegisteredRoute[] = [];
-  const walk = (stack: Layer[], prefix: string) => {
-    for (const layer of stack) {
-      const raw = typeof layer.rawPath === 'string' ? layer.rawPath : undefined;
-      if (layer.route) {
-        const path = joinPath(prefix, layer.route.path);
-        for (const [method, on] of Object.entries(layer.route.methods)) {
-          if (on && method !== '_all') routes.push({ method: method.toUpperCase(), path });
-        }
-      } else if (layer.handle?.stack && raw !== undefined) {
-        walk(layer.handle.stack, joinPath(prefix, raw));
-      }
-    }
-  };
-  walk((app as unknown as { router: { stack: Layer[] } }).router.stack, '');
-  return routes;
-}
-
-function joinPath(prefix: string, path: string): string {
-  const joined = `${prefix}/${path}`.replace(/\/+/g, '/');
-  return joined.length > 1 ? joined.replace(/\/$/, '') : joined;
+  return [...((app.locals[ROUTES] as readonly RegisteredRoute[] | undefined) ?? [])];
 }
 
 /**

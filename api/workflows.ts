@@ -1,7 +1,7 @@
-import { Router, Request, Response } from 'express';
+import type { Request, Response, Router } from 'express';
+import { z } from 'zod';
 import { Client, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
 import { lastEventId, openEventStream, streamProgress, type Streams } from './sse';
-import { limitsFor } from './limits';
 import { HttpError } from './errors';
 import { progressQuery, VM_OS, WORKFLOW_TYPES } from '../contract';
 import type { Config } from '../lib/config';
@@ -12,6 +12,10 @@ import { tenantOfRun } from './tenancy';
 import { STARTED_BY } from './startedBy';
 import { stepTimeline } from './stepTimeline';
 import { readAllEvents } from './installTimes';
+import * as answers from './openapi/responses';
+import { err, stream } from './openapi/answer';
+import { defineRoutes } from './route';
+import { routerFor } from './mountRoutes';
 
 /** The workflow types the worker registers: nothing else in the namespace is this API's business. */
 const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
@@ -29,8 +33,14 @@ const OWN_TYPES: ReadonlySet<string> = new Set(WORKFLOW_TYPES);
  */
 const notFound = (id: string) => new HttpError(404, `no workflow ${id}`);
 
-export function workflowRoutes(client: Client, config: Config, streams: Streams, logger: Logger): Router {
-  const router = Router({ mergeParams: true });
+export interface WorkflowRouteDeps {
+  client: Client;
+  config: Config;
+  streams: Streams;
+  logger: Logger;
+}
+
+function workflowReader({ client, config, logger }: WorkflowRouteDeps) {
   const taskQueue = config.temporal.taskQueue;
 
   /** The workflow's description when it is one of ours; undefined (answer 404) otherwise. */
@@ -63,7 +73,7 @@ export function workflowRoutes(client: Client, config: Config, streams: Streams,
     return (await tenantOfRun({ client, tokens: config.apiTokens }, d)) === scope ? d : undefined;
   }
 
-  router.get('/events', ...limitsFor({ stream: true }, streams.limiter), async (req: Request, res: Response) => {
+  async function events(req: Request, res: Response, streams: Streams) {
     const id = String(req.params.workflowId);
     // One more watcher of a workflow streamed here already costs Temporal nothing: its
     // reader exists only because an earlier request passed the same check (a tenant's
@@ -72,9 +82,9 @@ export function workflowRoutes(client: Client, config: Config, streams: Streams,
     if (!known && !(await describeVisible(id, res))) throw notFound(id);
     openEventStream(res, id, streams.limiter);
     await streamProgress(streams.readers, req, res, client.workflow.getHandle(id), lastEventId(req));
-  });
+  }
 
-  router.get('/', async (req: Request, res: Response) => {
+  async function status(req: Request, res: Response) {
     const id = String(req.params.workflowId);
     const d = await describeVisible(id, res);
     if (!d) throw notFound(id);
@@ -99,19 +109,19 @@ export function workflowRoutes(client: Client, config: Config, streams: Streams,
       result,
       error,
     });
-  });
+  }
 
   // Where the time went: read from the workflow's own progress record when someone asks.
-  router.get('/steps', async (req: Request, res: Response) => {
+  async function steps(req: Request, res: Response) {
     const id = String(req.params.workflowId);
     const d = await describeVisible(id, res);
     if (!d) throw notFound(id);
     const events = await readAllEvents(client.workflow.getHandle(id, d.runId));
     const vmOs = d.typedSearchAttributes.get(VM_OS);
     res.json({ success: true, workflowId: id, type: d.type, status: d.status.name, ...(vmOs ? { vmOs } : {}), steps: stepTimeline(events, d.status.name !== 'RUNNING') });
-  });
+  }
 
-  router.post('/cancel', requireRole(config, 'operate'), async (req: Request, res: Response) => {
+  async function cancel(req: Request, res: Response) {
     const id = String(req.params.workflowId);
     const d = await describeVisible(id, res);
     if (!d) throw notFound(id);
@@ -131,7 +141,54 @@ export function workflowRoutes(client: Client, config: Config, streams: Streams,
       throw err;
     }
     res.status(202).json({ success: true, message: 'cancellation requested; a VM the operation created will be removed' });
-  });
+  }
 
-  return router;
+  return { events, status, steps, cancel };
+}
+
+const NO_SUCH_WORKFLOW = err('no such QemuRun workflow');
+
+export const workflowRouteGroup = defineRoutes({
+  stage: 'api',
+  at: ['/api/workflows/:workflowId', '/api/vm/install/:workflowId'],
+  setup: (deps: WorkflowRouteDeps) => ({ ...workflowReader(deps), streams: deps.streams }),
+  routes: [
+    {
+      method: 'GET',
+      path: '/events',
+      summary: "An operation's events again, or from Last-Event-ID on",
+      headers: ['Last-Event-ID'],
+      query: { after: { schema: z.string().regex(/^\d+$/), description: 'as Last-Event-ID' } },
+      answers: { 200: stream('the events, until `event: close`'), 400: err('Last-Event-ID is not a number'), 404: NO_SUCH_WORKFLOW },
+      limits: { stream: true },
+      handle: (w, req, res) => w.events(req, res, w.streams),
+    },
+    {
+      method: 'GET',
+      path: '/',
+      summary: "An operation's status, step, VMID and IP, and its result",
+      answers: { 200: { description: 'the status', json: answers.workflowStatus }, 404: NO_SUCH_WORKFLOW },
+      handle: (w, req, res) => w.status(req, res),
+    },
+    {
+      method: 'GET',
+      path: '/steps',
+      summary: "Where an operation's time went: each step's first and last event, from the workflow's own record",
+      answers: { 200: { description: 'the steps in the order they began', json: answers.stepTimeline }, 404: NO_SUCH_WORKFLOW },
+      handle: (w, req, res) => w.steps(req, res),
+    },
+    {
+      method: 'POST',
+      path: '/cancel',
+      summary: 'Cancel an operation; a VM it created is removed. The operate role cancels what its own token started; the admin anything',
+      role: 'operate',
+      answers: { 202: { description: 'cancellation requested', json: answers.cancelAccepted }, 404: NO_SUCH_WORKFLOW, 409: err('already finished') },
+      handle: (w, req, res) => w.cancel(req, res),
+    },
+  ],
+});
+
+/** The routes alone, for a server that mounts them itself at `/workflows/:workflowId`. */
+export function workflowRoutes(client: Client, config: Config, streams: Streams, logger: Logger): Router {
+  return routerFor(workflowRouteGroup, { client, config, streams, logger }, { guard: (role) => requireRole(config, role), limiter: streams.limiter });
 }

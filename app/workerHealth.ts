@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { healthRoutes } from '../api/health';
+import { routerFor } from '../api/mountRoutes';
 import { readinessProbe, type ReadinessCheck } from '../lib/readiness';
 import { portHolder } from '../lib/run/ports';
 import { StartupError } from '../lib/startupError';
@@ -20,7 +21,7 @@ export interface WorkerHealth {
 export async function startWorkerHealth(opts: { port: number; host: string; checks: ReadinessCheck[]; metrics?: Metrics }): Promise<WorkerHealth> {
   const app = express();
   app.disable('x-powered-by');
-  app.use(healthRoutes(readinessProbe(opts.checks)));
+  app.use(routerFor(healthRoutes, { readiness: readinessProbe(opts.checks), mayReadDiagnostics: () => true }, {}));
   // The worker's own figures (steps, image cache, installs): scraped here, as the API's are on its port.
   if (opts.metrics) app.get('/metrics', metricsHandler(opts.metrics.registry));
   app.use((_req, res) => {

@@ -1,16 +1,19 @@
-import { Router, type Request, type Response } from 'express';
+import type { Request, Response } from 'express';
 import { Client, ScheduleOverlapPolicy } from '@temporalio/client';
 import type { z } from 'zod';
 import { type InstallSpec, type RebuildInput, rebuildScheduleId, VM_OPERATION, withWorkflowType } from '../../contract';
 import type { Config } from '../../lib/config';
 import type { ProxmoxCluster } from '../../lib/proxmox';
-import { requireRole, tenantOf } from '../guard';
+import { tenantOf } from '../guard';
 import { toInstallSpec } from '../installRequest';
 import { checkRebuildTarget } from '../rebuildCheck';
 import { HttpError, InvalidRequestError, parseInput } from '../errors';
 import { createScheduleSchema, cronShortestGapMs, formatInterval, parseInterval, reasonSchema, timingOf, toScheduleSpec, updateScheduleSchema } from './request';
 import { actionAttributes, scheduleService, WORKFLOW_TYPE } from './service';
 import { presentListed, presentRecentRuns, presentSchedule } from './presentation';
+import * as answers from '../openapi/responses';
+import { err } from '../openapi/answer';
+import { defineRoutes } from '../route';
 
 export interface ScheduleRouteDeps {
   config: Config;
@@ -29,9 +32,7 @@ const CATCHUP_WINDOW = '15m';
  * arguments (which may hold the cloud-init password) go through the payload codec; memo,
  * note and search attributes never hold a secret.
  */
-export function scheduleRoutes({ config, client, knownNodes, proxmox }: ScheduleRouteDeps): Router {
-  const router = Router();
-  const guard = requireRole(config, 'admin');
+function scheduleActions({ config, client, knownNodes, proxmox }: ScheduleRouteDeps) {
   const schedules = scheduleService(client);
   const check = (vmid: number, spec?: InstallSpec) => checkRebuildTarget({ config, proxmox, client }, { vmid, spec });
 
@@ -90,12 +91,12 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
     return { spec, passwd: typeof given === 'string' ? secrets.passwd : undefined };
   }
 
-  router.post('/schedules', guard, async (req: Request, res: Response) => {
+  async function create(req: Request, res: Response) {
     const body = parseInput(createScheduleSchema, req.body);
     checkFrequency(body);
     const desc = await oneAtATime(() => createCounted(body, tenantOf(res)));
     res.status(201).json({ success: true, schedule: presentSchedule(desc) });
-  });
+  }
 
   async function createCounted(body: z.infer<typeof createScheduleSchema>, tenant: string | undefined) {
     await checkCount();
@@ -134,38 +135,31 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
     return desc;
   }
 
-  router.get('/schedules', async (_req: Request, res: Response) => {
+  async function list(res: Response) {
     const list = [];
     for await (const s of schedules.listRebuilds()) list.push(presentListed(s));
     list.sort((a, b) => a.id.localeCompare(b.id));
     res.json({ success: true, count: list.length, schedules: list });
-  });
+  }
 
-  router.get('/schedules/:id', async (req: Request, res: Response) => {
+  async function show(req: Request, res: Response) {
     const { desc } = await schedules.load(String(req.params.id));
     res.json({ success: true, schedule: { ...presentSchedule(desc), recentRuns: await presentRecentRuns(desc, schedules.outcomeOf) } });
-  });
+  }
 
-  router.post('/schedules/:id/pause', guard, async (req: Request, res: Response) => {
+  async function pause(req: Request, res: Response, op: 'pause' | 'unpause') {
     const body = parseInput(reasonSchema, req.body);
     const { handle } = await schedules.load(String(req.params.id));
-    await handle.pause(body.reason ?? 'paused through the QemuRun API');
+    await handle[op](body.reason ?? `${op}d through the QemuRun API`);
     res.json({ success: true, schedule: presentSchedule(await handle.describe()) });
-  });
-
-  router.post('/schedules/:id/unpause', guard, async (req: Request, res: Response) => {
-    const body = parseInput(reasonSchema, req.body);
-    const { handle } = await schedules.load(String(req.params.id));
-    await handle.unpause(body.reason ?? 'unpaused through the QemuRun API');
-    res.json({ success: true, schedule: presentSchedule(await handle.describe()) });
-  });
+  }
 
   /**
    * Runs the schedule's action now, under the schedule's own overlap policy (the SDK's
    * default for a trigger is ALLOW_ALL). Temporal runs a manual trigger even on a paused
    * schedule; this API refuses it instead, so that "paused" means no runs at all.
    */
-  router.post('/schedules/:id/trigger', guard, async (req: Request, res: Response) => {
+  async function trigger(req: Request, res: Response) {
     const { desc, handle, input } = await schedules.load(String(req.params.id));
     if (desc.state.paused) {
       throw new HttpError(
@@ -175,7 +169,7 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
     }
     await handle.trigger(desc.policies.overlap);
     res.status(202).json({ success: true, message: `schedule ${desc.scheduleId} triggered (overlap policy ${desc.policies.overlap})` });
-  });
+  }
 
   async function update(req: Request, res: Response) {
     const body = parseInput(updateScheduleSchema, req.body);
@@ -209,19 +203,91 @@ export function scheduleRoutes({ config, client, knownNodes, proxmox }: Schedule
     }));
     res.json({ success: true, schedule: presentSchedule(updated) });
   }
-  router.patch('/schedules/:id', guard, update);
-  // The same for clients limited to GET and POST (the API's CORS rule lists no PATCH).
-  router.post('/schedules/:id/update', guard, update);
 
-  router.delete('/schedules/:id', guard, async (req: Request, res: Response) => {
+  async function remove(req: Request, res: Response) {
     const { desc, handle } = await schedules.load(String(req.params.id));
     await handle.delete();
     madeHere.delete(desc.scheduleId);
     res.json({ success: true, message: `schedule ${desc.scheduleId} deleted; runs it already started are not affected` });
-  });
+  }
 
-  return router;
+  return { create, list, show, pause, trigger, update, remove };
 }
+
+const NO_SUCH_SCHEDULE = err('no such schedule');
+const changeSchedule = {
+  summary: "Change a schedule's timing, overlap, note or password",
+  role: 'admin',
+  body: updateScheduleSchema,
+  answers: { 200: { description: 'changed', json: answers.scheduleAnswer }, 400: err('the body is invalid'), 404: NO_SUCH_SCHEDULE },
+  handle: (s: ReturnType<typeof scheduleActions>, req: Request, res: Response) => s.update(req, res),
+} as const;
+const pauseRoute = (op: 'pause' | 'unpause') =>
+  ({
+    method: 'POST',
+    path: `/schedules/:id/${op}`,
+    summary: `${op === 'pause' ? 'Pause' : 'Unpause'} a schedule`,
+    role: 'admin',
+    body: reasonSchema,
+    answers: { 200: { description: 'done', json: answers.scheduleAnswer }, 404: NO_SUCH_SCHEDULE },
+    handle: (s: ReturnType<typeof scheduleActions>, req: Request, res: Response) => s.pause(req, res, op),
+  }) as const;
+
+export const scheduleRoutes = defineRoutes({
+  stage: 'api',
+  at: '/api',
+  setup: scheduleActions,
+  routes: [
+    {
+      method: 'POST',
+      path: '/schedules',
+      summary: 'Create a rebuild schedule (exactly one of cron, every, at; either vmid or spec)',
+      role: 'admin',
+      body: createScheduleSchema,
+      answers: {
+        201: { description: 'created', json: answers.scheduleAnswer },
+        400: err('the body is invalid, or the schedule runs more often than SCHEDULE_MIN_INTERVAL'),
+        409: err('the id exists, or there are SCHEDULE_MAX_COUNT rebuild schedules already'),
+      },
+      handle: (s, req, res) => s.create(req, res),
+    },
+    {
+      method: 'GET',
+      path: '/schedules',
+      summary: 'Rebuild schedules',
+      answers: { 200: { description: 'the schedules', json: answers.scheduleAnswer } },
+      handle: (s, _req, res) => s.list(res),
+    },
+    {
+      method: 'GET',
+      path: '/schedules/:id',
+      summary: 'One schedule with its next and recent runs',
+      answers: { 200: { description: 'the schedule', json: answers.scheduleAnswer }, 404: NO_SUCH_SCHEDULE },
+      handle: (s, req, res) => s.show(req, res),
+    },
+    pauseRoute('pause'),
+    pauseRoute('unpause'),
+    {
+      method: 'POST',
+      path: '/schedules/:id/trigger',
+      summary: 'Run a schedule now',
+      role: 'admin',
+      answers: { 202: { description: 'started', json: answers.scheduleAnswer }, 404: NO_SUCH_SCHEDULE },
+      handle: (s, req, res) => s.trigger(req, res),
+    },
+    { method: 'PATCH', path: '/schedules/:id', ...changeSchedule },
+    // The same for clients limited to GET and POST (the API's CORS rule lists no PATCH).
+    { method: 'POST', path: '/schedules/:id/update', ...changeSchedule },
+    {
+      method: 'DELETE',
+      path: '/schedules/:id',
+      summary: 'Delete a schedule (its runs stay in history)',
+      role: 'admin',
+      answers: { 200: { description: 'deleted', json: answers.scheduleAnswer }, 404: NO_SUCH_SCHEDULE },
+      handle: (s, req, res) => s.remove(req, res),
+    },
+  ],
+});
 
 /** Field names inside a nested install body read `spec.os`, not `os`. */
 function withPrefix<T>(prefix: string, fn: () => T): T {

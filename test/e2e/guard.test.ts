@@ -331,8 +331,17 @@ describe('SCHEDULE_MAX_COUNT under concurrency', () => {
   });
 
   test('20 creates at once with room for 3: 3 schedules are made, the others are 409', async () => {
-    let before = 0;
-    for await (const s of h.service.client.schedule.list()) if (s.action?.type === 'startWorkflow' && s.action.workflowType === 'scheduledRebuild') before++;
+    // The schedule the test before deleted leaves the list (visibility) a moment later: counted
+    // here and gone by the time the API counts, it would leave room for a fourth.
+    const rebuildSchedules = async () => {
+      const ids: string[] = [];
+      for await (const s of h.service.client.schedule.list()) if (s.action?.type === 'startWorkflow' && s.action.workflowType === 'scheduledRebuild') ids.push(s.scheduleId);
+      return ids;
+    };
+    const before = (await waitFor('the deleted schedule to leave the list', async () => {
+      const ids = await rebuildSchedules();
+      return ids.some((id) => id.startsWith('guard-test-schedule-')) ? undefined : ids;
+    }, 30_000)).length;
     // A cluster without these VMIDs: each schedule re-creates its VM from its spec.
     const proxmox = Object.assign(Object.create(cliCluster({}, h.config.mainNode)) as ReturnType<typeof cliCluster>, { locateGuest: async () => undefined });
     const served = await serveApp({ config: { ...h.config, schedules: { minIntervalMs: 3_600_000, maxCount: before + 3 } }, proxmox });

@@ -9,6 +9,7 @@ import { EncryptionCodec, dataConverterFor } from '../../lib/temporal/codec';
 import { resolveEncryptionKeys } from '../../lib/temporal/encryptionKeys';
 import { SshExecutor } from '../../lib/executor';
 import { addFault, clearFaults } from '../../sandbox/state/faults';
+import { recordMarkersResealed } from '../../lib/stateFiles';
 import { readCalls } from '../../sandbox/state/callLog';
 import { listVms } from '../../sandbox/state/vmlist';
 import { freePorts, waitFor } from '../../sandbox/testkit';
@@ -61,13 +62,24 @@ let workerCount = 0;
 
 async function startWorker(): Promise<RoleProcess> {
   const n = ++workerCount;
-  // Each worker has a data dir (and image cache) of its own, as on hosts of their own.
-  const w = await startRole('worker', { ...common, DATA_DIR: path.join(dir, `worker-${n}`) });
+  // Each worker has a data dir (and image cache) of its own, as on hosts of their own, of a
+  // deployment that resealed its VMs' markers already: a start does not list every VM
+  // again (which would meet the hold armed for the next step).
+  const dataDir = path.join(dir, `worker-${n}`);
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  recordMarkersResealed(dataDir, 'the test: no VM carries markers of the older form');
+  const w = await startRole('worker', { ...common, DATA_DIR: dataDir });
   everyProcess.push(w);
   return w;
 }
 
 const replacementFailures: unknown[] = [];
+
+/** Makes sure a worker other than `victim` is up, so that a kill leaves the steps to a running worker. */
+async function spareWorker(victim: number): Promise<void> {
+  const alive = everyProcess.some((p) => p.role === 'worker' && p.pid !== victim && p.child.exitCode === null && p.child.signalCode === null);
+  if (!alive) await startWorker();
+}
 
 /**
  * A fresh worker, started in the background: with the one that took over, two are up again.
@@ -150,7 +162,13 @@ async function caughtRunning(workflowId: string, type: string, seen: Set<string>
       .getHandle(workflowId)
       .describe()
       .catch((err: unknown) => void (last = String(err)));
-    if (desc) last = desc.raw.pendingActivities?.map((a) => ({ type: a.activityType?.name, id: a.activityId, state: a.state, attempt: a.attempt }));
+    if (desc) {
+      last = {
+        status: desc.status.name,
+        pending: desc.raw.pendingActivities?.map((a) => ({ type: a.activityType?.name, id: a.activityId, state: a.state, attempt: a.attempt })),
+        workflowTask: desc.raw.pendingWorkflowTask ? { state: desc.raw.pendingWorkflowTask.state, attempt: desc.raw.pendingWorkflowTask.attempt } : undefined,
+      };
+    }
     for (const a of desc?.raw.pendingActivities ?? []) {
       if (a.activityType?.name !== type || seen.has(a.activityId!) || a.state !== STARTED) continue;
       return { activityId: a.activityId!, attempt: a.attempt ?? 1, pid: Number(a.lastWorkerIdentity!.split('@')[0]) };
@@ -202,6 +220,8 @@ const holdCommand = (command: string) => () => addFault(sandboxDir, { command, n
 
 interface Strike {
   activity: string;
+  /** Steps running beside it on the same worker (the install's preparation), killed with it. */
+  alongside?: string[];
   /** Keeps the step running long enough to be caught; none: the step is slow by itself. */
   hold?: () => void;
   /** Undoes `hold` once the worker is dead. */
@@ -211,9 +231,17 @@ interface Strike {
 }
 
 const STRIKES: Strike[] = [
-  { activity: 'checkStorage', hold: holdCommand('pvesm status') },
-  { activity: 'clusterCpuType', hold: holdCommand('pvesh get /nodes') },
-  { activity: 'downloadImage', hold: () => images.setChunkDelay(2000), release: () => images.setChunkDelay(0) },
+  {
+    // The preparation's steps run side by side: one worker runs them all, and dies with them.
+    // Held longer than the others: a second worker is started once they are all caught.
+    activity: 'checkStorage',
+    alongside: ['clusterCpuType', 'downloadImage'],
+    hold: () => {
+      for (const command of ['pvesm status', 'pvesh get /nodes']) addFault(sandboxDir, { command, node: 'pve1', hangMs: 3 * HOLD_MS, times: 1 });
+      images.setChunkDelay(2000);
+    },
+    release: () => images.setChunkDelay(0),
+  },
   { activity: 'allocateVmid', hold: holdCommand('pvesh get /cluster/resources') },
   { activity: 'createVm', hold: holdCommand('qm create') },
   { activity: 'importDisk', hold: holdCommand('qm importdisk') },
@@ -303,7 +331,8 @@ function checkEventsOnceInOrder(events: SseEvent[]): void {
   // The API's own storage check is done: only the storage step can meet this hold now. The
   // workers start after it, so the step cannot have run before.
   STRIKES[0].hold?.();
-  void replaceWorker();
+  // One worker first, so that it runs every step of the preparation; the second comes once
+  // they are caught running (spareWorker).
   void replaceWorker();
   let second: ReturnType<typeof followStream> | undefined;
 
@@ -312,10 +341,19 @@ function checkEventsOnceInOrder(events: SseEvent[]): void {
   for (const [i, strike] of STRIKES.entries()) {
     const running = await caughtRunning(workflowId, strike.activity, seen);
     seen.add(running.activityId);
-    const victim = everyProcess.find((w) => w.pid === running.pid);
-    expect(victim?.role).toBe('worker');
+    const beside: RunningActivity[] = [];
+    for (const type of strike.alongside ?? []) {
+      const other = await caughtRunning(workflowId, type, seen);
+      seen.add(other.activityId);
+      beside.push(other);
+    }
+    expect(beside.map((b) => b.pid)).toEqual(beside.map(() => running.pid));
+    // A worker polls (and may run a step) a moment before the test reads its banner.
+    const victim = await waitFor('the worker running the step', async () => everyProcess.find((w) => w.pid === running.pid), 30_000, 100);
+    expect(victim.role).toBe('worker');
+    await spareWorker(victim.pid);
     const killedAt = Date.now();
-    victim!.child.kill('SIGKILL');
+    victim.child.kill('SIGKILL');
     strike.release?.();
     // Armed now, before the step's next attempt runs on to the next step.
     STRIKES[i + 1]?.hold?.();
@@ -326,6 +364,13 @@ function checkEventsOnceInOrder(events: SseEvent[]): void {
     console.log(`SIGKILL of the worker running ${strike.activity}: attempt ${running.attempt + 1} started ${stallSec.toFixed(1)} s later on ${next.identity}`);
     // Well under the 3-minute start-to-close timeout that used to notice a dead worker.
     expect(stallSec).toBeLessThan(60);
+    for (const other of beside) {
+      const again = await nextAttemptStart(workflowId, other.activityId, other.attempt);
+      const sec = (again.at - killedAt) / 1000;
+      stalls.push({ step: `  ${(strike.alongside ?? [])[beside.indexOf(other)]}`, stallSec: sec });
+      console.log(`  … and beside it: attempt ${other.attempt + 1} started ${sec.toFixed(1)} s later on ${again.identity}`);
+      expect(sec).toBeLessThan(60);
+    }
     if (strike.thenTerminate) await terminateWorkerRunning(workflowId, running.activityId, running.attempt + 1, next.identity);
     await replacement;
 

@@ -56,3 +56,39 @@ export function activitySeconds(spans: ActivitySpan[], name: string, nth?: numbe
   const of = spans.filter((sp) => sp.name === name);
   return (nth === undefined ? of : of.slice(nth, nth + 1)).reduce((sum, sp) => sum + sp.end - sp.start, 0) / 1000;
 }
+
+/**
+ * History event types that Temporal Cloud bills as actions (docs.temporal.io/cloud/actions):
+ * the start, each activity attempt, signals, timers, markers (patches, side effects, local
+ * activities) and search-attribute upserts. Heartbeats and queries are billed too but leave
+ * no event, so a count from the history is a floor.
+ */
+const BILLABLE: ReadonlyMap<number, string> = new Map([
+  [EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, 'start'],
+  [EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, 'activity'],
+  [EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, 'signal'],
+  [EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED, 'signal'],
+  [EventType.EVENT_TYPE_TIMER_STARTED, 'timer'],
+  [EventType.EVENT_TYPE_MARKER_RECORDED, 'marker'],
+  [EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES, 'upsert'],
+  [EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED, 'child'],
+  [EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, 'update'],
+]);
+
+/** The billable events of a history, in all and by kind; an activity counts once per attempt. */
+export function billableEvents(history: temporal.api.history.v1.IHistory): { total: number; byKind: Record<string, number> } {
+  const byKind: Record<string, number> = {};
+  for (const e of history.events ?? []) {
+    const kind = BILLABLE.get(e.eventType ?? 0);
+    if (kind === undefined) continue;
+    const n = kind === 'activity' ? Math.max(1, e.activityTaskStartedEventAttributes?.attempt ?? 1) : 1;
+    byKind[kind] = (byKind[kind] ?? 0) + n;
+  }
+  return { total: Object.values(byKind).reduce((a, b) => a + b, 0), byKind };
+}
+
+/** `37 (18 activity, 9 upsert, 7 marker, 2 signal, 1 start)`: the largest kinds first. */
+export function billableSummary(b: ReturnType<typeof billableEvents>): string {
+  const kinds = Object.entries(b.byKind).sort((x, y) => y[1] - x[1] || x[0].localeCompare(y[0]));
+  return `${b.total} (${kinds.map(([k, n]) => `${n} ${k}`).join(', ')})`;
+}

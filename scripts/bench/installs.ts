@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { progressQuery } from '../../contract';
 import { watch, type WatchedStream } from './sseClient';
-import { spansOf } from './history';
+import { billableEvents, spansOf } from './history';
 import { temporal } from '@temporalio/proto';
 
 const EventType = temporal.api.enums.v1.EventType;
@@ -15,6 +15,8 @@ export interface InstallRun {
   /** Per event of the install's own stream: arrival at the client minus recording in the workflow (ms). */
   latenciesMs: number[];
   historyEvents: number;
+  /** Events of the kinds Temporal Cloud bills as actions (history.ts), in all and by kind. */
+  billable: ReturnType<typeof billableEvents>;
   /** Workflow tasks the run took (completed ones, as the history records them). */
   workflowTasks: number;
   /** Per activity: from its scheduling to its start, as the history records them (ms). */
@@ -122,6 +124,7 @@ export async function installBatch(opts: {
       seconds,
       latenciesMs,
       historyEvents: history?.events?.length ?? 0,
+      billable: billableEvents(history ?? {}),
       workflowTasks: (history?.events ?? []).filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED).length,
       scheduleToStartMs: history ? spansOf(history).map((a) => a.start - a.scheduled) : [],
       messages: own.arrivals.map((e) => e.message),

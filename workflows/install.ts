@@ -13,24 +13,12 @@ import {
   workflowInputs,
   installSteps,
 } from '../contract';
-import { deprecatePatch, patched, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
+import { patched, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
 import { Progress } from './progress';
 import { checkedWorkflowInput } from './checkInput';
 import { cleanup, guest, proxmox, transfer } from './activityOptions';
 import { makeWithFreeVmid } from './freeVmid';
 import { failWithCleanup } from './compensations';
-
-/**
- * Patches being retired (docs/versioning.md): every install still open started with these
- * changes in, so their old branches are gone. A run in flight holds their markers, which
- * the deprecatePatch calls below answer, each where its patched() call stood; a release
- * after this one they go too.
- */
-const INSTALL_FROM_TEMPLATE = 'install-from-template';
-const ACTIVITIES_NAMED_FOR_OPERATIONS = 'activities-named-for-operations';
-const GUEST_ADDRESS = 'guest-address';
-const WAIT_FOR_CLOUD_INIT = 'wait-for-cloud-init';
-const REBOOT_WHEN_REQUIRED = 'reboot-when-required';
 
 /**
  * The preparation steps (storage check, CPU baseline, template lookup then the image,
@@ -72,7 +60,6 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const detectCpuType = () => step(installSteps.cpuBaseline.wire, 'detecting cluster CPU baseline', () => proxmox.clusterCpuType({ os: spec.os, version: spec.version }));
     // The fast path: a clone of the current template skips the image and the slow part of the init script.
     const templateOrImage = async (): Promise<{ template?: Template; imagePath?: string }> => {
-      deprecatePatch(INSTALL_FROM_TEMPLATE);
       const template = await progress.attributed(installSteps.template.wire, chooseTemplate);
       if (template) return { template };
       const image = await step(installSteps.download.wire, `fetching ${spec.os} ${spec.version} cloud image`, () =>
@@ -84,10 +71,7 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       return { imagePath };
     };
     const readServiceKey = () =>
-      step(installSteps.serviceKey.wire, 'reading the main node SSH key', () => {
-        deprecatePatch(ACTIVITIES_NAMED_FOR_OPERATIONS);
-        return proxmox.servicePublicKey();
-      });
+      step(installSteps.serviceKey.wire, 'reading the main node SSH key', () => proxmox.servicePublicKey());
     let cpuType: string, template: Template | undefined, imagePath: string | undefined, serviceKey: string;
     if (patched(PREPARATION_SIDE_BY_SIDE)) {
       // The image branch goes third: the only one whose activities stream output, it starts
@@ -136,7 +120,6 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       );
     }
     await step(installSteps.start.wire, 'starting VM', () => proxmox.startVm({ vmid: vm.vmid, node }));
-    deprecatePatch(GUEST_ADDRESS);
     let ip = vm.ip;
     if (dhcp) {
       const read = await step(installSteps.guestAddress.wire, 'reading the address from the guest agent', () =>
@@ -168,7 +151,6 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const checkBesideCloudInit = !dhcp && patched(ADDRESS_CHECK_BESIDE_CLOUD_INIT);
     if (!dhcp && !checkBesideCloudInit) await checkAddress();
     const ran = await step(installSteps.initScript.wire, `running the ${spec.os} ${spec.version} init script`, async () => {
-      deprecatePatch(WAIT_FOR_CLOUD_INIT);
       const waitForCloudInit = () => guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
       if (checkBesideCloudInit) await progress.sideBySide([waitForCloudInit, checkAddress]);
       else await waitForCloudInit();
@@ -208,7 +190,6 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
    * nothing, and the install reboots as it always did.
    */
   function rebootAfterInitScript(need: RebootNeed | undefined): boolean {
-    deprecatePatch(REBOOT_WHEN_REQUIRED);
     const at = installSteps.reboot.wire;
     if (spec.reboot === 'always') progress.info(at, 'rebooting, as asked (reboot "always")');
     else if (need === undefined) progress.info(at, 'rebooting: the worker did not ask the guest whether it must');

@@ -87,7 +87,7 @@ export function billableEvents(history: temporal.api.history.v1.IHistory): { tot
   return { total: Object.values(byKind).reduce((a, b) => a + b, 0), byKind };
 }
 
-/** `37 (18 activity, 9 upsert, 7 marker, 2 signal, 1 start)`: the largest kinds first. */
+/** `27 (18 activity, 4 upsert, 2 marker, 2 signal, 1 start)`: the largest kinds first. */
 export function billableSummary(b: ReturnType<typeof billableEvents>): string {
   const kinds = Object.entries(b.byKind).sort((x, y) => y[1] - x[1] || x[0].localeCompare(y[0]));
   return `${b.total} (${kinds.map(([k, n]) => `${n} ${k}`).join(', ')})`;

@@ -225,7 +225,9 @@ describe('event streams', () => {
       // The witness: a plain request opened after both streams meets its deadline, so
       // theirs have passed too (same timer, started earlier).
       calls = readCalls(h.sandbox.dir).length;
-      await h.sandbox.injectFault({ command: 'pvesh get /cluster/resources', latencyMs: TIMEOUT_MS + 2000, times: 1 });
+      // Every call until cleared, not the next one: the install beside may read the cluster
+      // first (its guest is booting), and a one-shot fault would be its, not the list's.
+      await h.sandbox.injectFault({ command: 'pvesh get /cluster/resources', latencyMs: TIMEOUT_MS + 2000 });
       expect((await send(h.service.url, { path: '/api/vm/list' })).status).toBe(503);
       for (const stream of [install, s]) {
         expect(stream.ended()).toBe(false);
@@ -233,6 +235,7 @@ describe('event streams', () => {
       }
     } finally {
       s.close();
+      await h.sandbox.clearFaults();
     }
     await slowCallEnded(calls);
   });

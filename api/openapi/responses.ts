@@ -98,7 +98,10 @@ export const stepTimeline = z.object({
       step: z.string(),
       start: z.number().describe('workflow time of its first event, ms since the epoch'),
       end: z.number().describe('workflow time of its last event'),
-      ms: z.number(),
+      ms: z.number().describe('the time it ran: the sum of its runs'),
+      runs: z
+        .array(z.object({ start: z.number(), end: z.number() }))
+        .describe("when it ran: from the line that started it to its done line or error; what it noted after (a pinned host key) is not its time, and an SSH wait after a reboot is a second run"),
       status: z.enum(['done', 'error', 'running']).describe('running only while the operation runs'),
     }),
   ),

@@ -5,8 +5,9 @@ import { duration, h } from './dom.js';
 const LAST = 10;
 
 /**
- * Where the time went: one bar per step of a finished install, placed on the install's
- * own clock (its events' workflow time, GET /api/workflows/:id/steps).
+ * Where the time went: a row per step of a finished install, a bar per stretch the step
+ * ran, placed on the install's own clock (its events' workflow time, GET
+ * /api/workflows/:id/steps).
  */
 export function timelineView(main, _session, workflowId) {
   main.append(h('h2', {}, 'Where the time went ', h('code', {}, workflowId ?? '')));
@@ -26,11 +27,15 @@ export function timelineView(main, _session, workflowId) {
           'ol',
           { className: 'timeline' },
           steps.map((s) => {
-            const bar = h('span', { className: `bar ${s.status}` });
-            // Positions through the CSSOM: the page's CSP allows no inline style attribute.
-            bar.style.marginLeft = `${((s.start - t0) / total) * 100}%`;
-            bar.style.width = `${Math.max(0.3, (s.ms / total) * 100)}%`;
-            return h('li', { 'data-step': s.step }, h('span', { className: 'name' }, s.step), h('span', { className: 'track' }, bar), h('span', { className: 'time' }, duration(s.ms)));
+            // A bar per run: an SSH wait after a reboot is a second bar, not one across the init script.
+            const bars = (s.runs ?? [{ start: s.start, end: s.end }]).map((run) => {
+              const bar = h('span', { className: `bar ${s.status}` });
+              // Positions through the CSSOM: the page's CSP allows no inline style attribute.
+              bar.style.left = `${((run.start - t0) / total) * 100}%`;
+              bar.style.width = `${Math.max(0.3, ((run.end - run.start) / total) * 100)}%`;
+              return bar;
+            });
+            return h('li', { 'data-step': s.step }, h('span', { className: 'name' }, s.step), h('span', { className: 'track' }, bars), h('span', { className: 'time' }, duration(s.ms)));
           }),
         ),
       );

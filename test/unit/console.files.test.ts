@@ -99,8 +99,8 @@ test("a step's span runs from its first event to its last; an error marks it", (
   const at = (seq: number, step: string, status: 'processing' | 'success' | 'error' | 'info', t: number) => ({ seq, step, status, message: '', at: t });
   const events = [at(1, 'a', 'processing', 1000), at(2, 'a', 'success', 1500), at(3, 'b', 'processing', 1600), at(4, 'b', 'error', 4000), { seq: 5, step: 'c', status: 'info' as const, message: '' }];
   expect(stepTimeline(events, true)).toEqual([
-    { step: 'a', start: 1000, end: 1500, ms: 500, status: 'done' },
-    { step: 'b', start: 1600, end: 4000, ms: 2400, status: 'error' },
+    { step: 'a', start: 1000, end: 1500, ms: 500, runs: [{ start: 1000, end: 1500 }], status: 'done' },
+    { step: 'b', start: 1600, end: 4000, ms: 2400, runs: [{ start: 1600, end: 4000 }], status: 'error' },
   ]);
   // A step with no `done` line is running while the operation runs, and ended once it closed.
   const running = [at(1, 'a', 'processing', 1000), at(2, 'reboot', 'info', 1200)];
@@ -108,8 +108,35 @@ test("a step's span runs from its first event to its last; an error marks it", (
   expect(stepTimeline(running, true).map((s) => s.status)).toEqual(['done', 'done']);
 });
 
+test("a step's notes after it ended are not its time, and a step that runs again has two runs", () => {
+  const ev = (seq: number, step: string, status: 'processing' | 'success', message: string, at: number) => ({ seq, step, status, message, at });
+  const ssh = 'VM initialization > wait for SSH';
+  const script = 'VM initialization > init script';
+  const events = [
+    ev(1, ssh, 'processing', '[*] waiting for SSH on 10.0.0.5', 1000),
+    ev(2, ssh, 'success', '[+] waiting for SSH on 10.0.0.5 done (2.00s)', 3000),
+    ev(3, ssh, 'processing', '[*] host key SHA256:x (reported by the guest agent)', 3000),
+    ev(4, script, 'processing', '[*] running the debian 12 init script', 3100),
+    // the guest agent's answer, asked beside the cloud-init wait, lands under the SSH wait
+    ev(5, ssh, 'processing', '[*] the guest agent reports 10.0.0.5, as configured', 3400),
+    ev(6, script, 'processing', 'Setting up curl ...', 5000),
+    ev(7, script, 'success', '[+] running the debian 12 init script done (6.90s)', 10_000),
+    ev(8, ssh, 'processing', '[*] waiting for SSH on 10.0.0.5 after reboot', 12_000),
+    ev(9, ssh, 'success', '[+] waiting for SSH on 10.0.0.5 after reboot done (3.00s)', 15_000),
+  ];
+  const [waits, init] = stepTimeline(events, true);
+  expect(waits).toEqual({ step: ssh, start: 1000, end: 15_000, ms: 5000, runs: [{ start: 1000, end: 3000 }, { start: 12_000, end: 15_000 }], status: 'done' });
+  expect(init).toMatchObject({ ms: 6900, runs: [{ start: 3100, end: 10_000 }] });
+  // While the operation runs, a step that has not ended a run yet, or recorded the latest event, is going.
+  const running = stepTimeline([...events.slice(0, 6), ev(10, ssh, 'processing', '[*] waiting for SSH on 10.0.0.5 after reboot', 11_000)], false);
+  expect(running.find((s) => s.step === ssh)!.runs).toEqual([{ start: 1000, end: 3000 }, { start: 3000, end: 11_000 }]);
+  expect(running.find((s) => s.step === script)!.runs).toEqual([{ start: 3100, end: 5000 }]);
+  // Once it closed, what the SSH wait noted after its run is not its time.
+  expect(stepTimeline(events.slice(0, 7), true)[0].runs).toEqual([{ start: 1000, end: 3000 }]);
+});
+
 test('medians per step and source: template installs (a qm clone step) apart from image installs', () => {
-  const span = (step: string, ms: number) => ({ step, start: 0, end: ms, ms, status: 'done' as const });
+  const span = (step: string, ms: number) => ({ step, start: 0, end: ms, ms, runs: [{ start: 0, end: ms }], status: 'done' as const });
   const image = (ms: number) => [span('VM creation > qm create', 100), span('VM initialization > init script', ms)];
   const clone = (ms: number) => [span('VM creation > qm clone', 50), span('VM initialization > init script', ms)];
   expect(stepMedians([image(1000), clone(10), image(3000), image(2000), clone(30)])).toEqual({

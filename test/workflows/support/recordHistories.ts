@@ -19,6 +19,9 @@ import { historyScenarios } from './historyScenarios';
 import { startWorkflowTestEnv } from './testEnv';
 
 const OUT = path.resolve(__dirname, '..', '..', 'fixtures', 'histories');
+const ROOT = path.resolve(__dirname, '..', '..', '..');
+/** What the checkout's own path reads as in a recorded stack trace. */
+const RECORDED_ROOT = '/qemurun';
 /** name → the id the workflow ran under; every other .json file there is a history. */
 const WORKFLOW_IDS = 'workflow-ids.json';
 
@@ -49,7 +52,9 @@ async function main(): Promise<void> {
       // use, so a history taken from production can sit beside these as it is.
       const { stdout } = await execa(cli, ['workflow', 'show', '--address', t.address, '--workflow-id', workflowId, '--output', 'json']);
       const file = path.join(OUT, `${scenario.name}.json`);
-      fs.writeFileSync(file, `${JSON.stringify(JSON.parse(stdout), null, 2)}\n`);
+      // Failures carry stack traces: name the checkout by a fixed root, not where it was recorded.
+      const json = JSON.stringify(JSON.parse(stdout), null, 2).split(`${ROOT}${path.sep}`).join(`${RECORDED_ROOT}/`);
+      fs.writeFileSync(file, `${json}\n`);
       ids[scenario.name] = workflowId;
       console.log(`${path.relative(process.cwd(), file)}: ${(JSON.parse(stdout) as { events: unknown[] }).events.length} events`);
     }

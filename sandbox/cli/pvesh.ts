@@ -1,12 +1,11 @@
 import os from 'node:os';
-import { createHash } from 'node:crypto';
 import { parseArgs, type Prop } from './args';
 import { CliError, paramError } from './errors';
 import type { Ctx } from './context';
 import * as f from './formats';
 import { nodeBridges, nodeOf, nodePveVersion, storagesOn } from '../state/model';
 import { listVms } from '../state/vmlist';
-import { parseConf } from '../state/vmconf';
+import { configDigest, parseConf } from '../state/vmconf';
 import { readIfExists } from '../state/files';
 import { clusterGuestResource, guestResource, guests, nodeResource, nodeUsage, storageResource } from './resources';
 import { toJson, toJsonPretty, toText } from './output';
@@ -174,7 +173,7 @@ export function vmStatusCurrent(ctx: Ctx, node: string, vmid: number) {
 export function vmConfigView(ctx: Ctx, node: string, vmid: number) {
   const conf = vmConfOn(ctx, node, vmid);
   const raw = readIfExists(ctx.paths.conf(node, vmid)) ?? '';
-  const out: Record<string, unknown> = { digest: createHash('sha1').update(raw).digest('hex') };
+  const out: Record<string, unknown> = { digest: configDigest(raw) };
   // parse_vm_config's check_type: integer and boolean options are numbers (memory has been a
   // property string since PVE 8.1).
   for (const [k, v] of Object.entries(conf.props)) {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { decodeText, encodeText } from './escape';
 
 /**
@@ -45,6 +46,14 @@ export function serializeConf(conf: VmConf): string {
   }
   if (conf.sections) raw += (raw ? '\n' : '') + conf.sections.replace(/^\n+/, '');
   return raw;
+}
+
+/**
+ * A config's `digest`: the SHA1 of the file as it is on disk (parse_vm_config's
+ * `sha1_hex($raw)`), which `pvesh get .../config` reports and `--digest` is checked against.
+ */
+export function configDigest(raw: string): string {
+  return createHash('sha1').update(raw).digest('hex');
 }
 
 /** `key=value,key=value` property strings (drives, net, agent, meta...). */

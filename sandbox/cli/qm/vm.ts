@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { CliError } from '../errors';
 import type { Ctx } from '../context';
-import { parseConf, serializeConf, type VmConf } from '../../state/vmconf';
+import { configDigest, parseConf, serializeConf, type VmConf } from '../../state/vmconf';
 import { createExclusive, LockTimeoutError, readIfExists, withLock, withSharedLock, writeFileAtomic } from '../../state/files';
 import { isDriveName } from '../vmOptions';
 
@@ -29,7 +28,7 @@ export function assertDigest(ctx: Ctx, vmid: number, digest: string | undefined)
   if (!digest) return;
   const raw = readIfExists(ctx.paths.conf(ctx.node, vmid));
   if (raw === undefined) return; // load_config fails next, with its own message
-  if (createHash('sha1').update(raw).digest('hex') !== digest) throw new CliError('checksum mismatch (file change by other user?)');
+  if (configDigest(raw) !== digest) throw new CliError('checksum mismatch (file change by other user?)');
 }
 
 export function writeVm(ctx: Ctx, vmid: number, conf: VmConf, node = ctx.node): void {

@@ -1,7 +1,8 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { type AddressLease, type AddressPool, ipToNumber, isIpv4, poolSize } from '../contract';
-import { readLeases, releaseNamedLease } from '../lib/addressPools/leases';
+import { releaseNamedLease } from '../lib/addressPools/leases';
+import { readLeasesOr502 } from './poolLeases';
 import { HttpError, InvalidRequestError } from './errors';
 import * as answers from './openapi/responses';
 import { err } from './openapi/answer';
@@ -44,8 +45,7 @@ export const addressPoolRoutes = defineRoutes({
       answers: { 200: { description: 'ADDRESS_POOLS, each with its leases (none configured: an empty list)', json: answers.addressPools }, 502: err("the pools' leases could not be read from Temporal") },
       handle: async ({ config, client }, _req, res) => {
         const pools = config.addressPools as readonly AddressPool[];
-        const leases = await readLeases(client, pools).catch((err: Error) => err);
-        if (leases instanceof Error) throw new HttpError(502, `could not read the address pools' leases: ${leases.message}`);
+        const leases = await readLeasesOr502(client, pools, "the address pools' leases");
         const entries = pools.map((p): AddressPoolEntry => {
           const held = [...(leases.get(p.name) ?? [])].sort((a, b) => ipToNumber(a.address) - ipToNumber(b.address));
           const size = poolSize(p);
@@ -81,8 +81,7 @@ export const addressPoolRoutes = defineRoutes({
         const pool = (config.addressPools as readonly AddressPool[]).find((p) => p.name === name);
         if (!pool) throw new HttpError(404, `no address pool named '${name}' (ADDRESS_POOLS names ${config.addressPools.map((p) => p.name).join(', ') || 'none'})`);
         if (!isIpv4(address)) throw new InvalidRequestError('address: must be an IPv4 address like 192.0.2.10');
-        const leases = await readLeases(client, [pool]).catch((err: Error) => err);
-        if (leases instanceof Error) throw new HttpError(502, `could not read address pool '${name}''s leases: ${leases.message}`);
+        const leases = await readLeasesOr502(client, [pool], `address pool '${name}''s leases`);
         const lease = leases.get(name)?.find((l) => l.address === address);
         if (!lease) throw new HttpError(404, `address pool '${name}' has no lease of ${address}`);
         const released = await releaseNamedLease(client, name, lease);

@@ -1,7 +1,8 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { type AddressPool, leaseHolderOf, tokenLeaseHolderOf } from '../contract';
-import { heldBy, readLeases } from '../lib/addressPools/leases';
+import { heldBy } from '../lib/addressPools/leases';
+import { readLeasesOr502 } from './poolLeases';
 import { HttpError } from './errors';
 
 /**
@@ -16,8 +17,7 @@ import { HttpError } from './errors';
 export async function checkLeaseQuota(config: Config, client: Client, poolName: string | undefined, tenant: string | undefined, owner: string): Promise<void> {
   const pool = (config.addressPools as readonly AddressPool[]).find((p) => p.name === poolName);
   if (!pool || pool.maxLeasesPerHolder === undefined) return;
-  const leases = await readLeases(client, [pool]).catch((err: Error) => err);
-  if (leases instanceof Error) throw new HttpError(502, `could not read address pool '${pool.name}''s leases: ${leases.message}`);
+  const leases = await readLeasesOr502(client, [pool], `address pool '${pool.name}''s leases`);
   const holder = leaseHolderOf(tenant);
   const before = tenant === undefined ? [] : config.apiTokens.filter((t) => t.tenant === tenant).map((t) => tokenLeaseHolderOf(t.name));
   const held = heldBy(leases.get(pool.name) ?? [], [holder, ...before], owner);

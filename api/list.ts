@@ -5,7 +5,7 @@ import type { NodeResource, VmResource } from '../lib/proxmox/pvesh';
 import { readDisabledVmids } from '../lib/stateFiles';
 import type { Client } from '@temporalio/client';
 import { LIMITS, OS_VERSIONS } from '../contract';
-import { readLeases } from '../lib/addressPools/leases';
+import { readLeasesOr502 } from './poolLeases';
 import { vmIp } from '../lib/network';
 import { HttpError, InvalidRequestError } from './errors';
 import { tenantScope } from './guard';
@@ -160,8 +160,7 @@ export const listRoutes = defineRoutes({
           throw new HttpError(502, `could not read the cluster: ${result.message}`);
         }
         // One query per address pool, not one config read per VM: the leases say who has what.
-        const leases = await readLeases(client, config.addressPools).catch((err: Error) => err);
-        if (leases instanceof Error) throw new HttpError(502, `could not read the address pools' leases: ${leases.message}`);
+        const leases = await readLeasesOr502(client, config.addressPools, "the address pools' leases");
         const byVmid = new Map<number, { ip: string; address_pool: string }>();
         for (const [pool, held] of leases) for (const l of held) if (l.vmid !== undefined) byVmid.set(l.vmid, { ip: l.address, address_pool: pool });
         // A token of the read or operate role lists its tenant's VMs only; admin, every VM.

@@ -4,7 +4,8 @@ import type { EventStatus, ProgressEvent } from './types';
 /**
  * Progress lives in the workflow: the API streams it to SSE clients by querying
  * (queries write no history), and a client that reconnects asks for what came after the
- * last sequence number it saw. Activities add command output with the output signal.
+ * last sequence number it saw. Activities add command output with the output signal, and
+ * the last of it in their result (OUTPUT_TAIL).
  */
 
 export type RunState = 'running' | 'completed' | 'failed' | 'cancelled';
@@ -26,6 +27,27 @@ export interface ProgressPage {
  */
 export interface OutputBatch {
   lines: Array<{ status: EventStatus; message: string }>;
+}
+
+/**
+ * The key of an activity result that carries the last of the activity's command output:
+ * what it printed since its last output signal rides with its completion instead of a
+ * signal of its own (one billable action fewer per streaming activity). The worker wraps
+ * such results (activities/output.ts) and the workflow unwraps them before its code sees
+ * them (workflows/interceptors.ts), so no activity or workflow code handles the wrapper.
+ */
+export const OUTPUT_TAIL = 'qemurunOutputTail';
+
+export interface ResultWithOutputTail {
+  [OUTPUT_TAIL]: OutputBatch;
+  result: unknown;
+}
+
+/** An activity result and the output that came with it; a result from before the wrapper, or of an activity that printed nothing since its last signal, comes alone. */
+export function splitOutputTail(value: unknown): { tail?: OutputBatch; result: unknown } {
+  if (typeof value !== 'object' || value === null || !(OUTPUT_TAIL in value)) return { result: value };
+  const wrapped = value as ResultWithOutputTail;
+  return { tail: wrapped[OUTPUT_TAIL], result: wrapped.result };
 }
 
 /**

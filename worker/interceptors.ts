@@ -2,6 +2,7 @@ import { CancelledFailure, type Context } from '@temporalio/activity';
 import type { ActivityInterceptors } from '@temporalio/worker';
 import type { Metrics } from '../lib/observability/metrics';
 import { failure, RESET_RUN_HEADER } from '../contract';
+import { carryingOutputTail } from '../activities/output';
 
 /**
  * Refuses every activity of a run made by `temporal workflow reset` (the workflow marks them,
@@ -64,4 +65,13 @@ export function activityObservability(metrics?: Metrics) {
       },
     };
   };
+}
+
+/** The last of an activity's command output rides with its result (activities/output.ts). */
+export function outputTails() {
+  return (): ActivityInterceptors => ({
+    inbound: {
+      execute: (input, next) => carryingOutputTail(() => next(input)),
+    },
+  });
 }

@@ -1,7 +1,7 @@
 import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Config } from '../lib/config';
 import type { Metrics } from '../lib/observability/metrics';
-import { activityObservability, resetRunsRefused } from './interceptors';
+import { activityObservability, outputTails, resetRunsRefused } from './interceptors';
 import { workerSinks } from './sinks';
 import type { ProgressPushes } from '../lib/progressPushes';
 import { workflowBundlerOptions } from './bundleOptions';
@@ -40,7 +40,7 @@ export async function createWorker({ config, connection, activities, workflowBun
       : { workflowsPath: require.resolve('../workflows'), bundlerOptions: { preloadModules: workflowBundlerOptions.preloadModules } }),
     dataConverter,
     interceptors: {
-      activity: [activityObservability(metrics), resetRunsRefused()],
+      activity: [activityObservability(metrics), resetRunsRefused(), outputTails()],
       // A prebuilt bundle has the workflow interceptors in it already (built with
       // workflowBundlerOptions); naming them again only makes the SDK warn at every start.
       ...(workflowBundlePath ? {} : { workflowModules: workflowBundlerOptions.workflowInterceptorModules }),

@@ -15,7 +15,8 @@ import {
   type WorkflowOutboundCallsInterceptor,
   workflowInfo,
 } from '@temporalio/workflow';
-import { RESET_RUN_HEADER, splitWorkflowType, withWorkflowType, type FailureType } from '../contract';
+import { RESET_RUN_HEADER, splitOutputTail, splitWorkflowType, withWorkflowType, type FailureType } from '../contract';
+import { receiveOutputTail } from './progress';
 
 /**
  * What a payload the worker's codec refused decodes to (lib/temporal/codec.ts): input written
@@ -115,4 +116,17 @@ class TypedStarts implements WorkflowOutboundCallsInterceptor {
   }
 }
 
-export const interceptors = (): WorkflowInterceptors => ({ inbound: [new RefusedPayloads()], outbound: [new ResetRuns(), new TypedStarts()] });
+/**
+ * An activity's last lines of output come with its result (contract OUTPUT_TAIL): they go
+ * to the run's progress before the workflow code sees the result, as a signal's would have
+ * come before it. No command is issued, so runs recorded with output signals replay alike.
+ */
+class OutputTails implements WorkflowOutboundCallsInterceptor {
+  async scheduleActivity(input: ActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>): Promise<unknown> {
+    const { tail, result } = splitOutputTail(await next(input));
+    if (tail) receiveOutputTail(tail);
+    return result;
+  }
+}
+
+export const interceptors = (): WorkflowInterceptors => ({ inbound: [new RefusedPayloads()], outbound: [new ResetRuns(), new TypedStarts(), new OutputTails()] });

@@ -1,5 +1,5 @@
 import { CancellationScope, isCancellation, proxySinks, setHandler } from '@temporalio/workflow';
-import { type EventStatus, outputSignal, type ProgressEvent, progressQuery, type QemuRunSinks, type RunState } from '../contract';
+import { type EventStatus, type OutputBatch, outputSignal, type ProgressEvent, progressQuery, type QemuRunSinks, type RunState } from '../contract';
 
 /**
  * A run's progress, kept in the workflow: the API reads it with the progress query, and
@@ -10,6 +10,19 @@ import { type EventStatus, outputSignal, type ProgressEvent, progressQuery, type
 const MAX_EVENTS_PER_PAGE = 500;
 
 const { progress: pushed } = proxySinks<QemuRunSinks>();
+
+/**
+ * Where command output that came with an activity's result goes (the run's Progress).
+ * Module state of a workflow module is the run's own: each run evaluates these modules
+ * afresh (only workflows/preload.ts is shared).
+ */
+// eslint-disable-next-line no-restricted-syntax -- a run's own: its modules are evaluated afresh for it
+let outputReceiver: ((batch: OutputBatch) => void) | undefined;
+
+/** Output an activity's result carried (workflows/interceptors.ts): added as its output signal's would be. */
+export function receiveOutputTail(batch: OutputBatch): void {
+  outputReceiver?.(batch);
+}
 
 export class Progress {
   private readonly events: ProgressEvent[] = [];
@@ -29,9 +42,10 @@ export class Progress {
       step: this.events.at(-1)?.step,
       vm: this.vm,
     }));
-    setHandler(outputSignal, (batch) => {
+    outputReceiver = (batch) => {
       for (const line of batch.lines) this.emit(this.current, line.status, line.message);
-    });
+    };
+    setHandler(outputSignal, outputReceiver);
   }
 
   get state(): RunState {

@@ -10,11 +10,13 @@ import { initScriptEnv, initScriptFor } from '../lib/initScripts';
 import { REBOOT_NEED_SCRIPT, parseRebootNeed } from '../lib/rebootNeed';
 import { shellQuote } from '../lib/executor/quote';
 import { portAnswers } from '../lib/network';
-import { outputStream } from './output';
+import { type OutputStream, outputStream } from './output';
 import { keepAlive } from './keepAlive';
+import { askGuestAddress } from './guestAddress';
 import { knownNode } from './managedSet';
 import { failure, field, isFailureOf, type InitScriptPhase, type InitScriptRun, type PinnedHostKey, checkedInput } from '../contract';
 import type { ApplicationFailure } from '@temporalio/common';
+import type { Client as SshClient } from 'ssh2';
 
 /** How often waitForSsh looks for a listening sshd; a refused connection costs nothing. */
 const SSH_PORT_POLL_MS = 250;
@@ -78,6 +80,27 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
       hostKeySource: `pinned for VM ${input.vmid ?? '?'}`,
     });
 
+  /** See waitForCloudInit. */
+  async function cloudInitDone(conn: SshClient, out: OutputStream, input: { ip: string; vmid?: number }): Promise<void> {
+    const ctx = Context.current();
+    let status = '';
+    const code = await keepAlive(() =>
+      execOnGuest(conn, `timeout ${config.sshWaitTimeoutSec} cloud-init status --wait`, {
+        signal: ctx.cancellationSignal,
+        onLine: (line) => {
+          const m = /^status:\s*(.+)$/.exec(line.trim());
+          if (m) status = m[1];
+        },
+      }),
+    );
+    if (code === 124) {
+      throw failure('CloudInitTimeoutError', `cloud-init did not finish within SSH_WAIT_TIMEOUT (${config.sshWaitTimeoutSec} s) on VM ${input.vmid ?? input.ip}`);
+    }
+    if (code === 1 || code === 2) {
+      out.line(`[!] cloud-init finished with ${code === 1 ? 'errors' : 'warnings'} (status: ${status || 'unknown'}); see /var/log/cloud-init.log on the VM`, 'info');
+    }
+  }
+
   return {
     /**
      * Polls until the guest accepts the service's key; cloud-init may take minutes.
@@ -89,7 +112,15 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
      * agent vouches for the key or SSH_WAIT_TIMEOUT. Returns the key to pin for the
      * install's later connections. Without a VMID (runs recorded before) any key will do.
      */
-    async waitForSsh(input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string; pinnedOnly?: boolean }): Promise<PinnedHostKey | undefined> {
+    async waitForSsh(input: {
+      ip: string;
+      user: string;
+      vmid?: number;
+      hostKey?: string;
+      node?: string;
+      pinnedOnly?: boolean;
+      askAddress?: boolean;
+    }): Promise<PinnedHostKey | undefined> {
       const ctx = Context.current();
       const known = knownNode(input, 'waitForSsh');
       const deadline = Date.now() + config.sshWaitTimeoutSec * 1000;
@@ -143,7 +174,13 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
               const code = await execOnGuest(conn, 'true', { signal: ctx.cancellationSignal });
               if (code === 0) {
                 if (!pinned) return undefined;
-                return { hostKey: pinned, source: agentKey ? 'guest agent' : 'first use', fingerprint: fingerprint(parseHostKey(pinned).blob) };
+                const address = input.askAddress && input.vmid !== undefined ? await askGuestAddress(proxmox, input.vmid, known) : undefined;
+                return {
+                  hostKey: pinned,
+                  source: agentKey ? 'guest agent' : 'first use',
+                  fingerprint: fingerprint(parseHostKey(pinned).blob),
+                  ...(address ? { address: address.ip !== undefined ? { ip: address.ip } : { reason: address.reason } } : {}),
+                };
               }
               lastError = `probe command exited with ${code}`;
             } finally {
@@ -179,26 +216,10 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
      */
     async waitForCloudInit(input: { ip: string; user: string; hostKey?: string; vmid?: number }): Promise<void> {
       checkedInput(field.user, input.user, 'waitForCloudInit');
-      const ctx = Context.current();
       const conn = await connectPinned(input);
       const out = outputStream(client);
-      let status = '';
       try {
-        const code = await keepAlive(() =>
-          execOnGuest(conn, `timeout ${config.sshWaitTimeoutSec} cloud-init status --wait`, {
-            signal: ctx.cancellationSignal,
-            onLine: (line) => {
-              const m = /^status:\s*(.+)$/.exec(line.trim());
-              if (m) status = m[1];
-            },
-          }),
-        );
-        if (code === 124) {
-          throw failure('CloudInitTimeoutError', `cloud-init did not finish within SSH_WAIT_TIMEOUT (${config.sshWaitTimeoutSec} s) on VM ${input.vmid ?? input.ip}`);
-        }
-        if (code === 1 || code === 2) {
-          out.line(`[!] cloud-init finished with ${code === 1 ? 'errors' : 'warnings'} (status: ${status || 'unknown'}); see /var/log/cloud-init.log on the VM`, 'info');
-        }
+        await cloudInitDone(conn, out, input);
       } finally {
         conn.end();
         await out.close();
@@ -224,6 +245,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
       hostKey?: string;
       vmid?: number;
       phase?: InitScriptPhase;
+      afterCloudInit?: boolean;
     }): Promise<InitScriptRun> {
       checkedInput(field.user, input.user, 'runInitScript');
       if (input.phase !== undefined) checkedInput(field.initScriptPhase, input.phase, 'runInitScript');
@@ -240,6 +262,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
       const out = outputStream(client, [input.rootPassword ?? '', config.rootPassword ?? '']);
       const conn = await connectPinned(input);
       try {
+        if (input.afterCloudInit) await cloudInitDone(conn, out, input);
         const code = await keepAlive(() =>
           execOnGuest(conn, 'sudo bash -s', {
             stdin: script,

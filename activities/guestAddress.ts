@@ -17,6 +17,16 @@ export interface GuestAddressDeps {
  */
 const FINAL = /No QEMU guest agent configured|Permission check failed/;
 
+/** One question to the guest agent about net0's IPv4 address; `reason` says why there is none. */
+export async function askGuestAddress(proxmox: ProxmoxCluster, vmid: number, known: string | undefined): Promise<{ ip?: string; reason: string }> {
+  try {
+    const answer = await onVmNode(proxmox, vmid, known, async (node) => agentAddress(node, vmid, await node.config(vmid)));
+    return 'ip' in answer ? { ip: answer.ip, reason: '' } : { reason: answer.reason };
+  } catch (err) {
+    return { reason: (err as Error).message.split('\n')[0] };
+  }
+}
+
 /** The VM's address as its guest agent reports it, through Proxmox. */
 export function guestAddressActivities({ config, proxmox }: GuestAddressDeps) {
   return {
@@ -36,13 +46,9 @@ export function guestAddressActivities({ config, proxmox }: GuestAddressDeps) {
       let reason = 'no answer';
       for (let attempt = 1; ; attempt++) {
         ctx.heartbeat({ attempt });
-        try {
-          const answer = await onVmNode(proxmox, vmid, known, async (node) => agentAddress(node, vmid, await node.config(vmid)));
-          if ('ip' in answer) return { ip: answer.ip };
-          reason = answer.reason;
-        } catch (err) {
-          reason = (err as Error).message.split('\n')[0];
-        }
+        const answer = await askGuestAddress(proxmox, vmid, known);
+        if (answer.ip !== undefined) return { ip: answer.ip };
+        reason = answer.reason;
         if (!input.wait) return { reason };
         if (FINAL.test(reason)) throw failure('GuestAddressError', `VM ${vmid}'s address cannot be read: ${reason}`);
         if (Date.now() >= deadline) {

@@ -136,9 +136,19 @@ export interface Activities {
   /**
    * With `vmid`, only the host key the guest agent reports (or `hostKey`, pinned before) is
    * accepted, and the key to pin is returned (see docs/security.md, guest SSH); with
-   * `pinnedOnly` (the waits after an install), never one trusted on first use.
+   * `pinnedOnly` (the waits after an install), never one trusted on first use. With
+   * `askAddress` (a static install), the guest agent is asked once, when SSH is up, for
+   * the address it reports (`address`): an install compares it, and never fails on it.
    */
-  waitForSsh: (input: { ip: string; user: string; vmid?: number; hostKey?: string; node?: string; pinnedOnly?: boolean }) => Promise<PinnedHostKey | undefined>;
+  waitForSsh: (input: {
+    ip: string;
+    user: string;
+    vmid?: number;
+    hostKey?: string;
+    node?: string;
+    pinnedOnly?: boolean;
+    askAddress?: boolean;
+  }) => Promise<PinnedHostKey | undefined>;
   /**
    * net0's IPv4 address as the guest agent reports it; with `wait`, until it does
    * (SSH_WAIT_TIMEOUT), else one question whose `reason` says why there is no address.
@@ -148,8 +158,20 @@ export interface Activities {
   /**
    * Without `phase`, the full run (a VM built from an image); see InitScriptPhase. A full
    * run also asks the guest whether it must reboot (`reboot`); a phase run does not.
+   * With `afterCloudInit`, it first waits for cloud-init as waitForCloudInit does, on the
+   * same connection: one activity for the install's `init script` step.
    */
-  runInitScript: (input: { ip: string; user: string; os: string; version: string; rootPassword?: string; vmid?: number; hostKey?: string; phase?: InitScriptPhase }) => Promise<InitScriptRun>;
+  runInitScript: (input: {
+    ip: string;
+    user: string;
+    os: string;
+    version: string;
+    rootPassword?: string;
+    vmid?: number;
+    hostKey?: string;
+    phase?: InitScriptPhase;
+    afterCloudInit?: boolean;
+  }) => Promise<InitScriptRun>;
 
   // Rebuilds.
   inspectRebuildTarget: (input: { vmid: number; spec?: InstallSpec; instance?: string }) => Promise<RebuildTarget>;
@@ -184,6 +206,8 @@ export interface PinnedHostKey {
   source: 'guest agent' | 'first use';
   /** `SHA256:…`, for the operator. */
   fingerprint: string;
+  /** Asked for (`askAddress`): net0's IPv4 address as the guest agent reports it, or why there is none. */
+  address?: { ip?: string; reason?: string };
 }
 
 /** Whether a guest must reboot to use what its init script installed, and why (lib/rebootNeed.ts). */

@@ -46,8 +46,8 @@ export const installSteps = {
   migrate: step('VM initialization > migrate', 'moves the VM to the node the request names', ['migrateVm']),
   start: step('VM initialization > start', 'starts the VM', ['startVm']),
   guestAddress: step('VM initialization > guest address', "reads a DHCP VM's address from its guest agent", ['readGuestAddress']),
-  waitForSsh: step('VM initialization > wait for SSH', "waits for the guest's sshd and pins its host key", ['waitForSsh', 'readGuestAddress']),
-  initScript: step('VM initialization > init script', "waits for cloud-init, then runs the OS's init script", ['waitForCloudInit', 'runInitScript']),
+  waitForSsh: step('VM initialization > wait for SSH', "waits for the guest's sshd, pins its host key and, with a static address, compares the guest agent's", ['waitForSsh']),
+  initScript: step('VM initialization > init script', "waits for cloud-init, then runs the OS's init script, on one SSH connection", ['runInitScript']),
   reboot: step('VM initialization > reboot', 'reboots the VM when the guest says it must, then waits for SSH again', ['rebootVm', 'waitForSsh']),
   finalizing: step('VM initialization > finalizing', 'the final success event, with the VM'),
 } as const;
@@ -55,8 +55,9 @@ export const installSteps = {
 /**
  * The install's steps that run side by side, as groups of branches: a branch's steps run
  * in turn, beside every other branch of its group, so their events interleave, each step
- * with its own start and end. A static install's address check, reported under `wait for
- * SSH`, runs beside the cloud-init wait of `init script`. The CLI and the console, which
+ * with its own start and end. The second group is that of the runs recorded before the
+ * address check rode with the SSH wait: a static install's check, reported under `wait
+ * for SSH`, ran beside the cloud-init wait of `init script`. The CLI and the console, which
  * import no service code, keep copies of it by wire name to read each event under its own
  * step (cli/render/model.ts, console/js/progress.js; test/unit/steps.test.ts holds them to it).
  */

@@ -13,7 +13,7 @@ import {
   workflowInputs,
   installSteps,
 } from '../contract';
-import { patched, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
+import { deprecatePatch, patched, upsertSearchAttributes, workflowInfo, proxySinks } from '@temporalio/workflow';
 import { Progress } from './progress';
 import { checkedWorkflowInput } from './checkInput';
 import { cleanup, guest, proxmox, transfer } from './activityOptions';
@@ -21,16 +21,21 @@ import { makeWithFreeVmid } from './freeVmid';
 import { failWithCleanup } from './compensations';
 
 /**
- * The preparation steps (storage check, CPU baseline, template lookup then the image,
- * service key) run side by side: none needs another's answer, and in turn each cost an
- * activity task, a workflow task and its wall time. Runs recorded before ran them in turn.
+ * Fewer Temporal actions for the same steps and events: the search attributes the run was
+ * started with are not upserted again, waitForSsh brings a static install's address check
+ * (no readGuestAddress of its own), and runInitScript waits for cloud-init itself (no
+ * waitForCloudInit). A run that takes this path calls neither patch below: a worker from
+ * before this one cannot replay it anyway (it does not know this marker), so their
+ * markers would protect nothing. Runs recorded before take the other path.
+ */
+const FEWER_ACTIONS = 'install-fewer-actions';
+/**
+ * Deprecated: the preparation steps side by side. Runs recorded before it ran them in
+ * turn; none of those can still be open (docs/versioning.md), so only its marker is kept,
+ * for the runs recorded with it.
  */
 const PREPARATION_SIDE_BY_SIDE = 'preparation-side-by-side';
-/**
- * A static install asks the guest agent for its address beside the cloud-init wait
- * instead of before it: the answer only says whether the agent agrees, and the wait needs
- * none of it. Runs recorded before asked first.
- */
+/** Deprecated: a static install's address check beside the cloud-init wait (as above). */
 const ADDRESS_CHECK_BESIDE_CLOUD_INIT = 'address-check-beside-cloud-init';
 
 type Template = Extract<TemplateChoice, { vmid: number }>;
@@ -51,7 +56,9 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
   metrics.installStarted(os);
 
   progress.emit(installSteps.workflow.wire, 'info', `[*] workflow id: ${owner}`);
-  upsertSearchAttributes(vmSearchAttributes('install', spec));
+  const fewerActions = patched(FEWER_ACTIONS);
+  const startAttributes = vmSearchAttributes('install', spec);
+  if (!fewerActions || !startedWith(startAttributes)) upsertSearchAttributes(startAttributes);
 
   // The install's storage, named only when given: a spec without one asks what it asked before.
   const onStorage = spec.storage !== undefined ? { storage: spec.storage } : {};
@@ -72,17 +79,10 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     };
     const readServiceKey = () =>
       step(installSteps.serviceKey.wire, 'reading the main node SSH key', () => proxmox.servicePublicKey());
-    let cpuType: string, template: Template | undefined, imagePath: string | undefined, serviceKey: string;
-    if (patched(PREPARATION_SIDE_BY_SIDE)) {
-      // The image branch goes third: the only one whose activities stream output, it starts
-      // its steps after the others have started theirs, so the output lands under its step.
-      [, cpuType, { template, imagePath }, serviceKey] = await progress.sideBySide([checkStorage, detectCpuType, templateOrImage, readServiceKey]);
-    } else {
-      await checkStorage();
-      cpuType = await detectCpuType();
-      ({ template, imagePath } = await templateOrImage());
-      serviceKey = await readServiceKey();
-    }
+    if (!fewerActions) deprecatePatch(PREPARATION_SIDE_BY_SIDE);
+    // The image branch goes third: the only one whose activities stream output, it starts
+    // its steps after the others have started theirs, so the output lands under its step.
+    const [, cpuType, { template, imagePath }, serviceKey] = await progress.sideBySide([checkStorage, detectCpuType, templateOrImage, readServiceKey]);
 
     const creation = template ? installSteps.cloneVm.wire : installSteps.createVm.wire;
     const vm = await step(creation, template ? `cloning template ${template.name}` : 'creating VM', () => makeVm(creation, cpuType, template));
@@ -130,31 +130,25 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
       progress.vm = { vmid: vm.vmid, ip };
       progress.info(installSteps.guestAddress.wire, `address ${ip} (from the guest agent)`);
     }
+    // A static install compares the agent's address with its own, once: in waitForSsh's
+    // answer on the fewer-actions path, beside the cloud-init wait on the recorded one.
+    const askAddress = !dhcp && fewerActions;
     const pinned = await step(installSteps.waitForSsh.wire, `waiting for SSH on ${ip}`, () =>
       // The account cloud-init made: with a custom user, the OS's own account exists only
       // once the init script has made it. The VMID lets the activity learn the guest's
       // host key from its agent; that key is pinned for every later connection.
-      guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, node }),
+      guest.waitForSsh({ ip, user: spec.user, vmid: vm.vmid, node, ...(askAddress ? { askAddress } : {}) }),
     );
     // Undefined in histories from before host keys were pinned.
     const hostKey = pinned?.hostKey;
     if (pinned) progress.info(installSteps.waitForSsh.wire, `host key ${pinned.fingerprint} (${pinned.source === 'guest agent' ? 'reported by the guest agent' : 'trusted on first use: the guest agent did not answer'})`);
+    if (askAddress) reportAgentAddress(pinned?.address ?? { reason: 'no answer' }, ip);
     // One question, answered or not: a static install never fails because the agent is silent.
     const checkAddress = () =>
-      progress.attributed(installSteps.waitForSsh.wire, async () => {
-        const read = await guest.readGuestAddress({ vmid: vm.vmid, node });
-        progress.info(
-          installSteps.waitForSsh.wire,
-          read.ip === undefined ? `the guest agent reports no address (${read.reason ?? 'no answer'})` : read.ip === ip ? `the guest agent reports ${read.ip}, as configured` : `the guest agent reports ${read.ip}, not the configured ${ip}`,
-        );
-      });
-    const checkBesideCloudInit = !dhcp && patched(ADDRESS_CHECK_BESIDE_CLOUD_INIT);
-    if (!dhcp && !checkBesideCloudInit) await checkAddress();
-    const ran = await step(installSteps.initScript.wire, `running the ${spec.os} ${spec.version} init script`, async () => {
-      const waitForCloudInit = () => guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
-      if (checkBesideCloudInit) await progress.sideBySide([waitForCloudInit, checkAddress]);
-      else await waitForCloudInit();
-      return await guest.runInitScript({
+      progress.attributed(installSteps.waitForSsh.wire, async () => reportAgentAddress(await guest.readGuestAddress({ vmid: vm.vmid, node }), ip));
+    if (!dhcp && !fewerActions) deprecatePatch(ADDRESS_CHECK_BESIDE_CLOUD_INIT);
+    const runInitScript = (afterCloudInit: boolean) =>
+      guest.runInitScript({
         ip,
         user: spec.user,
         os: spec.os,
@@ -164,7 +158,14 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
         hostKey,
         // A clone runs the per-VM part only: the template ran the rest.
         ...(template ? { phase: 'clone' as const } : {}),
+        ...(afterCloudInit ? { afterCloudInit } : {}),
       });
+    const ran = await step(installSteps.initScript.wire, `running the ${spec.os} ${spec.version} init script`, async () => {
+      if (fewerActions) return await runInitScript(true);
+      const waitForCloudInit = () => guest.waitForCloudInit({ ip, user: spec.user, vmid: vm.vmid, hostKey });
+      if (dhcp) await waitForCloudInit();
+      else await progress.sideBySide([waitForCloudInit, checkAddress]);
+      return await runInitScript(false);
     });
     // A clone's kernel and packages are the template's, already booted once: nothing asks for a reboot.
     if (!template && rebootAfterInitScript(ran?.reboot)) {
@@ -182,6 +183,14 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const { state, failedStep } = await failWithCleanup(err, progress, compensations, 'install cancelled');
     metrics.installFinished(os, state, (Date.now() - started) / 1000, failedStep);
     throw err;
+  }
+
+  /** What the guest agent says of a static install's address `ip`, under `wait for SSH`. */
+  function reportAgentAddress(read: { ip?: string; reason?: string }, ip: string): void {
+    progress.info(
+      installSteps.waitForSsh.wire,
+      read.ip === undefined ? `the guest agent reports no address (${read.reason ?? 'no answer'})` : read.ip === ip ? `the guest agent reports ${read.ip}, as configured` : `the guest agent reports ${read.ip}, not the configured ${ip}`,
+    );
   }
 
   /**
@@ -256,6 +265,12 @@ export async function installVm(input: InstallInput): Promise<InstallResult> {
     const released = await cleanup.releaseAddress({ owner });
     if (released.length > 0) progress.info(progress.current, `address ${released.join(', ')} released`);
   }
+}
+
+/** Whether the run was started with these search attributes already (the API and a rebuild set them). */
+function startedWith(pairs: ReturnType<typeof vmSearchAttributes>): boolean {
+  const { typedSearchAttributes } = workflowInfo();
+  return pairs.every(({ key, value }) => typedSearchAttributes.get(key) === value);
 }
 
 /**

@@ -76,24 +76,24 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
 
     expect(result).toMatchObject({ vmid: 120, name: 'web-120', node: 'pve1', user: 'admin', ip: '10.10.0.120' });
     // The preparation runs side by side (in whichever order the worker starts them), the
-    // image after the template lookup; the address check beside the cloud-init wait.
+    // image after the template lookup. The SSH wait brings the agent's address, and the
+    // init script waits for cloud-init itself: no activity of their own.
     const sequence = cluster.sequence();
     expect([...sequence.slice(0, PREPARATION.length)].sort()).toEqual([...PREPARATION].sort());
     expect(sequence.indexOf('findTemplate')).toBeLessThan(sequence.indexOf('downloadImage'));
     expect(sequence.indexOf('downloadImage')).toBeLessThan(sequence.indexOf('stageImage'));
-    expect(sequence.slice(PREPARATION.length, -5)).toEqual(['allocateVmid', 'createVm', 'importDisk', 'configureVm', 'startVm', 'waitForSsh']);
-    expect([...sequence.slice(-5, -3)].sort()).toEqual(['readGuestAddress', 'waitForCloudInit']);
-    expect(sequence.slice(-3)).toEqual(['runInitScript', 'rebootVm', 'waitForSsh']);
+    expect(sequence.slice(PREPARATION.length)).toEqual(['allocateVmid', 'createVm', 'importDisk', 'configureVm', 'startVm', 'waitForSsh', 'runInitScript', 'rebootVm', 'waitForSsh']);
     expect(cluster.inputs('createVm')[0]).toMatchObject({ vmid: 120, name: 'web-120', owner: workflowId, cpuType: 'x86-64-v2-AES' });
-    // A static install asks the agent once, only to compare.
-    expect(cluster.inputs('readGuestAddress')).toEqual([{ vmid: 120, node: 'pve1' }]);
-    expect(page.events.map((e) => e.message)).toContain('[*] the guest agent reports 10.10.0.120, as configured');
+    // A static install asks the agent once, with the first SSH wait, only to compare.
+    expect(cluster.inputs('waitForSsh').map((i) => i.askAddress)).toEqual([true, undefined]);
+    expect(cluster.inputs('runInitScript')).toEqual([expect.objectContaining({ afterCloudInit: true })]);
+    expect(page.events.map((e) => `${e.step}: ${e.message}`)).toContain('VM initialization > wait for SSH: [*] the guest agent reports 10.10.0.120, as configured');
     expect(cluster.vms.get(120)).toMatchObject({ owner: workflowId, status: 'running' });
     expect(page.state).toBe('completed');
     expect(page.events.slice(-3).map((e) => e.message)).toEqual(['[*] VMID: 120', '[*] IP: 10.10.0.120', '[*] User: admin']);
   });
 
-  test('the preparation steps run side by side, as does the address check beside the cloud-init wait, each step with its start and its end', async () => {
+  test('the preparation steps run side by side, each step with its start and its end', async () => {
     const cluster = new FakeCluster();
     const plain = cluster.plain();
     const besides = ['checkStorage', 'clusterCpuType', 'downloadImage', 'servicePublicKey'] as const;
@@ -103,7 +103,6 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
       clusterCpuType: meeting(cluster, [...besides], () => plain.clusterCpuType({ os: 'debian', version: '12' })),
       downloadImage: meeting(cluster, [...besides], () => plain.downloadImage({ os: 'debian', version: '12' })),
       servicePublicKey: meeting(cluster, [...besides], () => plain.servicePublicKey()),
-      waitForCloudInit: meeting(cluster, ['readGuestAddress', 'waitForCloudInit'], async () => undefined),
     });
     const events = await t.withActivities(acts, async () => {
       const handle = await t.env.client.workflow.start(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input({ name: 'web' })] });
@@ -164,37 +163,45 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     expect(page.events.at(-1)).toBe(errors.at(-1));
   });
 
-  test('a failure beside the address check removes the VM once, and the check is cancelled', async () => {
+  test('cloud-init failing in the init script step removes the VM once, under that step', async () => {
     const cluster = new FakeCluster();
-    const plain = cluster.plain();
-    const cancelled: string[] = [];
-    let reads = 0;
     const acts = cluster.activities({
-      async readGuestAddress(req) {
-        // The first read (the static check) hangs until cancelled.
-        if (++reads === 1) return hangs('readGuestAddress', cancelled)();
-        return plain.readGuestAddress(req);
-      },
-      waitForCloudInit: meeting(cluster, ['readGuestAddress'], async () => {
+      runInitScript: async () => {
         throw ApplicationFailure.nonRetryable('cloud-init crashed', 'GuestError');
-      }),
+      },
     });
     const workflowId = id();
     const { err, page, run } = await t.withActivities(acts, async () => {
       const handle = await t.env.client.workflow.start(installVm, { workflowId, taskQueue: t.taskQueue, args: [input()] });
       const err = await handle.result().catch((e: unknown) => e);
-      await until(() => cancelled.length === 1);
       return { err, page: await handle.query(progressQuery, 0), run: handle.firstExecutionRunId };
     });
 
     expect(rootCause(err)?.message).toBe('cloud-init crashed');
-    expect(cancelled).toEqual(['readGuestAddress']);
     expect(cluster.inputs('destroyOwnedVm')).toEqual([{ vmid: 120, owner: workflowId, run }]);
     expect(cluster.vms.size).toBe(0);
-    expect(cluster.sequence()).not.toContain('runInitScript');
+    expect(cluster.sequence()).not.toContain('rebootVm');
     const errors = page.events.filter((e) => e.status === 'error');
     expect(errors).toEqual([expect.objectContaining({ step: 'VM initialization > init script', message: '[-] cloud-init crashed' })]);
     expect(page.events.filter((e) => e.message === '[*] removing VM 120')).toEqual([expect.objectContaining({ step: 'VM initialization > init script' })]);
+  });
+
+  test('a static install whose guest agent is silent says so and completes: the address check never fails an install', async () => {
+    const cluster = new FakeCluster();
+    const plain = cluster.plain();
+    const acts = cluster.activities({
+      waitForSsh: async (req) => {
+        const pinned = await plain.waitForSsh(req);
+        return pinned && { ...pinned, address: { reason: 'QEMU guest agent is not running' } };
+      },
+    });
+    const { result, page } = await t.withActivities(acts, async () => {
+      const handle = await t.env.client.workflow.start(installVm, { workflowId: id(), taskQueue: t.taskQueue, args: [input()] });
+      return { result: await handle.result(), page: await handle.query(progressQuery, 0) };
+    });
+    expect(result).toMatchObject({ vmid: 120, ip: '10.10.0.120' });
+    expect(page.events.map((e) => `${e.step}: ${e.message}`)).toContain('VM initialization > wait for SSH: [*] the guest agent reports no address (QEMU guest agent is not running)');
+    expect(cluster.sequence()).not.toContain('readGuestAddress');
   });
 
   test('an install cancelled during the preparation cancels every step under way and has nothing to remove', async () => {
@@ -255,11 +262,13 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
     expect(result).toMatchObject({ vmid: 120, ip: '10.20.0.120' });
     // After the preparation (side by side): the address before SSH, which needs it.
     expect(cluster.sequence().slice(PREPARATION.length)).toEqual([
-      'allocateVmid', 'createVm', 'importDisk', 'configureVm', 'startVm', 'readGuestAddress', 'waitForSsh', 'waitForCloudInit', 'runInitScript', 'rebootVm', 'waitForSsh',
+      'allocateVmid', 'createVm', 'importDisk', 'configureVm', 'startVm', 'readGuestAddress', 'waitForSsh', 'runInitScript', 'rebootVm', 'waitForSsh',
     ]);
+    // The address came from the agent already: the SSH wait does not ask again.
+    expect(cluster.inputs('waitForSsh').map((i) => i.askAddress)).toEqual([undefined, undefined]);
     expect(cluster.inputs('readGuestAddress')).toEqual([{ vmid: 120, wait: true, node: 'pve1' }]);
     expect(cluster.inputs('configureVm')[0]).toMatchObject({ ip: 'dhcp' });
-    for (const activity of ['waitForSsh', 'waitForCloudInit', 'runInitScript'] as const) {
+    for (const activity of ['waitForSsh', 'runInitScript'] as const) {
       for (const call of cluster.inputs(activity)) expect(call).toMatchObject({ ip: '10.20.0.120' });
     }
     const messages = page.events.map((e) => `${e.step}: ${e.message}`);
@@ -316,7 +325,7 @@ describeWorkflows('installVm (time-skipping server, fake activities)', () => {
       return handle.query(progressQuery, 0);
     });
     expect(cluster.inputs('waitForSsh')).toEqual([
-      { ip: '10.10.0.120', user: 'admin', vmid: 120, node: 'pve1' },
+      { ip: '10.10.0.120', user: 'admin', vmid: 120, node: 'pve1', askAddress: true },
       { ip: '10.10.0.120', user: 'admin', vmid: 120, hostKey, node: 'pve1' },
     ]);
     expect(cluster.inputs('runInitScript')).toEqual([expect.objectContaining({ vmid: 120, hostKey })]);

@@ -2,6 +2,9 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { verdict, type Activities, type InstallSpec, type OwnerState, type RebootNeed, type TemplateMarker } from '../../../contract';
 import { VmidTakenError } from '../../../lib/proxmox/errors';
 
+/** What a fake guest agent reports as the host key (an ed25519 `.pub` line of no real key). */
+const FAKE_HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeHostKeyOfAFakeGuestFakeHostKeyOfAFake';
+
 export interface FakeVm {
   vmid: number;
   name: string;
@@ -84,6 +87,12 @@ export class FakeCluster {
     const mainNode = this.mainNode;
     const rebootNeed = () => this.rebootNeed;
     const get = (vmid: number) => vms.get(vmid);
+    /** A DHCP guest's lease is outside the formula's /24; a static guest reports its address. */
+    const agentAddress = (vmid: number): { ip?: string; reason?: string } => {
+      const vm = get(vmid);
+      if (vm?.status !== 'running') return { reason: 'QEMU guest agent is not running' };
+      return { ip: vm.spec?.ip === 'dhcp' ? `10.20.0.${vmid % 250}` : `10.10.0.${vmid % 250}` };
+    };
     return {
       async checkStorage() {},
       async clusterCpuType() {
@@ -168,18 +177,17 @@ export class FakeCluster {
         get(vmid)!.status = 'running';
       },
       async rebootVm() {},
-      async waitForSsh() {
-        return undefined;
+      /** No key to pin (as runs from before pinning), unless the install asks for the agent's address with it. */
+      async waitForSsh({ vmid, askAddress }) {
+        if (!askAddress || vmid === undefined) return undefined;
+        return { hostKey: FAKE_HOST_KEY, source: 'guest agent' as const, fingerprint: 'SHA256:fake', address: agentAddress(vmid) };
       },
       async waitForCloudInit() {},
       async runInitScript({ phase }) {
         return phase === undefined ? { reboot: rebootNeed() } : {};
       },
-      /** A DHCP guest's lease is outside the formula's /24; a static guest reports its address. */
       async readGuestAddress({ vmid }) {
-        const vm = get(vmid);
-        if (vm?.status !== 'running') return { reason: 'QEMU guest agent is not running' };
-        return { ip: vm.spec?.ip === 'dhcp' ? `10.20.0.${vmid % 250}` : `10.10.0.${vmid % 250}` };
+        return agentAddress(vmid);
       },
       async destroyOwnedVm({ vmid, owner }) {
         if (get(vmid)?.owner !== owner) return false;

@@ -83,6 +83,8 @@ describe.each([
     // the init script ran in the guest, and its output reached the stream
     expect(await h.sandbox.guestLog(vmid)).toMatch(/qemu-guest-agent/);
     expect(res.events.some((e) => e.step === 'VM initialization > init script' && e.status === 'processing' && !e.message.startsWith('[*] running'))).toBe(true);
+    // The SSH wait asked the guest agent, through Proxmox, for the address it reports.
+    expect(res.events).toContainEqual(expect.objectContaining({ step: 'VM initialization > wait for SSH', message: `[*] the guest agent reports 127.0.0.${vmid}, as configured` }));
   });
 });
 

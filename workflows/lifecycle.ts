@@ -1,4 +1,4 @@
-import { isCancellation, patched, workflowInfo } from '@temporalio/workflow';
+import { deprecatePatch, isCancellation, workflowInfo } from '@temporalio/workflow';
 import {
   adoptionOwner,
   failure,
@@ -25,7 +25,11 @@ import { requireIssued } from './issuedCommand';
 
 const GiB = 1024 ** 3;
 
-/** The patch that releases a destroyed VM's address lease (address pools). */
+/**
+ * Deprecated: the patch that releases a destroyed VM's address lease (address pools).
+ * Destroys recorded before it, which released nothing, can no longer be open; its marker
+ * is kept for the runs recorded with it (docs/versioning.md).
+ */
 const RELEASE_ADDRESS_ON_DESTROY = 'release-address-on-destroy';
 
 /** Starts a stopped VM and waits until its SSH answers. */
@@ -100,12 +104,10 @@ export async function vmDestroy(input: VmRef): Promise<VmOperationResult> {
   requireIssued(input, { instance: 'required' });
   return operation('VM destroy', input.vmid, async (step) => {
     await step(operationSteps.destroy, `destroying VM ${input.vmid} and its disks`, () => proxmox.destroyVm({ vmid: input.vmid, ...instanceOf(input) }));
-    // Destroys recorded before address pools released nothing, and replay as they ran.
-    if (patched(RELEASE_ADDRESS_ON_DESTROY)) {
-      // Not a step of its own: without pools there is nothing to say.
-      const released = await cleanup.releaseAddress({ vmid: input.vmid });
-      if (released.length > 0) return { done: `VM destroyed successfully, address ${released.join(', ')} released` };
-    }
+    deprecatePatch(RELEASE_ADDRESS_ON_DESTROY);
+    // Not a step of its own: without pools there is nothing to say.
+    const released = await cleanup.releaseAddress({ vmid: input.vmid });
+    if (released.length > 0) return { done: `VM destroyed successfully, address ${released.join(', ')} released` };
     return { done: 'VM destroyed successfully' };
   });
 }

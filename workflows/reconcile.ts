@@ -1,10 +1,14 @@
-import { isCancellation, log, patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { deprecatePatch, isCancellation, log, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { reconcileRemoveStep, reconcileSteps, VM_OPERATION, type LeaseItem, type ReconcileInput, type ReconcileItem, type ReconcileResult } from '../contract';
 import { cleanup, survey } from './activityOptions';
 import { describeFailure } from './install';
 import { Progress } from './progress';
 
-/** The patch that releases the address leases of owners and VMs that are gone. */
+/**
+ * Deprecated: the patch that releases the address leases of owners and VMs that are gone.
+ * Runs from before it, which left leases alone, can no longer be open; its marker is kept
+ * for the runs recorded with it (docs/versioning.md).
+ */
 const RELEASE_STALE_LEASES = 'release-stale-leases';
 
 /**
@@ -29,11 +33,12 @@ export async function reconcileVms(input: ReconcileInput = {}): Promise<Reconcil
     progress.info(reconcileSteps.survey.wire, `${plan.length} VM(s), ${doomed.length} left behind by abandoned installs`);
     if (dryRun) {
       for (const v of doomed) progress.info(reconcileSteps.survey.wire, `would remove VM ${v.vmid}: ${v.reason}`);
-      const leases = patched(RELEASE_STALE_LEASES) ? await planLeases() : undefined;
-      for (const l of leases?.filter((l) => l.action === 'release') ?? []) progress.info(reconcileSteps.leases.wire, `would release ${l.address} (pool ${l.pool}): ${l.reason}`);
+      deprecatePatch(RELEASE_STALE_LEASES);
+      const leases = await planLeases();
+      for (const l of leases.filter((l) => l.action === 'release')) progress.info(reconcileSteps.leases.wire, `would release ${l.address} (pool ${l.pool}): ${l.reason}`);
       progress.emit(reconcileSteps.finalizing.wire, 'info', '[+] dry run: nothing was changed');
       progress.state = 'completed';
-      return { dryRun, vms: plan, removed: [], failed: [], ...(leases ? { leases, released: [] } : {}) };
+      return { dryRun, vms: plan, removed: [], failed: [], leases, released: [] };
     }
 
     const vms: ReconcileItem[] = [];
@@ -47,15 +52,16 @@ export async function reconcileVms(input: ReconcileInput = {}): Promise<Reconcil
     const removed = vms.filter((v) => v.action === 'removed').map((v) => v.vmid);
     const failed = vms.filter((v) => v.action === 'failed').map((v) => v.vmid);
     // After the removals: a lease of a VM removed just now is released in this run.
-    const leases = patched(RELEASE_STALE_LEASES) ? await releaseLeases(await planLeases()) : undefined;
-    const released = leases?.filter((l) => l.action === 'released').map((l) => l.address);
+    deprecatePatch(RELEASE_STALE_LEASES);
+    const leases = await releaseLeases(await planLeases());
+    const released = leases.filter((l) => l.action === 'released').map((l) => l.address);
     progress.emit(
       reconcileSteps.finalizing.wire,
       'info',
-      `[+] removed ${removed.length} VM(s)${failed.length ? `, ${failed.length} could not be removed` : ''}${released ? `, released ${released.length} address lease(s)` : ''}`,
+      `[+] removed ${removed.length} VM(s)${failed.length ? `, ${failed.length} could not be removed` : ''}, released ${released.length} address lease(s)`,
     );
     progress.state = 'completed';
-    return { dryRun, vms, removed, failed, ...(leases ? { leases, released: released ?? [] } : {}) };
+    return { dryRun, vms, removed, failed, leases, released };
   } catch (err) {
     progress.emit(progress.current || reconcileSteps.workflow.wire, 'error', `[-] ${describeFailure(err)}`);
     progress.state = isCancellation(err) ? 'cancelled' : 'failed';

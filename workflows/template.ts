@@ -12,7 +12,7 @@ import {
   installSteps,
   templateSteps,
 } from '../contract';
-import { patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { deprecatePatch, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { Progress } from './progress';
 import { checkedWorkflowInput } from './checkInput';
 import { cleanup, guest, power, proxmox, transfer } from './activityOptions';
@@ -20,16 +20,17 @@ import { makeWithFreeVmid } from './freeVmid';
 import { failWithCleanup } from './compensations';
 
 /**
- * The patch by which a build carries its VM's VmId from the VM's creation: the per-VM
- * operations (api/vm/operation.ts) then find it running on the VM and refuse to start
- * beside it. Builds that started before it held nothing.
+ * Deprecated: the patch by which a build carries its VM's VmId from the VM's creation
+ * (the per-VM operations, api/vm/operation.ts, then find it running on the VM and refuse
+ * to start beside it). Builds from before it, which held nothing, can no longer be open;
+ * its marker is kept for the runs recorded with it (docs/versioning.md).
  */
 const BUILD_HOLDS_ITS_VM = 'template-build-holds-its-vm';
 
 /**
- * The patch that leases the build's address from the first address pool when pools are
- * set, as an install naming no pool does, and gives it back once the VM is a template
- * (which never runs) or the build failed. Builds recorded before it replay as they ran.
+ * Deprecated, as above: the patch that leases the build's address from the first address
+ * pool when pools are set, as an install naming no pool does, and gives it back once the
+ * VM is a template (which never runs) or the build failed.
  */
 const TEMPLATE_ADDRESS_LEASE = 'template-address-lease';
 
@@ -74,7 +75,7 @@ export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTem
     );
     const serviceKey = await step(installSteps.serviceKey.wire, 'reading the main node SSH key', () => proxmox.servicePublicKey());
 
-    const leases = patched(TEMPLATE_ADDRESS_LEASE);
+    deprecatePatch(TEMPLATE_ADDRESS_LEASE);
     const vm = await step(installSteps.createVm.wire, 'creating the template VM', () =>
       makeWithFreeVmid<{ ip: string; node?: string }, PoolAddress | null>({
         namePrefix: spec.name,
@@ -83,11 +84,12 @@ export async function buildTemplate(input: BuildTemplateInput): Promise<BuildTem
         owner,
         runId,
         compensations,
-        ...(leases ? { prepare: (vmid: number) => leaseAddress(vmid) } : {}),
+        prepare: (vmid: number) => leaseAddress(vmid),
         make: (vmid, name, lease) => proxmox.createVm({ vmid, name, spec, cpuType, owner, ...(lease ? { address: lease } : {}) }),
       }),
     );
-    if (patched(BUILD_HOLDS_ITS_VM)) upsertSearchAttributes([{ key: VM_ID, value: vm.vmid }]);
+    deprecatePatch(BUILD_HOLDS_ITS_VM);
+    upsertSearchAttributes([{ key: VM_ID, value: vm.vmid }]);
     const lease = vm.prepared ?? undefined;
     if (lease) progress.info(installSteps.createVm.wire, `address ${lease.address} leased from address pool ${lease.pool}`);
     const ip = vm.made.ip;

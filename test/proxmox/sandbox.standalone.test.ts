@@ -8,7 +8,7 @@ import { freePorts } from '../../sandbox/testkit';
 import { REPO_ROOT } from '../../lib/repoRoot';
 
 /**
- * `npm run sandbox` (sandbox/standalone.ts) prints the settings of both ways to reach it:
+ * `npm run sandbox` (scripts/sandbox.ts) prints the settings of both ways to reach it:
  * KEY=value lines for SSH, and commented-out ones for API mode that work as printed.
  */
 let dir: string;
@@ -27,7 +27,7 @@ afterAll(async () => {
 
 test('prints the API-mode settings too, and they reach its API as printed', async () => {
   const sshBase = await freePorts(3);
-  child = execa(process.execPath, ['-r', 'ts-node/register/transpile-only', 'sandbox/standalone.ts'], {
+  child = execa(process.execPath, ['-r', 'ts-node/register/transpile-only', 'scripts/sandbox.ts'], {
     cwd: REPO_ROOT,
     env: {
       DATA_DIR: path.join(dir, 'data'),

@@ -20,8 +20,12 @@ const common = {
     }],
   },
   transformIgnorePatterns: [`/node_modules/(?!(${esmOnly.join('|')})/)`],
-  // unicorn-magic exports only an "import" condition, which jest's CommonJS resolver skips.
-  moduleNameMapper: { '^unicorn-magic$': '<rootDir>/node_modules/unicorn-magic/node.js' },
+  moduleNameMapper: {
+    // unicorn-magic exports only an "import" condition, which jest's CommonJS resolver skips.
+    '^unicorn-magic$': '<rootDir>/node_modules/unicorn-magic/node.js',
+    // The sandbox package from its sources, as tsconfig.json's `paths` has it: no build first.
+    '^@qemurun/sandbox$': '<rootDir>/sandbox/index.ts',
+  },
 };
 
 // The end-to-end files that cross the Proxmox boundary (they make Proxmox calls whose shape

@@ -2,34 +2,37 @@ import path from 'node:path';
 import type { Config } from '../lib/config';
 import type { SshKeyPair } from '../lib/sshKey';
 import type { RunRecords } from '../lib/run/records';
-import type { GuestImages, SandboxClusterOptions, SandboxToolPaths } from '../sandbox';
+import type { GuestImages, SandboxClusterOptions, SandboxToolPaths } from '@qemurun/sandbox';
 import { OS_VERSIONS } from '../contract';
 import { reason, StartupError } from '../lib/startupError';
 
 export type { GuestImages, SandboxToolPaths };
 
 /**
- * Sandbox mode (no MAIN_NODE): the simulated cluster and the built-in image mirror of
- * sandbox/, loaded only when used. The one product module that loads it, as
- * eslint.config.mjs enforces. The sandbox reads none of the service's
+ * Sandbox mode (no MAIN_NODE): the simulated cluster and the built-in image mirror of the
+ * @qemurun/sandbox package (sandbox/), loaded only when used. The one product module that
+ * loads it, as eslint.config.mjs enforces. The sandbox reads none of the service's
  * settings: what it is to be (nodes, ports, the Proxmox release it plays) is decided here,
  * from the config, and passed in. `sandboxedConfig` puts the parts that run in place of
  * the parts of the config they stand in for. `npm run sandbox` (scripts/sandbox.ts) starts
  * the same cluster through these functions.
  */
 
-type Sandbox = typeof import('../sandbox');
+type Sandbox = typeof import('@qemurun/sandbox');
 
 /**
- * The sandbox, loaded when sandbox mode runs. The production image leaves it out
+ * The package, loaded when sandbox mode runs. The production image leaves it out
  * (Dockerfile): there, no MAIN_NODE is a set-up error naming the fix, not a missing module.
  */
 async function loadSandbox(): Promise<Sandbox> {
   try {
-    return await import('../sandbox');
+    return await import('@qemurun/sandbox');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' && /[/\\]sandbox['/\\]/.test(reason(err))) {
+    if ((err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' && reason(err).includes("'@qemurun/sandbox'")) {
       throw new StartupError('MAIN_NODE is not set, and this build has no Proxmox sandbox to stand in for a cluster (the production image leaves it out; a checkout needs npm install with its dev dependencies): set MAIN_NODE and NODE_<name> (docs/configuration.md)', undefined, { cause: err });
+    }
+    if ((err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' && /[/\\]sandbox[/\\]dist[/\\]/.test(reason(err))) {
+      throw new StartupError('MAIN_NODE is not set, and the Proxmox sandbox (sandbox/) is not built: run `npm run build` (npm start does), or set MAIN_NODE and NODE_<name> (docs/configuration.md)', undefined, { cause: err });
     }
     throw err;
   }

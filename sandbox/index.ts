@@ -1,5 +1,5 @@
 /**
- * The sandbox: a simulated Proxmox VE cluster (qm, pvesh, pvesm, pveum, the REST API,
+ * @qemurun/sandbox: a simulated Proxmox VE cluster (qm, pvesh, pvesm, pveum, the REST API,
  * node sshds, VMs) and an image mirror, for QemuRun's sandbox mode and tests. The one
  * module the service loads, and only in sandbox mode (app/sandbox.ts, with import()), as
  * eslint.config.mjs enforces. Tests reach the sandbox through testkit.ts and its own modules.

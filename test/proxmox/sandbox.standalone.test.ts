@@ -6,6 +6,7 @@ import { PveApi } from '../../lib/proxmox/api/http';
 import { ApiNode } from '../../lib/proxmox/api/node';
 import { freePorts } from '../../sandbox/testkit';
 import { REPO_ROOT } from '../../lib/repoRoot';
+import { buildIfStale } from '../support/serviceProcess';
 
 /**
  * `npm run sandbox` (scripts/sandbox.ts) prints the settings of both ways to reach it:
@@ -14,9 +15,11 @@ import { REPO_ROOT } from '../../lib/repoRoot';
 let dir: string;
 let child: ResultPromise | undefined;
 
-beforeAll(() => {
+beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-standalone-'));
-});
+  // scripts/sandbox.ts loads the sandbox package as the service does: from its build.
+  await buildIfStale();
+}, 300_000);
 afterAll(async () => {
   if (child && child.exitCode === null) {
     child.kill('SIGTERM');

@@ -258,7 +258,7 @@ export default tseslint.config(
       'sandbox/cli/main.ts', 'sandbox/cli/qmeventdMain.ts', 'sandbox/vm/main.ts', 'sandbox/qemu/supervisor.ts',
       // A test file is the root of its own run: jest loads every module afresh for each file.
       // The global setup hands its Temporal server to the teardown on globalThis, jest's way.
-      'test/**/*.test.ts', 'test/support/globalSetup.ts', 'test/support/globalTeardown.ts',
+      'test/**/*.test.ts', 'sandbox/test/**/*.test.ts', 'test/support/globalSetup.ts', 'test/support/globalTeardown.ts',
     ],
     rules: {
       'no-restricted-syntax': ['error', ...moduleStateBans],

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ensureSandboxTools, QEMU_GUEST_TOOLS, SANDBOX_TOOLS } from '../../sandbox/requirements';
-import { SandboxSetupError } from '../../sandbox/setupError';
+import { ensureSandboxTools, QEMU_GUEST_TOOLS, SANDBOX_TOOLS } from '../../requirements';
+import { SandboxSetupError } from '../../setupError';
 
 /**
  * The tools check on made-up machines: directories holding some of the programs, and an

@@ -7,14 +7,20 @@
 
 FROM node:24-bookworm-slim AS build
 WORKDIR /src
+# The Proxmox sandbox is a workspace package (sandbox/): npm ci needs its manifest too.
 COPY package.json package-lock.json ./
+COPY sandbox/package.json ./sandbox/
 RUN npm ci --no-audit --no-fund
 COPY . .
 # The Proxmox sandbox and the dev scripts are for development and tests: the image runs
-# against real nodes (MAIN_NODE), so their compiled code stays out of it.
+# against real nodes (MAIN_NODE). dist/ holds neither (the build compiles the sandbox into
+# sandbox/dist, for the service's types, and leaves scripts/ alone); the package and its
+# own dependencies leave node_modules with the dev dependencies, once the manifest no
+# longer names it (npm counts a workspace's dependencies as the root's own).
 RUN npm run build \
+ && npm pkg delete workspaces devDependencies.@qemurun/sandbox \
  && npm prune --omit=dev --no-audit --no-fund \
- && rm -rf dist/test dist/sandbox dist/scripts dist/.tsbuildinfo
+ && rm -rf dist/.tsbuildinfo node_modules/@qemurun
 
 FROM node:24-bookworm-slim
 RUN apt-get update \

@@ -28,27 +28,33 @@ const nodeSidePackages = onlyPackages(['@temporalio/workflow', '@temporalio/comm
 /** Workflow code takes everything else (failure classes, schemas) through the contract. */
 const workflowPackages = onlyPackages(['@temporalio/workflow'], 'Workflow code imports the SDK as @temporalio/workflow and the rest through ../contract');
 
-/** The product's folders: none reaches into sandbox/ but through its entry point. */
+/** The product's folders: none reaches into sandbox/, a package of its own. */
 const productFolders = ['api', 'activities', 'lib', 'worker', 'app'];
-/** From a product file at any depth: a sandbox module other than the entry point sandbox/index.ts. */
+/** From a product file at any depth: the sandbox's folder, by a relative path. */
 const sandboxInternals = {
-  regex: '^(\\./|(\\.\\./)+)sandbox/',
-  message: 'The product reaches the sandbox only through its entry point, sandbox/index.ts (import "../sandbox"); tests use sandbox/testkit.ts.',
+  regex: '^(\\./|(\\.\\./)+)sandbox(/|$)',
+  message: 'The sandbox is a package of its own (@qemurun/sandbox): the product loads it in app/sandbox.ts only; tests use sandbox/testkit.ts.',
 };
 
 /**
- * The production image leaves the sandbox out (Dockerfile): the product names its types, and
- * loads it with import() where sandbox mode runs (app/sandbox.ts), never with a value import.
+ * The production image leaves the sandbox package out (Dockerfile): the product names its
+ * types, and loads it with import() where sandbox mode runs (app/sandbox.ts), never with a
+ * value import, which would make every start need it.
  */
-const sandboxEntry = {
-  regex: '^(\\./|(\\.\\./)+)sandbox$',
+const sandboxPackage = {
+  regex: '^@qemurun/sandbox(/|$)',
   allowTypeImports: true,
   message: 'The sandbox is not in the production image: import its types only, and load it with import() in app/sandbox.ts.',
+};
+/** import() of the sandbox package: only the loader, app/sandbox.ts, does it. */
+const sandboxImportExpression = {
+  selector: "ImportExpression[source.value=/^@qemurun\\/sandbox/]",
+  message: 'Only app/sandbox.ts loads the sandbox package: call its functions.',
 };
 
 /**
  * sandbox/ has folders named like the product's (sandbox/api, sandbox/cli): a pattern on
- * the import string tells them apart only by the file's depth, so one block per depth.
+ * the import string tells a path out of sandbox/ only by the file's depth, so one block per depth.
  */
 const sandboxDepths = [0, 1, 2, 3];
 
@@ -73,7 +79,7 @@ const moduleStateBans = [
 ];
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', '.tools/', 'data/', 'test-artifacts/', '**/*.js', '**/*.mjs'] },
+  { ignores: ['node_modules/', '**/dist/', '.tools/', 'data/', 'test-artifacts/', '**/*.js', '**/*.mjs'] },
   {
     files: ['**/*.ts'],
     languageOptions: {
@@ -147,7 +153,7 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\.\\./)+(api|activities|worker|workflows|app)(/|$)',
           message: 'lib/ imports nothing from api/, activities/, worker/, workflows/ or app/: the dependency points the other way.',
-        }, sandboxInternals, sandboxEntry],
+        }, sandboxInternals, sandboxPackage],
       }],
     },
   },
@@ -161,7 +167,7 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\.\\./)+(workflows|worker|app|api)(/|$)',
           message: 'Activities take workflow-facing names from contract/ and shared rules from lib/, and are wired in app/: no imports from workflows/, worker/, app/ or api/.',
-        }, sandboxInternals, sandboxEntry],
+        }, sandboxInternals, sandboxPackage],
       }],
     },
   },
@@ -172,7 +178,7 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\.\\./)+(workflows|worker|app|activities)(/|$)',
           message: 'The API takes workflow-facing names from contract/ and the rules it shares with activities from lib/, and is wired in app/: no imports from workflows/, worker/, app/ or activities/.',
-        }, sandboxInternals, sandboxEntry],
+        }, sandboxInternals, sandboxPackage],
       }],
     },
   },
@@ -185,7 +191,7 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\.\\./)+(api|app|cli)(/|$)',
           message: 'worker/ is wired in app/ and serves workflows and activities: no imports from api/, app/ or cli/.',
-        }, sandboxInternals, sandboxEntry],
+        }, sandboxInternals, sandboxPackage],
       }],
     },
   },
@@ -198,19 +204,23 @@ export default tseslint.config(
         patterns: [{
           regex: '^(\\./|(\\.\\./)+)cli(/|$)',
           message: 'The service does not load the CLI: cli/ is a client of the HTTP API.',
-        }, sandboxInternals, sandboxEntry],
+        }, sandboxInternals, sandboxPackage],
       }],
     },
   },
-  // The sandbox is a product of its own, standing in for Proxmox: it may use lib/'s
-  // helpers and the contract's names, never the service that runs against it.
+  // The sandbox is a package of its own (@qemurun/sandbox), standing in for Proxmox: it
+  // imports nothing outside its folder, neither the service it is tested with nor lib/ or
+  // contract/. What it needs of theirs it has a copy of, or is given by its caller.
   ...sandboxDepths.map((depth) => ({
     files: [`sandbox/${'*/'.repeat(depth)}*.ts`],
     rules: {
       '@typescript-eslint/no-restricted-imports': ['error', {
         patterns: [{
-          regex: `^${depth === 0 ? '\\.\\./' : '(\\.\\./){' + (depth + 1) + '}'}(${[...productFolders.filter((f) => f !== 'lib'), 'workflows', 'cli'].join('|')})(/|$)`,
-          message: 'sandbox/ stands in for Proxmox and does not depend on the service it is tested with: no imports from api/, activities/, worker/, app/, workflows/ or cli/ (lib/ and contract/ are fine).',
+          regex: `^(\\.\\./){${depth + 1},}`,
+          message: 'sandbox/ is a package of its own: it imports nothing outside its folder (copy the helper, or let the caller pass the value in).',
+        }, {
+          regex: '^@qemurun/sandbox(/|$)',
+          message: 'Inside the sandbox, import its modules by relative path.',
         }],
       }],
     },
@@ -226,7 +236,7 @@ export default tseslint.config(
           regex: '^(\\.\\./)+(api|activities|worker|workflows|app|lib|sandbox|contract)(/|$)',
           allowTypeImports: true,
           message: 'cli/ talks to QemuRun over HTTP only: import types from the service, never its code.',
-        }],
+        }, sandboxPackage],
       }],
     },
   },
@@ -242,16 +252,33 @@ export default tseslint.config(
       'app/**', 'main.ts',
       // The spawner child's entry point.
       'lib/executor/spawnerProcess.ts',
-      // The sandbox's processes: its standalone server, the cluster's REST API server and
+      // The sandbox's processes: its standalone server (scripts/sandbox.ts), the cluster's REST API server and
       // its task workers, the CLI server and the CLIs, qmeventd, a VM and its QEMU supervisor.
-      'sandbox/standalone.ts', 'sandbox/api/server.ts', 'sandbox/api/worker.ts', 'sandbox/cli/server.ts',
+      'scripts/sandbox.ts', 'sandbox/api/server.ts', 'sandbox/api/worker.ts', 'sandbox/cli/server.ts',
       'sandbox/cli/main.ts', 'sandbox/cli/qmeventdMain.ts', 'sandbox/vm/main.ts', 'sandbox/qemu/supervisor.ts',
       // A test file is the root of its own run: jest loads every module afresh for each file.
       // The global setup hands its Temporal server to the teardown on globalThis, jest's way.
-      'test/**/*.test.ts', 'test/support/globalSetup.ts', 'test/support/globalTeardown.ts',
+      'test/**/*.test.ts', 'sandbox/test/**/*.test.ts', 'test/support/globalSetup.ts', 'test/support/globalTeardown.ts',
     ],
     rules: {
       'no-restricted-syntax': ['error', ...moduleStateBans],
+    },
+  },
+  {
+    // import() of the sandbox package is the loader's alone (app/sandbox.ts): the same
+    // rule as the block above for the product's folders (one no-restricted-syntax per file),
+    // and the only one for the composition roots.
+    files: ['api/**/*.ts', 'activities/**/*.ts', 'lib/**/*.ts', 'worker/**/*.ts', 'cli/**/*.ts', 'contract/**/*.ts', 'workflows/**/*.ts'],
+    ignores: ['lib/executor/spawnerProcess.ts'],
+    rules: {
+      'no-restricted-syntax': ['error', ...moduleStateBans, sandboxImportExpression],
+    },
+  },
+  {
+    files: ['app/**/*.ts', 'main.ts', 'lib/executor/spawnerProcess.ts'],
+    ignores: ['app/sandbox.ts'],
+    rules: {
+      'no-restricted-syntax': ['error', sandboxImportExpression],
     },
   },
 );

@@ -20,8 +20,12 @@ const common = {
     }],
   },
   transformIgnorePatterns: [`/node_modules/(?!(${esmOnly.join('|')})/)`],
-  // unicorn-magic exports only an "import" condition, which jest's CommonJS resolver skips.
-  moduleNameMapper: { '^unicorn-magic$': '<rootDir>/node_modules/unicorn-magic/node.js' },
+  moduleNameMapper: {
+    // unicorn-magic exports only an "import" condition, which jest's CommonJS resolver skips.
+    '^unicorn-magic$': '<rootDir>/node_modules/unicorn-magic/node.js',
+    // The sandbox package from its sources, as tsconfig.json's `paths` has it: no build first.
+    '^@qemurun/sandbox$': '<rootDir>/sandbox/index.ts',
+  },
 };
 
 // The end-to-end files that cross the Proxmox boundary (they make Proxmox calls whose shape
@@ -43,13 +47,15 @@ const endToEnd = {
 // Six projects: five with a folder each, sorted by what a test starts (docs/development.md),
 // and a second pass of some end-to-end suites. `npm test` (scripts/test.js) runs them, the slow ones
 // side by side:
-// - unit (test/unit/): no Temporal server, no sandbox cluster, no sshd; no global set-up,
-//   so selecting it pays for no dev server, and its files run in parallel workers;
+// - unit (test/unit/, and the sandbox package's sandbox/test/unit/): no Temporal server, no
+//   sandbox cluster, no sshd; no global set-up, so selecting it pays for no dev server, and
+//   its files run in parallel workers;
 // - workflow (test/workflows/): the workflow code on Temporal's time-skipping test server
 //   with fake activities, in seconds;
-// - proxmox (test/proxmox/): the sandbox cluster, its CLIs and REST API, and the product's
-//   Proxmox clients and executors against it, with real sshd; no Temporal, and files that
-//   share nothing, so they run in parallel workers;
+// - proxmox (test/proxmox/ and sandbox/test/cluster/): the sandbox cluster, its CLIs and
+//   REST API (the sandbox's own tests), and the product's Proxmox clients and executors
+//   against it, with real sshd; no Temporal, and files that share nothing, so they run in
+//   parallel workers;
 // - e2e (test/e2e/): a real Temporal dev server (started once by the global set-up, which
 //   runs only when one of its files is selected), the Proxmox sandbox, real OpenSSH and
 //   real HTTP; its files share that server and the cores, so they run one at a time, each
@@ -64,7 +70,7 @@ module.exports = {
     {
       ...common,
       displayName: 'unit',
-      roots: ['<rootDir>/test/unit'],
+      roots: ['<rootDir>/test/unit', '<rootDir>/sandbox/test/unit'],
     },
     {
       ...common,
@@ -76,7 +82,7 @@ module.exports = {
     {
       ...common,
       displayName: 'proxmox',
-      roots: ['<rootDir>/test/proxmox'],
+      roots: ['<rootDir>/test/proxmox', '<rootDir>/sandbox/test/cluster'],
     },
     {
       ...endToEnd,

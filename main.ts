@@ -23,7 +23,7 @@ import { RunRecords } from './lib/run/records';
 import { ensureDataDir } from './lib/dataDir';
 import { checkPortsFree } from './lib/run/ports';
 import { servicePorts } from './lib/run/servicePorts';
-import type { SandboxToolPaths } from './sandbox';
+import type { SandboxToolPaths } from './app/sandbox';
 import { createLogger, type Logger } from './lib/observability/log';
 import { installTemporalRuntime } from './lib/observability/runtime';
 import { describeNodeVersions } from './lib/nodeVersions';

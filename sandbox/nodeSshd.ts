@@ -3,7 +3,7 @@ import { promises as fs, constants as fsConstants } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { StartupError } from '../lib/startupError';
+import { SandboxSetupError } from './setupError';
 import { lowerPriority } from './priority';
 
 /*
@@ -55,7 +55,7 @@ export async function startNodeSshd(opts: NodeSshdOptions): Promise<NodeSshd> {
   // spawn() reports a missing program as an 'error' event, which would crash the caller.
   const sshd = opts.sshdPath ?? DEFAULT_SSHD;
   if (!(await isExecutable(sshd))) {
-    throw new StartupError(`${sshd} is missing: the sandbox's nodes need OpenSSH's server (apt-get install openssh-server)`);
+    throw new SandboxSetupError(`${sshd} is missing: the sandbox's nodes need OpenSSH's server (apt-get install openssh-server)`);
   }
   const stateDir = path.resolve(opts.stateDir);
   await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { StartupError } from '../lib/startupError';
+import { SandboxSetupError } from './setupError';
 import { OVMF_DIR } from './qemu/firmware';
 
 /**
@@ -118,7 +118,7 @@ function reason(err: unknown): string {
 
 /**
  * Finds every sandbox tool, installing the missing packages first when that is possible
- * here (root, apt-get, no SANDBOX_TOOLS_PATH); otherwise throws a StartupError naming the
+ * here (root, apt-get, no SANDBOX_TOOLS_PATH); otherwise throws a SandboxSetupError naming the
  * packages and the command that installs them.
  */
 export async function ensureSandboxTools(o: EnsureToolsOptions = {}): Promise<SandboxToolPaths> {
@@ -134,22 +134,22 @@ export async function ensureSandboxTools(o: EnsureToolsOptions = {}): Promise<Sa
   const commands = commandsOf(first.missing);
   const needs = `sandbox mode needs ${commands} (Debian ${packages.length > 1 ? 'packages' : 'package'} ${packages.join(' ')})`;
   if (o.toolsPath !== undefined) {
-    throw new StartupError(`${needs}, not found in SANDBOX_TOOLS_PATH=${o.toolsPath}: install with \`${command}\` and unset SANDBOX_TOOLS_PATH, or point it at them.`);
+    throw new SandboxSetupError(`${needs}, not found in SANDBOX_TOOLS_PATH=${o.toolsPath}: install with \`${command}\` and unset SANDBOX_TOOLS_PATH, or point it at them.`);
   }
   const aptGet = which('apt-get', [...splitPath(searchPath), ...systemDirs]);
   if (!isRoot || !aptGet) {
-    throw new StartupError(`${needs}: install ${packages.length > 1 ? 'them' : 'it'} with \`${command}\`, then start again.`);
+    throw new SandboxSetupError(`${needs}: install ${packages.length > 1 ? 'them' : 'it'} with \`${command}\`, then start again.`);
   }
 
   (o.log ?? console.log)(`Installing ${packages.join(' ')} with apt-get: sandbox mode needs ${commands}.`);
   try {
     await (o.install ?? aptGetInstall)(aptGet, packages);
   } catch (err) {
-    throw new StartupError(`${needs}; \`apt-get install\` failed (${reason(err)}): install ${packages.join(' ')} by hand, then start again.`);
+    throw new SandboxSetupError(`${needs}; \`apt-get install\` failed (${reason(err)}): install ${packages.join(' ')} by hand, then start again.`);
   }
   const second = findSandboxTools(dirs, o.tools);
   if (second.missing.length > 0) {
-    throw new StartupError(`${commandsOf(second.missing)} still missing after \`apt-get install ${packages.join(' ')}\`: install by hand, then start again.`);
+    throw new SandboxSetupError(`${commandsOf(second.missing)} still missing after \`apt-get install ${packages.join(' ')}\`: install by hand, then start again.`);
   }
   return second.found;
 }

@@ -1,11 +1,14 @@
 'use strict';
 /**
- * `npm run build`: compiles the TypeScript to dist/ with tsc and prebuilds the workflow
- * bundle (dist/workflow-bundle.js), so the service starts with neither a TypeScript
- * compiler nor webpack in its process.
+ * `npm run build`: compiles the Proxmox sandbox package (sandbox/ to sandbox/dist, which
+ * sandbox mode loads and whose types the service's loader names), then the service's
+ * TypeScript to dist/ with tsc, and prebuilds the workflow bundle (dist/workflow-bundle.js),
+ * so the service starts with neither a TypeScript compiler nor webpack in its process.
+ * dist/ holds the service only: neither the sandbox nor scripts/ (run from sources).
  *
- * `--if-stale` (npm's prestart): builds only when dist/ is missing or older than a source
- * file, tsconfig or the lockfile. Plain JavaScript, so it runs before anything is compiled.
+ * `--if-stale` (npm's prestart and presandbox): builds only when dist/ or sandbox/dist is
+ * missing or older than a source file, tsconfig or the lockfile. Plain JavaScript, so it
+ * runs before anything is compiled.
  */
 const fs = require('node:fs');
 const path = require('node:path');
@@ -14,8 +17,9 @@ const { execFileSync } = require('node:child_process');
 const root = path.resolve(__dirname, '..');
 const dist = path.join(root, 'dist');
 const stamp = path.join(dist, '.build-stamp');
-const SOURCE_DIRS = ['contract', 'app', 'lib', 'activities', 'workflows', 'api', 'cli', 'worker', 'sandbox', 'scripts'];
-const SOURCE_FILES = ['tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
+const sandbox = path.join(root, 'sandbox');
+const SOURCE_DIRS = ['contract', 'app', 'lib', 'activities', 'workflows', 'api', 'cli', 'worker', 'sandbox'];
+const SOURCE_FILES = ['tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'sandbox/tsconfig.json', 'sandbox/package.json'];
 
 function newestSourceMtime() {
   let newest = 0;
@@ -27,7 +31,7 @@ function newestSourceMtime() {
       return;
     }
     if (st.isDirectory()) {
-      for (const entry of fs.readdirSync(p)) if (entry !== 'node_modules') visit(path.join(p, entry));
+      for (const entry of fs.readdirSync(p)) if (entry !== 'node_modules' && entry !== 'dist') visit(path.join(p, entry));
     } else if (p.endsWith('.ts') || SOURCE_FILES.includes(path.relative(root, p))) {
       newest = Math.max(newest, st.mtimeMs);
     }
@@ -39,7 +43,11 @@ function newestSourceMtime() {
 
 function isStale() {
   try {
-    return fs.statSync(stamp).mtimeMs < newestSourceMtime() || !fs.existsSync(path.join(dist, 'workflow-bundle.js'));
+    return (
+      fs.statSync(stamp).mtimeMs < newestSourceMtime() ||
+      !fs.existsSync(path.join(dist, 'workflow-bundle.js')) ||
+      !fs.existsSync(path.join(sandbox, 'dist', 'index.js'))
+    );
   } catch {
     return true;
   }
@@ -47,10 +55,12 @@ function isStale() {
 
 async function build() {
   const started = Date.now();
-  execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json')], {
-    cwd: root,
-    stdio: 'inherit',
-  });
+  const tsc = (project) => execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', project], { cwd: root, stdio: 'inherit' });
+  // First: the service's build reads the sandbox's declarations (app/sandbox.ts names its types).
+  tsc(path.join(sandbox, 'tsconfig.json'));
+  // A build from before the sandbox was a package of its own compiled it (and scripts/) into dist/.
+  for (const stale of ['sandbox', 'scripts']) fs.rmSync(path.join(dist, stale), { recursive: true, force: true });
+  tsc(path.join(root, 'tsconfig.build.json'));
   const { bundleWorkflowCode } = require('@temporalio/worker');
   const { code } = await bundleWorkflowCode({
     workflowsPath: path.join(dist, 'workflows', 'index.js'),

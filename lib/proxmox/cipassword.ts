@@ -6,7 +6,8 @@ import { createHash, randomBytes } from 'node:crypto';
  * qemu-server keeps a value that already is a crypt hash as given, so hashing here means
  * the plain password never leaves the service: not in qm's argv on the node (readable in
  * /proc by every local user while qm runs, and by process accounting), not in its stdin.
- * The sandbox's qm stores its hashes with the same function, so both sides agree.
+ * The sandbox's qm stores its hashes with a copy of this function (sandbox/state/sha256crypt.ts),
+ * held to the same published vectors (test/unit/cipassword.test.ts), so both sides agree.
  *
  * Written here rather than taken from npm: the one maintained pure-JS implementation
  * (unixcrypt) ships as an ES module with only an `import` export, which this CommonJS

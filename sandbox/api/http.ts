@@ -52,7 +52,7 @@ export interface Route {
   handle(req: Req): unknown;
 }
 
-interface Compiled extends Route {
+export interface Compiled extends Route {
   re: RegExp;
   names: string[];
 }

@@ -3,9 +3,8 @@ import http from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { OS_VERSIONS, type OsName } from '../../contract';
 import { fakeQcow2 } from './qcow2';
-import { checksumFile, describeImage, describeImageFile, layout, perImageChecksum, perImageChecksumPath, PREFIX, type MirrorImage } from './upstream';
+import { checksumFile, describeImage, describeImageFile, layout, MIRROR_VERSIONS, perImageChecksum, perImageChecksumPath, PREFIX, type MirrorImage, type OsName } from './upstream';
 
 /**
  * A local stand-in for the three upstream image mirrors: every supported OS version as a
@@ -42,6 +41,8 @@ export interface ImageMirrorOptions {
   bodyShape?(img: MirrorImage): BodyShape;
   /** Real images to serve instead of the stand-ins (SANDBOX_GUESTS=qemu). */
   files?: RealImage[];
+  /** The versions of each distribution to serve. Default MIRROR_VERSIONS. */
+  versions?: Readonly<Record<OsName, readonly string[]>>;
 }
 
 /** A real image file and the SHA-512 its build recorded. */
@@ -193,8 +194,9 @@ export async function startImageMirror(options: ImageMirrorOptions = {}): Promis
     });
   });
   origin = `http://${host}:${(server.address() as AddressInfo).port}`;
-  for (const os of Object.keys(OS_VERSIONS) as OsName[]) {
-    for (const version of OS_VERSIONS[os]) {
+  const versions = options.versions ?? MIRROR_VERSIONS;
+  for (const os of Object.keys(versions) as OsName[]) {
+    for (const version of versions[os]) {
       const real = options.files?.find((f) => f.os === os && f.version === version);
       const img = real ? describeImageFile(os, version, real.file, real.sha512, fs.statSync(real.file).size, origin) : make(os, version);
       images.set(img.path, img);

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import type { OsName } from '../../contract';
 
 /**
  * How cloud.debian.org, cloud-images.ubuntu.com and dl.rockylinux.org lay out their images
@@ -24,6 +23,19 @@ export interface MirrorImage {
   sha512: string;
   etag: string;
 }
+
+/** The distributions whose upstream layout the mirror copies (the service's `os` names). */
+export type OsName = 'debian' | 'ubuntu' | 'rockylinux';
+
+/**
+ * The versions the mirror serves unless told which (`versions` of startImageMirror: the
+ * service's sandbox mode passes the ones it offers, so the two cannot drift apart).
+ */
+export const MIRROR_VERSIONS: Readonly<Record<OsName, readonly string[]>> = {
+  debian: ['11', '12', '13'],
+  ubuntu: ['20.04', '22.04', '24.04'],
+  rockylinux: ['8', '9', '10'],
+};
 
 const DEBIAN_CODENAMES: Record<string, string> = { '11': 'bullseye', '12': 'bookworm', '13': 'trixie' };
 

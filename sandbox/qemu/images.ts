@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { StartupError } from '../../lib/startupError';
+import { SandboxSetupError } from '../setupError';
 import type { RealImage } from '../mirror/server';
 import { sandboxSourceDir } from '../location';
 import { kvmWorks } from './accel';
@@ -36,7 +36,7 @@ async function ensureGuestImages(versions: string[], log: (line: string) => void
       .split('\n')
       .map((l) => /^([0-9a-f]{128})\s+\*?(.+)$/.exec(l.trim()))
       .find((m) => m?.[2] === path.basename(file))?.[1];
-    if (!sha512) throw new StartupError(`${path.dirname(file)}/SHA512SUMS lists no ${path.basename(file)}: delete that directory and start again.`);
+    if (!sha512) throw new SandboxSetupError(`${path.dirname(file)}/SHA512SUMS lists no ${path.basename(file)}: delete that directory and start again.`);
     images.push({ os: 'debian', version, file, sha512 });
   }
   return images;
@@ -56,12 +56,12 @@ function build(script: string, version: string, log: (line: string) => void): Pr
         log(`Building the real Debian ${version} cloud image for SANDBOX_GUESTS=qemu (once; a few minutes)...`);
       }
     });
-    child.on('error', (e) => reject(new StartupError(`cannot run ${script}: ${e.message}`)));
+    child.on('error', (e) => reject(new SandboxSetupError(`cannot run ${script}: ${e.message}`)));
     child.on('exit', (code) => {
       const file = out.trim().split('\n').at(-1) ?? '';
       if (code === 0 && path.isAbsolute(file) && fs.existsSync(file)) return resolve(file);
       const last = err.trim().split('\n').filter(Boolean).at(-1) ?? `exit ${code}`;
-      reject(new StartupError(`SANDBOX_GUESTS=qemu: building the Debian ${version} image failed: ${last}`));
+      reject(new SandboxSetupError(`SANDBOX_GUESTS=qemu: building the Debian ${version} image failed: ${last}`));
     });
   });
 }

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { addressMatcher } from '../../lib/network';
+import net from 'node:net';
 import { netMac, parseResolvConf, type Resolv } from '../state/cloudinit';
 import { dhcpLease, wantsDhcp } from '../state/dhcp';
 import type { VmConf } from '../state/vmconf';
@@ -41,7 +41,11 @@ export function nodeResolv(file = '/etc/resolv.conf'): Resolv {
   }
 }
 
-const isLoopbackV4 = addressMatcher(['127.0.0.0/8']);
+/** In 127.0.0.0/8 (written as IPv4, or IPv4-mapped IPv6). */
+const isLoopbackV4 = (ip: string) => {
+  const v4 = ip.toLowerCase().startsWith('::ffff:') ? ip.slice(7) : ip;
+  return net.isIPv4(v4) && v4.startsWith('127.');
+};
 const isLoopback = (cidr: string) => isLoopbackV4(cidr.split('/')[0]);
 
 /** The ipconfig a real guest gets: a loopback address becomes slirp's. */

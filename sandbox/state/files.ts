@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -10,8 +11,24 @@ export function sleepSync(ms: number): void {
   if (ms > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-/** Replaces `file` in one step (write aside, then rename): the service's own helper. */
-export { writeFileAtomic } from '../../lib/atomicFile';
+/**
+ * Replaces `file` in one step: the data goes to a name of its own first (this process's
+ * pid and random bytes, so two writers never share one), which is then renamed over
+ * `file`. Readers see the old content or the new, never half of it; the last rename wins.
+ * Not fsynced: the sandbox writes its state this way many times a second, and a lost
+ * write is a lost simulated cluster, nothing more.
+ */
+export function writeFileAtomic(file: string, data: string, mode = 0o644): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}.${crypto.randomBytes(4).toString('hex')}.tmp`;
+  try {
+    fs.writeFileSync(tmp, data, { mode });
+    fs.renameSync(tmp, file);
+  } catch (err) {
+    fs.rmSync(tmp, { force: true });
+    throw err;
+  }
+}
 
 /**
  * Creates `file` with `data` only if it does not exist yet. The content is written to a

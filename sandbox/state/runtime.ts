@@ -139,3 +139,14 @@ export function watchVmRecord(dir: string, vmid: number, stop: (reason: string) 
     if (owner !== undefined ? owner !== process.pid : Date.now() - bornAt > 5000) stop('pid file no longer names this process');
   }, everyMs);
 }
+
+/**
+ * Kills the VMs left running in the cluster directory `dir`: a service keeps them across
+ * its own stops on purpose (docs/sandbox.md), a test or a benchmark does not.
+ */
+export function killVms(dir: string): void {
+  for (const vmid of runningVmids(dir)) {
+    signalVm(dir, vmid, 'SIGKILL', 5000);
+    clearVmProcess(dir, vmid);
+  }
+}

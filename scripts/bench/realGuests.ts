@@ -13,7 +13,7 @@ import { installBatch } from './installs';
 import type { Report } from './report';
 import { startBenchService } from './service';
 import { benchTemplates } from './templates';
-import { killSandboxVms } from '../../sandbox/fromConfig';
+import { killVms } from '../../sandbox/state/runtime';
 
 /**
  * `npm run bench -- --real-guests`: the figures of real guests (SANDBOX_GUESTS=qemu): how
@@ -102,7 +102,7 @@ async function startRealGuestService(root: string, dir: string) {
       await temporal.close();
       await service.stop();
       // The sandbox's VMs outlive the service, as a cluster's do: these were the bench's.
-      killSandboxVms(service.dataDir);
+      killVms(path.join(service.dataDir, 'sandbox'));
     },
   };
 }

@@ -7,7 +7,7 @@ import { freePort } from '../../lib/network';
 import { freePorts, waitFor } from '../../sandbox/testkit';
 import { addFault, clearFaults } from '../../sandbox/state/faults';
 import { buildIfStale, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';
-import { killSandboxVms } from '../../sandbox/fromConfig';
+import { killVms } from '../../sandbox/state/runtime';
 
 /**
  * Metrics and logs of the service as an operator runs it (dist/main.js, its own Temporal
@@ -57,7 +57,7 @@ afterAll(async () => {
   if (service) {
     service.child.kill('SIGTERM');
     await service.child;
-    killSandboxVms(dataDir);
+    killVms(path.join(dataDir, 'sandbox'));
   }
   if (!process.env.KEEP_TEST_TMP) fs.rmSync(dir, { recursive: true, force: true });
 });

@@ -15,7 +15,7 @@ import { listVms } from '../../sandbox/state/vmlist';
 import { freePorts, waitFor } from '../../sandbox/testkit';
 import { startImageServer, type ImageServer } from '../support/imageServer';
 import { buildIfStale } from '../support/serviceProcess';
-import { killSandboxVms } from '../../sandbox/fromConfig';
+import { killVms } from '../../sandbox/state/runtime';
 import { startRealTemporal, type RealTemporal } from '../support/realTemporal';
 import {
   followStream,
@@ -137,7 +137,7 @@ afterAll(async () => {
   for (const p of everyProcess) if (p.child.exitCode === null) p.child.kill('SIGTERM');
   await Promise.all(everyProcess.map((p) => p.child));
   await sandbox?.stop();
-  if (sandboxDir) killSandboxVms(path.dirname(sandboxDir));
+  if (sandboxDir) killVms(sandboxDir);
   await connection?.close();
   await temporal?.stop();
   await images?.stop();

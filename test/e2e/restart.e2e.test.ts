@@ -7,7 +7,7 @@ import { listVms } from '../../sandbox/state/vmlist';
 import { startImageServer } from '../support/imageServer';
 import { requestSse } from '../support/sse';
 import { buildIfStale, FORBID_TYPESCRIPT, startServiceProcess, type ServiceProcess } from '../support/serviceProcess';
-import { killSandboxVms } from '../../sandbox/fromConfig';
+import { killVms } from '../../sandbox/state/runtime';
 
 /**
  * The compiled service (no TypeScript compiler allowed in its process) killed the way the
@@ -44,7 +44,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const s of running) if (s.child.exitCode === null) s.child.kill('SIGTERM');
   await Promise.all(running.map((s) => s.child));
-  killSandboxVms(path.join(dir, 'data'));
+  killVms(path.join(dir, 'data', 'sandbox'));
   await images?.stop();
   if (!process.env.KEEP_TEST_TMP) fs.rmSync(dir, { recursive: true, force: true });
 });

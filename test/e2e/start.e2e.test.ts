@@ -6,7 +6,7 @@ import { LOCAL_CLI_PATH } from '../../lib/temporal/devServer';
 import { freePort } from '../../lib/network';
 import { startImageServer } from '../support/imageServer';
 import { requestSse } from '../support/sse';
-import { killSandboxVms } from '../../sandbox/fromConfig';
+import { killVms } from '../../sandbox/state/runtime';
 import { freePorts } from '../../sandbox/testkit';
 
 /**
@@ -42,7 +42,7 @@ beforeAll(async () => {
 afterAll(async () => {
   // A failed expectation leaves its `npm start` running: jest would wait for it forever.
   for (const c of started) if (c.exitCode === null) c.kill('SIGTERM');
-  killSandboxVms(path.join(dir, 'data'));
+  killVms(path.join(dir, 'data', 'sandbox'));
   await images?.stop();
   if (!process.env.KEEP_TEST_TMP) fs.rmSync(dir, { recursive: true, force: true });
 });

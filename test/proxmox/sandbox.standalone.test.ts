@@ -6,17 +6,20 @@ import { PveApi } from '../../lib/proxmox/api/http';
 import { ApiNode } from '../../lib/proxmox/api/node';
 import { freePorts } from '../../sandbox/testkit';
 import { REPO_ROOT } from '../../lib/repoRoot';
+import { buildIfStale } from '../support/serviceProcess';
 
 /**
- * `npm run sandbox` (sandbox/standalone.ts) prints the settings of both ways to reach it:
+ * `npm run sandbox` (scripts/sandbox.ts) prints the settings of both ways to reach it:
  * KEY=value lines for SSH, and commented-out ones for API mode that work as printed.
  */
 let dir: string;
 let child: ResultPromise | undefined;
 
-beforeAll(() => {
+beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-standalone-'));
-});
+  // scripts/sandbox.ts loads the sandbox package as the service does: from its build.
+  await buildIfStale();
+}, 300_000);
 afterAll(async () => {
   if (child && child.exitCode === null) {
     child.kill('SIGTERM');
@@ -27,7 +30,7 @@ afterAll(async () => {
 
 test('prints the API-mode settings too, and they reach its API as printed', async () => {
   const sshBase = await freePorts(3);
-  child = execa(process.execPath, ['-r', 'ts-node/register/transpile-only', 'sandbox/standalone.ts'], {
+  child = execa(process.execPath, ['-r', 'ts-node/register/transpile-only', 'scripts/sandbox.ts'], {
     cwd: REPO_ROOT,
     env: {
       DATA_DIR: path.join(dir, 'data'),

@@ -1,4 +1,5 @@
 import type http from 'node:http';
+import { OS_VERSIONS } from '../../contract';
 import { startImageMirror, type ImageMirror, type MirrorImage, type RealImage } from '../../sandbox/mirror/server';
 
 /**
@@ -54,6 +55,7 @@ export async function startImageServer(options: ImageServerOptions = {}): Promis
   const delays = new Map<string, number>(); // '' = every path
 
   const mirror = await startImageMirror({
+    versions: OS_VERSIONS,
     ...options,
     onRequest(req, res, path) {
       const header = (h: string) => (typeof req.headers[h] === 'string' ? (req.headers[h] as string) : undefined);

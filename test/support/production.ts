@@ -16,9 +16,9 @@ export interface StandaloneSandbox {
   stop(): Promise<void>;
 }
 
-/** Runs the compiled `npm run sandbox` and waits for its settings. */
+/** Runs `npm run sandbox` (scripts/sandbox.ts, the built sandbox package) and waits for its settings. */
 export async function startStandaloneSandbox(env: Record<string, string>): Promise<StandaloneSandbox> {
-  const child = execa(process.execPath, ['--enable-source-maps', 'dist/sandbox/standalone.js'], {
+  const child = execa(process.execPath, ['-r', 'ts-node/register/transpile-only', 'scripts/sandbox.ts'], {
     cwd: REPO,
     env: { PATH: process.env.PATH!, HOME: process.env.HOME!, ...env },
     extendEnv: false,

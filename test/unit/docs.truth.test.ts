@@ -68,7 +68,7 @@ function productFiles(dir: string = ROOT, folders: string[] = PRODUCT): string[]
     if (!fs.existsSync(full)) return [];
     return fs.readdirSync(full, { withFileTypes: true }).flatMap((e) => {
       const rel = path.join(folder, e.name);
-      if (e.isDirectory()) return e.name === 'node_modules' ? [] : productFiles(dir, [rel]);
+      if (e.isDirectory()) return e.name === 'node_modules' || rel === path.join('sandbox', 'dist') ? [] : productFiles(dir, [rel]);
       return /\.(ts|js|mjs)$/.test(e.name) ? [rel] : [];
     });
   });

@@ -7,6 +7,7 @@ import { loadConfig } from '../../lib/config';
 import { ensureImage } from '../../lib/images/download';
 import { OS_VERSIONS, type OsName } from '../../contract';
 import { startImageMirror, type ImageMirror } from '../../sandbox/mirror/server';
+import { MIRROR_VERSIONS } from '../../sandbox/mirror/upstream';
 
 /**
  * Sandbox mode's built-in image mirror, through the product's own download code: all nine
@@ -17,6 +18,10 @@ import { startImageMirror, type ImageMirror } from '../../sandbox/mirror/server'
 const ALL = (Object.keys(OS_VERSIONS) as OsName[]).flatMap((os) => OS_VERSIONS[os].map((version) => ({ os, version })));
 let dir: string;
 let mirror: ImageMirror;
+
+test("the mirror's default versions are the service's (sandbox mode passes the service's own)", () => {
+  expect(MIRROR_VERSIONS).toEqual(OS_VERSIONS);
+});
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qemurun-mirror-'));

@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
-import { startTestCluster, makeKeyPair, type TestCluster } from '../../sandbox/testkit';
-import { sha256Crypt } from '../../sandbox/state/sha256crypt';
-import { readCalls } from '../../sandbox/state/callLog';
-import { DEFAULT_PVE_VERSION, PVE_RELEASES } from '../../sandbox/state/model';
+import { startTestCluster, makeKeyPair, type TestCluster } from '../../testkit';
+import { sha256Crypt } from '../../state/sha256crypt';
+import { readCalls } from '../../state/callLog';
+import { DEFAULT_PVE_VERSION, PVE_RELEASES } from '../../state/model';
 
 /**
  * The sandbox's qm / pvesh / pvesm behave like Proxmox's (qm(1), pvesh(1), pvesm(1)):

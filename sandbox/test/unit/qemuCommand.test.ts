@@ -1,5 +1,5 @@
-import { parseConf } from '../../sandbox/state/vmconf';
-import { qemuCommand, type EfiVars, type GuestDisk } from '../../sandbox/qemu/command';
+import { parseConf } from '../../state/vmconf';
+import { qemuCommand, type EfiVars, type GuestDisk } from '../../qemu/command';
 
 /**
  * The machine, firmware and disks of a real guest's QEMU command line, for configs as an

@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
-import { eventually, startTestCluster, type TestCluster } from '../../sandbox/testkit';
-import { clusterPaths } from '../../sandbox/state/paths';
-import { holdLock } from '../../sandbox/state/files';
+import { eventually, startTestCluster, type TestCluster } from '../../testkit';
+import { clusterPaths } from '../../state/paths';
+import { holdLock } from '../../state/files';
 
 /**
  * `qm template` and `qm clone` as qemu-server runs them (API2/Qemu.pm template and

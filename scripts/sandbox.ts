@@ -8,7 +8,10 @@
  * restarts, as a cluster's do.
  *
  * It reads the sandbox's settings (DATA_DIR, SSH_KEY_PATH, GATEWAY, VM_SSH_PORT,
- * SANDBOX_*, IMAGE_BASE_*) and ignores MAIN_NODE and NODE_*, which it prints.
+ * SANDBOX_*, IMAGE_BASE_*) and ignores MAIN_NODE and NODE_*, which it prints. It starts the
+ * cluster as the service's sandbox mode does (app/sandbox.ts). A development script run from
+ * its sources with ts-node, like the sandbox package it loads, it is not in dist/ nor in
+ * the production image.
  */
 import '../lib/dotEnv';
 import fs from 'node:fs';
@@ -17,10 +20,7 @@ import { loadConfig } from '../lib/config';
 import { ensureSshKey } from '../lib/sshKey';
 import { RunRecords } from '../lib/run/records';
 import { StartupError, EXIT_CRASH } from '../lib/startupError';
-import { startSandboxCluster } from './cluster';
-import { realGuests, sandboxClusterOptions, sandboxTools } from './fromConfig';
-import { startImageMirror } from './mirror/server';
-import { clusterPaths } from './state/paths';
+import { realGuests, sandboxApiDir, sandboxTools, startImages, startSandbox } from '../app/sandbox';
 
 function sandboxSettings(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
@@ -45,8 +45,7 @@ async function main(): Promise<void> {
     const tools = await sandboxTools(config);
     const key = ensureSshKey(config.sshKeyPath);
     const guests = await realGuests(config, (line) => console.error(line));
-    const cluster = await startSandboxCluster({ ...sandboxClusterOptions(config, key, tools, guests), api: { port: config.sandboxOptions.apiPort } });
-    for (const [node, pid] of Object.entries(cluster.sshdPids)) run.record(`sandbox-sshd-${node}`, `sandbox node ${node}'s sshd`, pid);
+    const cluster = await startSandbox(config, key, run, tools, guests);
     const api = cluster.api!;
     run.record('sandbox-api', "the sandbox's REST API server", api.pid);
     stops.push(async () => {
@@ -54,8 +53,7 @@ async function main(): Promise<void> {
       for (const node of Object.keys(cluster.sshdPids)) run.forget(`sandbox-sshd-${node}`);
       run.forget('sandbox-api');
     });
-    // Real guests boot real Debian images; the other OSes stay stand-ins (process guests).
-    const mirror = config.imageMirror ? await startImageMirror({ files: guests?.files }) : undefined;
+    const mirror = await startImages(config, guests);
     if (mirror) stops.push(() => mirror.stop());
 
     const settings: Record<string, string> = {
@@ -81,7 +79,7 @@ async function main(): Promise<void> {
     );
     // API mode: the same settings with these instead of NODE_* (and MAIN_NODE_IMAGE_DIR,
     // which API mode does not use). The token is given as a file, so no secret is printed.
-    const tokenFile = path.join(clusterPaths(cluster.dir).apiDir, 'token');
+    const tokenFile = path.join(await sandboxApiDir(cluster.dir), 'token');
     fs.writeFileSync(tokenFile, `${api.token.tokenid}=${api.token.secret}\n`, { mode: 0o600 });
     const apiSettings: Record<string, string> = {
       PROXMOX_API_URL: api.url,

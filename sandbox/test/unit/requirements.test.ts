@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ensureSandboxTools, QEMU_GUEST_TOOLS, SANDBOX_TOOLS } from '../../sandbox/requirements';
-import { EXIT_STARTUP_ERROR, StartupError } from '../../lib/startupError';
+import { ensureSandboxTools, QEMU_GUEST_TOOLS, SANDBOX_TOOLS } from '../../requirements';
+import { SandboxSetupError } from '../../setupError';
 
 /**
  * The tools check on made-up machines: directories holding some of the programs, and an
@@ -44,8 +44,7 @@ test('with SANDBOX_TOOLS_PATH set, a missing tool is one message naming package,
   const bin = machine('bin', without('sshd', 'bwrap'));
   const install = jest.fn();
   const err = await ensureSandboxTools({ toolsPath: bin, isRoot: true, install }).catch((e: unknown) => e);
-  expect(err).toBeInstanceOf(StartupError);
-  expect((err as StartupError).exitCode).toBe(EXIT_STARTUP_ERROR);
+  expect(err).toBeInstanceOf(SandboxSetupError);
   const msg = (err as Error).message;
   expect(msg).not.toContain('\n');
   expect(msg).toContain('sandbox mode needs sshd, bwrap (Debian packages openssh-server bubblewrap)');
@@ -66,7 +65,7 @@ test('not root: the message tells to install with sudo, and nothing is installed
   const system = machine('usr-bin', [...without('sshd'), 'apt-get']);
   const install = jest.fn();
   const err = await ensureSandboxTools({ path: system, systemDirs: [], isRoot: false, install }).catch((e: unknown) => e);
-  expect(err).toBeInstanceOf(StartupError);
+  expect(err).toBeInstanceOf(SandboxSetupError);
   expect((err as Error).message).toContain('`sudo apt-get install -y openssh-server`');
   expect(install).not.toHaveBeenCalled();
 });
@@ -102,7 +101,7 @@ test('a failed apt-get is a start-up error with its last line', async () => {
       throw Object.assign(new Error('exit 100'), { stderr: 'E: Unable to locate package bubblewrap\n' });
     },
   }).catch((e: unknown) => e);
-  expect(err).toBeInstanceOf(StartupError);
+  expect(err).toBeInstanceOf(SandboxSetupError);
   expect((err as Error).message).toContain('`apt-get install` failed (E: Unable to locate package bubblewrap)');
 });
 

@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { execa } from 'execa';
-import { apiRequest, makeKeyPair, sshExec, eventually, startTestCluster, type ApiAnswer, type TestCluster } from '../../sandbox/testkit';
-import { startApiServer, type SandboxApi } from '../../sandbox/api/start';
-import { sandboxSourceDir } from '../../sandbox/location';
-import { startImageMirror, type ImageMirror } from '../../sandbox/mirror/server';
-import { readApiRequests } from '../../sandbox/api/requestLog';
-import { DEFAULT_PVE_VERSION, PVE_RELEASES } from '../../sandbox/state/model';
+import { apiRequest, makeKeyPair, sshExec, eventually, startTestCluster, type ApiAnswer, type TestCluster } from '../../testkit';
+import { startApiServer, type SandboxApi } from '../../api/start';
+import { sandboxSourceDir } from '../../location';
+import { startImageMirror, type ImageMirror } from '../../mirror/server';
+import { readApiRequests } from '../../api/requestLog';
+import { DEFAULT_PVE_VERSION, PVE_RELEASES } from '../../state/model';
 
 /**
  * The sandbox's REST API (sandbox/api/) over real HTTPS: PVE's paths, JSON shapes, task

@@ -2,11 +2,11 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { execa } from 'execa';
-import { eventually, startTestCluster, sshExec, type TestCluster } from '../../sandbox/testkit';
-import { readCalls } from '../../sandbox/state/callLog';
-import { sandboxSourceDir } from '../../sandbox/location';
-import { clusterPaths } from '../../sandbox/state/paths';
-import { vmProcess } from '../../sandbox/state/runtime';
+import { eventually, startTestCluster, sshExec, type TestCluster } from '../../testkit';
+import { readCalls } from '../../state/callLog';
+import { sandboxSourceDir } from '../../location';
+import { clusterPaths } from '../../state/paths';
+import { vmProcess } from '../../state/runtime';
 
 /**
  * The CLIs on PATH hand their call to the cluster's resident CLI server; what a caller sees

@@ -1,5 +1,5 @@
 import { execa } from 'execa';
-import { startTestCluster, makeKeyPair, type TestCluster } from '../../sandbox/testkit';
+import { startTestCluster, makeKeyPair, type TestCluster } from '../../testkit';
 
 /**
  * Every sandbox node has a real OpenSSH server: the CLIs run there as on a Proxmox node

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { utils } from 'ssh2';
-import { generateEd25519 } from '../../sandbox/sshKeys';
+import { generateEd25519 } from '../../sshKeys';
 
 /** The raw 32-byte public key of an `ssh-ed25519 AAAA...` line. */
 const rawPublic = (line: string) => Buffer.from(line.split(' ')[1], 'base64').subarray(-32);

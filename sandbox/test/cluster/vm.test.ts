@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { execa } from 'execa';
-import { startTestCluster, makeKeyPair, sshExec, eventually, type TestCluster, type KeyPair } from '../../sandbox/testkit';
+import { startTestCluster, makeKeyPair, sshExec, eventually, type TestCluster, type KeyPair } from '../../testkit';
 
 /**
  * Running sandbox VMs: `qm start` boots the imported disk, cloud-init installs the keys,

@@ -2,6 +2,7 @@ import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { adoptedTenant, isAdoptionOwner, parseSpecMarker, parseTemplateMarker, TEMPLATE_TAG, vmWorkflowId } from '../contract';
 import type { ApiToken } from '../lib/apiTokens';
 import type { MarkerCheck } from '../lib/vm/markerSeal';
+import type { ListedWorkflow } from '../lib/temporal/workflowListing';
 import { STARTED_BY } from './startedBy';
 
 /**
@@ -35,6 +36,22 @@ export async function tenantOfVm(
  */
 export async function tenantOfRun(deps: { client: Client; tokens: readonly ApiToken[] }, d: WorkflowExecutionDescription): Promise<string | undefined> {
   const startedBy = await startedByOf(deps.client, d, 1);
+  return startedBy === undefined ? undefined : tenantOfToken(deps.tokens, startedBy);
+}
+
+/**
+ * The tenant of the token that started a run visibility listed, from its decoded `memo`:
+ * for a rebuild's install, which records no starter of its own, its parent run's (as
+ * tenantOfRun asks). Undefined when none is recorded.
+ */
+export async function tenantOfListedRun(
+  deps: { client: Client; tokens: readonly ApiToken[] },
+  wf: ListedWorkflow,
+  memo: Record<string, unknown> | undefined,
+): Promise<string | undefined> {
+  const own = memo?.[STARTED_BY];
+  const parent = wf.parentExecution;
+  const startedBy = typeof own === 'string' ? own : parent?.workflowId ? await startedByOfRun(deps.client, parent.workflowId, parent.runId ?? '', 0) : undefined;
   return startedBy === undefined ? undefined : tenantOfToken(deps.tokens, startedBy);
 }
 

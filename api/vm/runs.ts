@@ -7,7 +7,7 @@ import { InvalidRequestError } from '../errors';
 import { STARTED_BY } from '../startedBy';
 import { parseVmid, vmidProblem } from './vmid';
 import { tenantScope } from '../guard';
-import { tenantOfToken } from '../tenancy';
+import { tenantOfListedRun } from '../tenancy';
 import * as answers from '../openapi/responses';
 import { err } from '../openapi/answer';
 import { defineRoutes } from '../route';
@@ -36,16 +36,18 @@ export const vmRunRoutes = defineRoutes({
       handle: async ({ client, config }, req, res) => {
         const vmid = parseVmid(String(req.params.id));
         if (vmid === undefined) throw new InvalidRequestError(vmidProblem(String(req.params.id)));
-        // A tenant's token sees the runs its tenant's tokens started: a VMID outlives its VMs,
-        // and the runs of another tenant's VM at it (before or now) are not this tenant's to read.
+        // A tenant's token sees the runs its tenant's tokens started (a rebuild's install by
+        // its rebuild's): a VMID outlives its VMs, and the runs of another tenant's VM at it
+        // (before or now) are not this tenant's to read.
         const scope = tenantScope(res);
         const runs = [];
         for await (const wf of listWorkflows(client, `VmId = ${vmid}`, MAX_RUNS)) {
           const type = wf.type?.name ?? '';
           if (!OWN_TYPES.has(type) || wf.taskQueue !== config.temporal.taskQueue) continue;
           const decoded = await decodeListedMemo(client, wf);
-          const startedBy = 'memo' in decoded ? decoded.memo?.[STARTED_BY] : undefined;
-          if (scope !== undefined && (typeof startedBy !== 'string' || tenantOfToken(config.apiTokens, startedBy) !== scope)) continue;
+          const memo = 'memo' in decoded ? decoded.memo : undefined;
+          const startedBy = memo?.[STARTED_BY];
+          if (scope !== undefined && (await tenantOfListedRun({ client, tokens: config.apiTokens }, wf, memo)) !== scope) continue;
           runs.push({
             workflowId: wf.execution?.workflowId ?? '',
             runId: wf.execution?.runId ?? '',

@@ -141,6 +141,17 @@ describe('operate acts on its tenant’s VMs only', () => {
     expect(((await as(ADMIN, 'GET', `/vm/${vmB}/runs`)).json as { runs: Array<{ workflowId: string }> }).runs.map((r) => r.workflowId)).toContain(runOfB);
   });
 
+  test("a rebuild's install, which records no starter of its own, is among its tenant's runs of the VM, and no one else's", async () => {
+    const res = await requestSse(`${h.api}/vm/${vmA}/rebuild`, { body: {}, headers: { Authorization: `Bearer ${ALICE_BOT}` }, timeoutMs: 10 * MINUTES });
+    expect(res.events.filter((e) => e.status === 'error')).toEqual([]);
+    const { installWorkflowId } = await h.service.client.workflow.getHandle(`vm-${vmA}`).result();
+    expect(installWorkflowId).toMatch(new RegExp(`^vm-${vmA}-install-`));
+    const runsOf = async (token: string) => ((await as(token, 'GET', `/vm/${vmA}/runs`)).json as { runs: Array<{ workflowId: string }> }).runs.map((r) => r.workflowId);
+    expect(await runsOf(ALICE_READ)).toEqual(expect.arrayContaining([`vm-${vmA}`, installWorkflowId, installOf.get(vmA)]));
+    expect(await runsOf(ADMIN)).toEqual(expect.arrayContaining([`vm-${vmA}`, installWorkflowId]));
+    expect(await runsOf(BOB)).toEqual([]);
+  });
+
   test('an admin adopts a VM for a tenant: its tokens see and act on it, others get 404', async () => {
     const VMID = 252;
     expect((await qm(['create', String(VMID), '--name', 'made-by-hand', '--memory', '512'])).exitCode).toBe(0);

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { clusterPaths } from '../state/paths';
-import { readIfExists, sleepSync } from '../state/files';
+import { readIfExists, readProcFile, sleepSync } from '../state/files';
 import { procStartTime } from '../state/runtime';
 import { sandboxSourceDir } from '../location';
 import { lowerSessionPriority } from '../priority';
@@ -101,7 +101,7 @@ export function taskRunning(u: Upid): boolean {
   const st = procStartTime(u.pid);
   if (st === undefined || Number(st) !== u.pstart) return false;
   // An exited worker its parent has not reaped yet has ended too.
-  const state = readIfExists(`/proc/${u.pid}/stat`)?.split(') ')[1]?.[0];
+  const state = readProcFile(`/proc/${u.pid}/stat`)?.split(') ')[1]?.[0];
   return state !== 'Z' && state !== 'X';
 }
 

@@ -60,6 +60,19 @@ export function readIfExists(file: string): string | undefined {
   }
 }
 
+/**
+ * A file of a process under /proc/<pid>, undefined once the process is gone: one that
+ * exits between the open and the read answers ESRCH instead of ENOENT.
+ */
+export function readProcFile(file: string): string | undefined {
+  try {
+    return readIfExists(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return undefined;
+    throw err;
+  }
+}
+
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);

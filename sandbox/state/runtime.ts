@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { clusterPaths } from './paths';
-import { readIfExists, sleepSync, writeFileAtomic } from './files';
+import { readIfExists, readProcFile, sleepSync, writeFileAtomic } from './files';
 import { sandboxSourceDir } from '../location';
 import { lowerSessionPriority } from '../priority';
 
@@ -22,7 +22,7 @@ export interface VmProcess {
 
 
 export function procStartTime(pid: number): string | undefined {
-  const stat = readIfExists(`/proc/${pid}/stat`);
+  const stat = readProcFile(`/proc/${pid}/stat`);
   // Fields after the command name (which may contain spaces) start at field 3.
   const rest = stat?.slice(stat.lastIndexOf(')') + 2).split(' ');
   return rest?.[19];
@@ -38,7 +38,7 @@ export function vmProcess(dir: string, vmid: number): VmProcess | undefined {
   // is gone: a killed Node process's main thread shows 'Z' while its other threads still
   // exit, and until the last one has, its sockets (the guest's sshd) still accept
   // connections, which then end in a reset instead of a refusal.
-  const state = readIfExists(`/proc/${rec.pid}/stat`)?.split(') ')[1]?.[0];
+  const state = readProcFile(`/proc/${rec.pid}/stat`)?.split(') ')[1]?.[0];
   return (state === 'Z' || state === 'X') && threadCount(rec.pid) <= 1 ? undefined : rec;
 }
 

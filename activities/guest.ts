@@ -14,7 +14,7 @@ import { type OutputStream, outputStream } from './output';
 import { keepAlive } from './keepAlive';
 import { askGuestAddress } from './guestAddress';
 import { knownNode } from './managedSet';
-import { failure, field, isFailureOf, type InitScriptPhase, type InitScriptRun, type PinnedHostKey, checkedInput } from '../contract';
+import { type Activities, failure, field, isFailureOf, type InitScriptRun, type PinnedHostKey, checkedInput } from '../contract';
 import type { ApplicationFailure } from '@temporalio/common';
 import type { Client as SshClient } from 'ssh2';
 
@@ -112,15 +112,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
      * agent vouches for the key or SSH_WAIT_TIMEOUT. Returns the key to pin for the
      * install's later connections. Without a VMID (runs recorded before) any key will do.
      */
-    async waitForSsh(input: {
-      ip: string;
-      user: string;
-      vmid?: number;
-      hostKey?: string;
-      node?: string;
-      pinnedOnly?: boolean;
-      askAddress?: boolean;
-    }): Promise<PinnedHostKey | undefined> {
+    async waitForSsh(input: Parameters<Activities['waitForSsh']>[0]): Promise<PinnedHostKey | undefined> {
       const ctx = Context.current();
       const known = knownNode(input, 'waitForSsh');
       const deadline = Date.now() + config.sshWaitTimeoutSec * 1000;
@@ -179,7 +171,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
                   hostKey: pinned,
                   source: agentKey ? 'guest agent' : 'first use',
                   fingerprint: fingerprint(parseHostKey(pinned).blob),
-                  ...(address ? { address: address.ip !== undefined ? { ip: address.ip } : { reason: address.reason } } : {}),
+                  ...(address ? { address } : {}),
                 };
               }
               lastError = `probe command exited with ${code}`;
@@ -235,18 +227,7 @@ export function guestActivities({ config, client, proxmox }: GuestDeps) {
      * or seal run gets no root password: the template's root stays locked, each clone's
      * own password is set by its clone run.
      */
-    async runInitScript(input: {
-      ip: string;
-      user: string;
-      os: string;
-      version: string;
-      rootPassword?: string;
-      /** The key waitForSsh pinned; a run from before pinning has none. */
-      hostKey?: string;
-      vmid?: number;
-      phase?: InitScriptPhase;
-      afterCloudInit?: boolean;
-    }): Promise<InitScriptRun> {
+    async runInitScript(input: Parameters<Activities['runInitScript']>[0]): Promise<InitScriptRun> {
       checkedInput(field.user, input.user, 'runInitScript');
       if (input.phase !== undefined) checkedInput(field.initScriptPhase, input.phase, 'runInitScript');
       const ctx = Context.current();

@@ -18,10 +18,9 @@ export interface GuestAddressDeps {
 const FINAL = /No QEMU guest agent configured|Permission check failed/;
 
 /** One question to the guest agent about net0's IPv4 address; `reason` says why there is none. */
-export async function askGuestAddress(proxmox: ProxmoxCluster, vmid: number, known: string | undefined): Promise<{ ip?: string; reason: string }> {
+export async function askGuestAddress(proxmox: ProxmoxCluster, vmid: number, known: string | undefined): Promise<{ ip: string } | { reason: string }> {
   try {
-    const answer = await onVmNode(proxmox, vmid, known, async (node) => agentAddress(node, vmid, await node.config(vmid)));
-    return 'ip' in answer ? { ip: answer.ip, reason: '' } : { reason: answer.reason };
+    return await onVmNode(proxmox, vmid, known, async (node) => agentAddress(node, vmid, await node.config(vmid)));
   } catch (err) {
     return { reason: (err as Error).message.split('\n')[0] };
   }
@@ -47,7 +46,7 @@ export function guestAddressActivities({ config, proxmox }: GuestAddressDeps) {
       for (let attempt = 1; ; attempt++) {
         ctx.heartbeat({ attempt });
         const answer = await askGuestAddress(proxmox, vmid, known);
-        if (answer.ip !== undefined) return { ip: answer.ip };
+        if ('ip' in answer) return answer;
         reason = answer.reason;
         if (!input.wait) return { reason };
         if (FINAL.test(reason)) throw failure('GuestAddressError', `VM ${vmid}'s address cannot be read: ${reason}`);

@@ -168,6 +168,7 @@ export interface Activities {
     version: string;
     rootPassword?: string;
     vmid?: number;
+    /** The key waitForSsh pinned; a run from before pinning has none. */
     hostKey?: string;
     phase?: InitScriptPhase;
     afterCloudInit?: boolean;

@@ -49,9 +49,8 @@ export async function tenantOfListedRun(
   wf: ListedWorkflow,
   memo: Record<string, unknown> | undefined,
 ): Promise<string | undefined> {
-  const own = memo?.[STARTED_BY];
   const parent = wf.parentExecution;
-  const startedBy = typeof own === 'string' ? own : parent?.workflowId ? await startedByOfRun(deps.client, parent.workflowId, parent.runId ?? '', 0) : undefined;
+  const startedBy = await startedByOf(deps.client, { memo, parentExecution: parent ? { workflowId: parent.workflowId ?? '', runId: parent.runId ?? '' } : undefined }, 1);
   return startedBy === undefined ? undefined : tenantOfToken(deps.tokens, startedBy);
 }
 
@@ -68,7 +67,10 @@ async function startedByOfRun(client: Client, workflowId: string, runId: string,
   return d && startedByOf(client, d, hops);
 }
 
-async function startedByOf(client: Client, d: WorkflowExecutionDescription, hops: number): Promise<string | undefined> {
+/** What names a run's starter: its memo, else its parent run's (a rebuild's install). */
+type StarterRecord = Pick<WorkflowExecutionDescription, 'memo' | 'parentExecution'>;
+
+async function startedByOf(client: Client, d: StarterRecord, hops: number): Promise<string | undefined> {
   const startedBy = d.memo?.[STARTED_BY];
   if (typeof startedBy === 'string') return startedBy;
   const parent = d.parentExecution;
